@@ -1,0 +1,66 @@
+# The two commands a new user needs: `make lab` and `make test`.
+# Everything is installed from this repository's own files into .venv.
+
+VENV        := .venv
+BIN         := $(CURDIR)/$(VENV)/bin
+PY          := $(BIN)/python
+PIP         := $(PY) -m pip --disable-pip-version-check -q
+STAMPS      := .stamps
+NOTEBOOK    := examples/gradient-check-notebook.ipynb
+export PATH := $(BIN):$(PATH)
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
+
+TS_SOURCES  := $(shell find src style schema -type f 2>/dev/null) package.json tsconfig.json
+
+.PHONY: setup lab test test-python test-js test-ui test-wheel bench bench-quick fuzz clean
+
+setup: $(STAMPS)/install
+
+# torch first and pinned: an unpinned torch resolves to a multi-GB CUDA build.
+$(STAMPS)/venv:
+	python3 -m venv $(VENV)
+	$(PIP) install torch==2.13.0 numpy
+	$(PIP) install 'jupyterlab>=4.5,<5' 'jupyter-builder>=1.2,<2' hatchling hatch-nodejs-version \
+		'hatch-jupyter-builder>=0.5' editables
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/node: $(STAMPS)/venv package.json
+	jlpm install
+	@touch $@
+
+# Build the prebuilt lab extension first, then install (see docs/development.md).
+labextension/package.json: $(STAMPS)/node $(TS_SOURCES)
+	jlpm build:prod
+
+$(STAMPS)/install: labextension/package.json pyproject.toml
+	$(PIP) install --no-build-isolation -e '.[test]'
+	@touch $@
+
+lab: setup
+	jupyter lab $(NOTEBOOK)
+
+test: setup test-python test-js test-wheel test-ui bench-quick
+
+test-python: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-js: setup
+	jlpm test
+
+test-wheel: setup
+	bash scripts/check-wheel.sh
+
+test-ui: setup
+	bash scripts/ui-tests.sh
+
+bench: setup
+	$(PY) -m benchmarks
+
+bench-quick: setup
+	$(PY) -m benchmarks --quick
+
+fuzz: setup
+	bash scripts/fuzz.sh
+
+clean:
+	rm -rf $(STAMPS) $(VENV) node_modules lib labextension ui-tests/node_modules

@@ -1,0 +1,1 @@
+"""The `jupyter gradcheck` command line: run, tolerance, verify and export."""

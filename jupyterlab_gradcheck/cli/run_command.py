@@ -1,0 +1,59 @@
+"""`jupyter gradcheck run SPEC`: run check records and print the completed records as JSON.
+
+Every record is validated (and its device resolved) before any of them runs, so bad input
+exits 2 having executed nothing and appended nothing. Exit 1 means a comparison failed: a
+finding, recorded like any other result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..core.devices import available_devices, resolve_device
+from ..core.jsonio import loads_records
+from ..core.spec import parse_spec
+from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run check records and print the completed records as JSON",
+        description="Run one check record, a JSON list of records, or JSON Lines. "
+        "Exit 0: every comparison passed; 1: some failed (recorded); 2: bad input (nothing run).",
+    )
+    parser.add_argument("spec", help="a JSON file, or - for standard input")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--ledger", help="append expectation and observation to this ledger file")
+    where.add_argument("--notebook", help="append to the ledger beside this notebook (lab1.ipynb -> lab1.gradcheck.jsonl)")
+    parser.add_argument("--no-sweep", action="store_true", help="leave the step sweep out of the records")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    records = loads_records(read_text(args.spec))
+    specs = []
+    for number, record in enumerate(records, start=1):
+        spec = parse_spec(record)
+        specs.append(spec)
+    devices = available_devices()
+    for spec in specs:
+        resolve_device(spec.device, devices)
+    ledger = open_ledger(args.ledger, args.notebook)
+    sweep = False if args.no_sweep else None
+    results = []
+    for spec in specs:
+        if ledger is None:
+            from ..core.engine import run_check
+
+            results.append(run_check(spec, sweep=sweep, devices=devices))
+        else:
+            from ..core.run import run_and_record
+
+            results.append(run_and_record(spec, ledger, sweep=sweep))
+    for record in results:
+        verdict = "PASS" if record["passed"] else f"FAIL ({record['failure']['diagnosis']})" if record.get("failure") else "FAIL"
+        print(f"{verdict} {record['id']}: observed {json.dumps(record['observed_gradient'])}", file=sys.stderr)
+    output = results[0] if len(results) == 1 else results
+    print(json.dumps(output, indent=2))
+    return EXIT_OK if all(r["passed"] for r in results) else EXIT_FINDING

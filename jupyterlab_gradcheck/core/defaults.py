@@ -1,0 +1,63 @@
+"""Default tolerances and finite-difference steps, which depend on the dtype.
+
+The reasoning, written down once (docs/tolerances.md repeats it for readers):
+
+- Analytical vs autograd, and pass-to-pass comparisons: both sides evaluate an exact
+  derivative, so they differ only by rounding in a handful of operations. The default allows
+  a few hundred units in the last place of the dtype (rtol) plus an absolute floor for
+  gradients that are exactly zero.
+- Finite difference vs autograd: a central difference with step h has truncation error
+  ~h^2 and rounding error ~eps/h, minimised at h ~ eps^(1/3) where the error is ~eps^(2/3)
+  (forward: h ~ eps^(1/2), error ~eps^(1/2); Richardson on central differences: h ~ eps^(1/5),
+  error ~eps^(4/5); complex step: no subtraction, error ~eps). The default tolerance is 100x
+  that floor, because the constants in front (|f|, |f'''|) are rarely 1.
+- float16 and bfloat16 cannot resolve a difference quotient at all (eps ~1e-3 and ~8e-3), so
+  their finite differences are taken in float32 on the same function and the tolerance is
+  that of the half-precision autograd result.
+"""
+
+from __future__ import annotations
+
+EPS = {
+    "float64": 2.220446049250313e-16,
+    "float32": 1.1920928955078125e-07,
+    "float16": 0.0009765625,
+    "bfloat16": 0.0078125,
+}
+
+DTYPES = tuple(EPS)
+
+#: Dtype in which finite differences are evaluated for each declared dtype.
+FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "bfloat16": "float32"}
+
+SCHEMES = ("central", "forward", "complex_step", "richardson")
+
+#: Exponent p such that the best achievable finite-difference error is ~eps^p, and the
+#: exponent q of the step h ~ eps^q that reaches it.
+_FLOOR_EXPONENT = {"central": 2 / 3, "forward": 1 / 2, "richardson": 4 / 5, "complex_step": 1.0}
+_STEP_EXPONENT = {"central": 1 / 3, "forward": 1 / 2, "richardson": 1 / 5, "complex_step": 1.0}
+
+
+def comparison_tolerance(dtype: str) -> dict:
+    """Default `{rtol, atol}` for analytical vs autograd and pass-to-pass comparisons."""
+    eps = EPS[dtype]
+    rtol = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}[dtype]
+    return {"rtol": rtol, "atol": max(10 * eps, rtol * 1e-3)}
+
+
+def fd_floor(dtype: str, scheme: str) -> float:
+    """The theoretical best relative error of `scheme` in the dtype FD is evaluated in."""
+    return EPS[FD_DTYPE[dtype]] ** _FLOOR_EXPONENT[scheme]
+
+
+def fd_tolerance(dtype: str, scheme: str) -> dict:
+    """Default `{rtol, atol}` for finite difference vs autograd."""
+    if dtype in ("float16", "bfloat16"):
+        return dict(comparison_tolerance(dtype))
+    bound = 100 * fd_floor(dtype, scheme)
+    return {"rtol": bound, "atol": bound}
+
+
+def fd_step(dtype: str, scheme: str) -> float:
+    """Default step, relative to max(1, |x|) element by element."""
+    return EPS[FD_DTYPE[dtype]] ** _STEP_EXPONENT[scheme]

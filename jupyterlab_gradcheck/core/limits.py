@@ -1,0 +1,37 @@
+"""Documented limits on what a check may ask for, so that bad input fails before it runs.
+
+Each default is chosen so that the course exercises and engineering checks fit with room to
+spare, while a hostile record cannot make the process allocate or loop without bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds applied by the expression parser and the record validator."""
+
+    #: Characters in one expression: long enough for any hand derivation worth writing.
+    max_expression_length: int = 2000
+    #: Depth of the expression tree: deep nesting is a parser attack, not a derivative.
+    max_expression_depth: int = 32
+    #: Nodes in the expression tree.
+    max_expression_nodes: int = 400
+    #: Largest absolute value of a constant exponent in `**` or `pow`.
+    max_exponent: float = 64.0
+    #: Largest absolute numeric literal in an expression.
+    max_literal: float = 1e12
+    #: Elements over all inputs of one check: finite differences cost two forward passes
+    #: per element, so this bounds the work of one check.
+    max_input_elements: int = 100_000
+    #: Nesting depth of an input list (a tensor of rank 8 is plenty for a gradient check).
+    max_input_rank: int = 8
+    #: Number of named inputs.
+    max_inputs: int = 16
+    #: Characters in a free-text field (origin, destination, justification, id).
+    max_text_length: int = 4000
+
+
+DEFAULT_LIMITS = Limits()

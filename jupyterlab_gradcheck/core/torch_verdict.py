@@ -1,0 +1,44 @@
+"""PyTorch's own verdict: `torch.autograd.gradcheck` on the same function and inputs.
+
+It is recorded beside ours, not instead of it. gradcheck uses a fixed step eps=1e-6 and
+atol=1e-5, rtol=1e-3, which only make sense in double precision, so it runs for float64 (and
+complex128) inputs and is recorded as skipped, with that reason, for the other dtypes.
+Above FAST_MODE_ABOVE input elements its fast mode is used, and the record says so.
+"""
+
+from __future__ import annotations
+
+FAST_MODE_ABOVE = 1000
+
+
+def torch_gradcheck(function, leaves: dict, dtype: str, device: str) -> dict:
+    """The `torch_gradcheck` observation: status, verdict, reason, and the settings used."""
+    import sys
+
+    import torch
+    import torch.autograd.gradcheck  # noqa: F401  (registers the module below)
+
+    GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
+    base = {"name": "torch_gradcheck", "description": "torch.autograd.gradcheck on the same function",
+            "dtype": dtype, "device": device}
+    if dtype != "float64":
+        return {**base, "status": "skipped", "verdict": None,
+                "reason": f"gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
+                          "is below what the dtype resolves"}
+    names = list(leaves)
+    inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
+    fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE
+
+    def positional(*args):
+        return function(**dict(zip(names, args)))
+
+    settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": fast}
+    try:
+        torch.autograd.gradcheck(positional, inputs, raise_exception=True, **settings)
+    except GradcheckError as exc:
+        first = " ".join(str(exc).split("\n")[0].split())
+        return {**base, "status": "failed", "verdict": False, "reason": first[:300], "settings": settings}
+    except Exception as exc:  # gradcheck itself could not run this function
+        return {**base, "status": "error", "verdict": None,
+                "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", "settings": settings}
+    return {**base, "status": "passed", "verdict": True, "reason": "gradcheck passed", "settings": settings}

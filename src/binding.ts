@@ -1,0 +1,85 @@
+/**
+ * The notebook binding: `metadata.gradcheck` names the notebook's ledger,
+ * its entry count and its head hash, so a swapped or truncated ledger is
+ * detectable by `verify`. The panel keeps it current in the notebook model,
+ * and it is saved with the notebook like any other metadata.
+ */
+import { ILedgerAnswer, ILedgerSummary } from './types';
+
+/** The value stored under `metadata.gradcheck`. */
+export interface IBinding {
+  ledger: string;
+  entries: number;
+  head: string | null;
+}
+
+/** The metadata key of the binding. */
+export const BINDING_KEY = 'gradcheck';
+
+/** The last path segment: the ledger sits beside its notebook. */
+export function basename(path: string): string {
+  const parts = path.split('/');
+  return parts[parts.length - 1];
+}
+
+/**
+ * The binding a ledger answer (from `GET ledger` or `POST checks`) implies,
+ * or null when the ledger has no entries yet (nothing to bind).
+ */
+export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBinding | null {
+  let path = '';
+  let entries = 0;
+  let head: string | null = null;
+  if ('ledger' in answer) {
+    const ledger = answer.ledger;
+    if (typeof ledger === 'string') {
+      path = ledger;
+    } else if (ledger) {
+      path = ledger.path;
+      entries = ledger.entries;
+      head = ledger.head;
+    }
+    if (Array.isArray(answer.entries)) {
+      entries = answer.entries.length;
+      head = entries ? (answer.entries[entries - 1].hash ?? null) : null;
+    } else if (typeof answer.entries === 'number') {
+      entries = answer.entries;
+      head = answer.head ?? head;
+    }
+  } else {
+    path = answer.path;
+    entries = answer.entries;
+    head = answer.head;
+  }
+  if (!path || entries === 0) {
+    return null;
+  }
+  return { ledger: basename(path), entries, head };
+}
+
+/** The part of a notebook model the binding needs. */
+export interface IMetadataOwner {
+  getMetadata(key: string): unknown;
+  setMetadata(key: string, value: unknown): void;
+}
+
+/** Whether two bindings name the same ledger state. */
+export function sameBinding(a: unknown, b: IBinding): boolean {
+  if (!a || typeof a !== 'object') {
+    return false;
+  }
+  const other = a as Partial<IBinding>;
+  return other.ledger === b.ledger && other.entries === b.entries && other.head === b.head;
+}
+
+/**
+ * Write the binding into the notebook model when it differs, so an unchanged
+ * ledger does not mark the notebook dirty. Returns whether it wrote.
+ */
+export function applyBinding(model: IMetadataOwner, binding: IBinding | null): boolean {
+  if (!binding || sameBinding(model.getMetadata(BINDING_KEY), binding)) {
+    return false;
+  }
+  model.setMetadata(BINDING_KEY, { ...binding });
+  return true;
+}

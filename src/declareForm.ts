@@ -1,0 +1,195 @@
+/**
+ * The declare form: a new check's function, inputs and expectation, written
+ * before it runs. Errors, from the client-side validation or from the
+ * server, are shown next to the field they name.
+ */
+import { el, replaceChildren } from './dom';
+import { IDefaults } from './settings';
+import { IDevice } from './types';
+import {
+  DTYPES,
+  FD_SCHEMES,
+  FORM_FIELDS,
+  FieldErrors,
+  FormField,
+  IFormValues
+} from './validation';
+
+type Control = HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
+
+interface IFieldSpec {
+  label: string;
+  hint?: string;
+  make: () => Control;
+}
+
+function input(placeholder: string): HTMLInputElement {
+  return el('input', { type: 'text', placeholder, spellcheck: 'false', class: 'jp-mod-styled' });
+}
+
+function select(options: string[]): HTMLSelectElement {
+  return el('select', { class: 'jp-mod-styled' }, options.map(o => el('option', { value: o }, o)));
+}
+
+function note(placeholder: string): HTMLTextAreaElement {
+  return el('textarea', { rows: 2, placeholder, class: 'jp-mod-styled' });
+}
+
+const FIELDS: { [K in FormField]: IFieldSpec } = {
+  function: { label: 'Function', hint: 'an expression over the inputs', make: () => input('x*x') },
+  inputs: { label: 'Inputs (JSON)', hint: 'name -> number or nested list', make: () => input('{"x": 3}') },
+  analytical_gradient: {
+    label: 'Analytical gradient (expectation)',
+    hint: 'written before running: a number, a list or an expression such as 2*x',
+    make: () => input('6')
+  },
+  dtype: { label: 'dtype', make: () => select(DTYPES) },
+  device: { label: 'Device', make: () => select(['cpu']) },
+  'finite_difference.scheme': { label: 'FD scheme', make: () => select(FD_SCHEMES) },
+  'finite_difference.step': { label: 'FD step', hint: 'empty: dtype default; or "adaptive"', make: () => input('dtype default') },
+  'tolerance.rtol': { label: 'rtol', make: () => input('dtype default') },
+  'tolerance.atol': { label: 'atol', make: () => input('dtype default') },
+  origin: { label: 'Origin', hint: 'which output, which hand derivation', make: () => note('d(x*x)/dx = 2x, by the power rule') },
+  destination: { label: 'Destination', hint: "which input's gradient", make: () => note('x.grad') }
+};
+
+function slug(field: string): string {
+  return field.replace(/[._]/g, '-');
+}
+
+/** The declare form's DOM and state. */
+export class DeclareForm {
+  readonly node: HTMLFormElement;
+  private readonly controls = new Map<string, Control>();
+  private readonly errors = new Map<string, HTMLElement>();
+  private readonly deviceNotes: HTMLElement;
+  private readonly formError: HTMLElement;
+  private readonly runButton: HTMLButtonElement;
+
+  constructor(onRun: () => void) {
+    this.deviceNotes = el('ul', { class: 'jp-gradcheck-device-notes', testid: 'gradcheck-device-notes' });
+    this.formError = el('div', { class: 'jp-gradcheck-field-error', testid: 'gradcheck-error-form', role: 'alert' });
+    this.runButton = el(
+      'button',
+      { type: 'submit', class: 'jp-mod-styled jp-mod-accept', testid: 'gradcheck-run' },
+      'Run'
+    );
+    const rows = FORM_FIELDS.map(field => this.row(field));
+    this.node = el(
+      'form',
+      { class: 'jp-gradcheck-form', testid: 'gradcheck-declare-form', novalidate: true },
+      rows.slice(0, 5),
+      this.deviceNotes,
+      el('div', { class: 'jp-gradcheck-form-pair' }, rows[5], rows[6]),
+      el('div', { class: 'jp-gradcheck-form-pair' }, rows[7], rows[8]),
+      rows.slice(9),
+      el('div', { class: 'jp-gradcheck-form-actions' }, this.runButton, this.formError)
+    );
+    this.node.addEventListener('submit', event => {
+      event.preventDefault();
+      onRun();
+    });
+  }
+
+  private row(field: FormField): HTMLElement {
+    const spec = FIELDS[field];
+    const control = spec.make();
+    control.name = field;
+    control.dataset.testid = `gradcheck-field-${slug(field)}`;
+    control.id = `jp-gradcheck-field-${slug(field)}`;
+    const error = el('div', {
+      class: 'jp-gradcheck-field-error',
+      testid: `gradcheck-error-${slug(field)}`,
+      role: 'alert'
+    });
+    this.controls.set(field, control);
+    this.errors.set(field, error);
+    return el(
+      'div',
+      { class: 'jp-gradcheck-form-row', 'data-field': field },
+      el('label', { for: control.id }, spec.label),
+      control,
+      spec.hint ? el('div', { class: 'jp-gradcheck-hint' }, spec.hint) : null,
+      error
+    );
+  }
+
+  /** The current text of every field. */
+  values(): IFormValues {
+    const values = {} as IFormValues;
+    for (const field of FORM_FIELDS) {
+      values[field] = this.controls.get(field)!.value;
+    }
+    return values;
+  }
+
+  /** Start new checks from the user's defaults, without overwriting typed text. */
+  applyDefaults(defaults: IDefaults): void {
+    const set = (field: FormField, value: string | number | null) => {
+      const control = this.controls.get(field)!;
+      if (control instanceof HTMLSelectElement || control.value === '') {
+        if (value !== null) {
+          control.value = String(value);
+        }
+      }
+    };
+    set('dtype', defaults.dtype);
+    set('device', defaults.device);
+    set('finite_difference.scheme', defaults.scheme);
+    set('finite_difference.step', defaults.step);
+    set('tolerance.rtol', defaults.rtol);
+    set('tolerance.atol', defaults.atol);
+  }
+
+  /** List the server's devices; an absent one is disabled and its reason shown. */
+  setDevices(devices: IDevice[], preferred: string): void {
+    const control = this.controls.get('device') as HTMLSelectElement;
+    const current = control.value || preferred;
+    replaceChildren(
+      control,
+      devices.map(device =>
+        el(
+          'option',
+          { value: device.id, disabled: !device.available, title: device.reason ?? undefined },
+          device.available ? device.name && device.name !== device.id ? `${device.id} (${device.name})` : device.id : `${device.id} (absent)`
+        )
+      )
+    );
+    const usable = devices.filter(d => d.available).map(d => d.id);
+    control.value = usable.includes(current) ? current : usable.includes(preferred) ? preferred : usable[0] ?? '';
+    replaceChildren(
+      this.deviceNotes,
+      devices
+        .filter(device => !device.available)
+        .map(device =>
+          el('li', { 'data-device': device.id }, `${device.id} is disabled: ${device.reason ?? 'the server reports it absent'}`)
+        )
+    );
+  }
+
+  /** Show errors beside their fields; '' goes under the Run button. */
+  showErrors(errors: FieldErrors): void {
+    this.clearErrors();
+    for (const [field, message] of Object.entries(errors)) {
+      const slot = this.errors.get(field) ?? this.formError;
+      slot.textContent = slot.textContent ? `${slot.textContent} ${message}` : message;
+      this.controls.get(field)?.classList.add('jp-mod-error-field');
+    }
+  }
+
+  /** Remove every shown error. */
+  clearErrors(): void {
+    for (const slot of [...this.errors.values(), this.formError]) {
+      slot.textContent = '';
+    }
+    for (const control of this.controls.values()) {
+      control.classList.remove('jp-mod-error-field');
+    }
+  }
+
+  /** Disable Run while a check is running, so it is not sent twice. */
+  setBusy(busy: boolean): void {
+    this.runButton.disabled = busy;
+    this.runButton.textContent = busy ? 'Running…' : 'Run';
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * Text for values shown in the panel. Pure functions, so they are tested
+ * without a browser.
+ *
+ * Observed values are printed the way Python prints the float they were
+ * (6.0, not 6), because JSON loses that distinction and the panel must not
+ * make an observed float look like a declared integer.
+ */
+import { ITensorObservation, ITolerance, JSONValue } from './types';
+
+const FLOAT_DTYPES = new Set([
+  'float64',
+  'float32',
+  'float16',
+  'bfloat16',
+  'double',
+  'float',
+  'half',
+  'complex64',
+  'complex128'
+]);
+
+/** Whether values of this dtype are floating point (the default is float64). */
+export function isFloatDtype(dtype: string | undefined | null): boolean {
+  if (!dtype) {
+    return true;
+  }
+  return FLOAT_DTYPES.has(dtype.replace(/^torch\./, ''));
+}
+
+/** A float as Python's repr writes it: 6.0, 0.5, 1e-07, 1.5e+20. */
+export function formatFloat(value: number): string {
+  if (Number.isNaN(value)) {
+    return 'nan';
+  }
+  if (!Number.isFinite(value)) {
+    return value > 0 ? 'inf' : '-inf';
+  }
+  const magnitude = Math.abs(value);
+  if (value !== 0 && (magnitude < 1e-4 || magnitude >= 1e16)) {
+    const [mantissa, exponent] = value.toExponential().split('e');
+    const sign = exponent.startsWith('-') ? '-' : '+';
+    const digits = exponent.replace(/^[+-]/, '').padStart(2, '0');
+    return `${mantissa}e${sign}${digits}`;
+  }
+  if (Number.isInteger(value)) {
+    return value.toFixed(1);
+  }
+  return String(value);
+}
+
+/** A number in the style of its dtype: floats as Python floats, integers bare. */
+export function formatNumber(value: number, dtype?: string | null): string {
+  return isFloatDtype(dtype) ? formatFloat(value) : String(value);
+}
+
+/** An observed value (number, nested list, or mapping input -> value). */
+export function formatObserved(
+  value: JSONValue | undefined,
+  dtype?: string | null
+): string {
+  if (value === undefined || value === null) {
+    return '—';
+  }
+  if (typeof value === 'number') {
+    return formatNumber(value, dtype);
+  }
+  if (Array.isArray(value)) {
+    return `[${value.map(item => formatObserved(item, dtype)).join(', ')}]`;
+  }
+  if (typeof value === 'object') {
+    return Object.entries(value)
+      .map(([name, item]) => `${name}: ${formatObserved(item, dtype)}`)
+      .join('; ');
+  }
+  return String(value);
+}
+
+/**
+ * A declared expectation exactly as it was written: 6 stays 6, an expression
+ * stays its text, a mapping shows one line per input.
+ */
+export function formatDeclared(value: JSONValue | undefined): string {
+  if (value === undefined || value === null) {
+    return '—';
+  }
+  if (typeof value === 'string') {
+    return value;
+  }
+  if (Array.isArray(value) || typeof value !== 'object') {
+    return JSON.stringify(value);
+  }
+  return Object.entries(value)
+    .map(([name, item]) => `${name}: ${formatDeclared(item)}`)
+    .join('; ');
+}
+
+/** The shape of a number or nested list: [] for a scalar, [2, 3] for a matrix. */
+export function shapeOf(value: JSONValue | undefined): number[] {
+  const shape: number[] = [];
+  let level: JSONValue | undefined = value;
+  while (Array.isArray(level)) {
+    shape.push(level.length);
+    level = level[0];
+  }
+  return shape;
+}
+
+/** A shape as `[2, 3]`, with the empty shape of a scalar spelled out. */
+export function formatShape(shape: number[] | undefined | null): string {
+  if (!shape || shape.length === 0) {
+    return '[] scalar';
+  }
+  return `[${shape.join(', ')}]`;
+}
+
+/** The line under an observed value: `shape [] scalar · float64 · cpu`. */
+export function formatTensorMeta(observation: ITensorObservation): string {
+  const shape = observation.shape ?? shapeOf(observation.value);
+  const parts = [`shape ${formatShape(shape)}`];
+  parts.push(observation.dtype ?? 'dtype unknown');
+  parts.push(observation.device ?? 'device unknown');
+  return parts.join(' · ');
+}
+
+/** An error size: three significant digits, exponent form. */
+export function formatError(value: number | undefined | null): string {
+  if (value === undefined || value === null) {
+    return '—';
+  }
+  if (value === 0) {
+    return '0';
+  }
+  return formatFloat(Number(value.toPrecision(3)));
+}
+
+/** A tolerance pair: `rtol 1e-07, atol 1e-10`, or `dtype default`. */
+export function formatTolerance(tolerance: ITolerance | undefined | null): string {
+  if (!tolerance) {
+    return 'dtype default';
+  }
+  const parts: string[] = [];
+  if (tolerance.rtol !== undefined && tolerance.rtol !== null) {
+    parts.push(`rtol ${formatFloat(tolerance.rtol)}`);
+  }
+  if (tolerance.atol !== undefined && tolerance.atol !== null) {
+    parts.push(`atol ${formatFloat(tolerance.atol)}`);
+  }
+  return parts.length ? parts.join(', ') : 'dtype default';
+}
+
+/** A diagnosis code as words: `probable_bug` -> `probable bug`. */
+export function formatDiagnosis(diagnosis: string | undefined | null): string {
+  return diagnosis ? diagnosis.replace(/_/g, ' ') : 'no diagnosis';
+}
+
+/** A UTC timestamp shortened to minutes for the history list. */
+export function formatTime(time: string | undefined): string {
+  if (!time) {
+    return '';
+  }
+  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(time);
+  return match ? `${match[1]} ${match[2]} UTC` : time;
+}

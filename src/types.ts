@@ -1,0 +1,139 @@
+/**
+ * Shapes of the JSON that travels between the side panel and the server
+ * extension (docs/contracts.md). Only the fields the panel reads are typed;
+ * everything else is carried through untouched.
+ */
+
+/** A JSON value as the REST API sends it. */
+export type JSONValue =
+  | null
+  | boolean
+  | number
+  | string
+  | JSONValue[]
+  | { [key: string]: JSONValue };
+
+/** A JSON object. */
+export type JSONRecord = { [key: string]: JSONValue };
+
+/** One observed tensor: its value with the shape, dtype and device it had. */
+export interface ITensorObservation {
+  value: JSONValue;
+  shape?: number[];
+  dtype?: string;
+  device?: string;
+}
+
+/** The first (or any) failed comparison of a run. */
+export interface IFailure {
+  comparison?: string;
+  input?: string;
+  index?: number[];
+  left?: JSONValue;
+  right?: JSONValue;
+  abs_err?: number;
+  rel_err?: number;
+  diagnosis?: string;
+  reason?: string;
+}
+
+/** One comparison between two observations. */
+export interface IComparison {
+  name: string;
+  input?: string;
+  max_abs_err?: number;
+  max_rel_err?: number;
+  rtol?: number;
+  atol?: number;
+  passed: boolean;
+}
+
+/** A tolerance pair. */
+export interface ITolerance {
+  rtol?: number | null;
+  atol?: number | null;
+}
+
+/** The check record, declared or completed. */
+export interface ICheckRecord {
+  id?: string;
+  function?: string;
+  inputs?: JSONRecord;
+  dtype?: string;
+  device?: string;
+  analytical_gradient?: JSONValue;
+  tolerance?: ITolerance;
+  finite_difference?: ITolerance & { scheme?: string; step?: JSONValue };
+  origin?: string;
+  destination?: string;
+  executed?: boolean;
+  observed_gradient?: JSONValue;
+  passed?: boolean;
+  observations?: {
+    [name: string]: {
+      gradients?: { [input: string]: ITensorObservation };
+      [key: string]: JSONValue | undefined | { [input: string]: ITensorObservation };
+    };
+  };
+  comparisons?: IComparison[];
+  failure?: IFailure | null;
+  failures?: IFailure[];
+  [key: string]: unknown;
+}
+
+/** One line of the ledger. */
+export interface ILedgerEntry {
+  seq: number;
+  time?: string;
+  kind: string;
+  check_id: string | null;
+  data: { [key: string]: unknown };
+  prev?: string | null;
+  hash?: string;
+}
+
+/** The ledger's summary: where it is, how long it is, and its head hash. */
+export interface ILedgerSummary {
+  path: string;
+  entries: number;
+  head: string | null;
+}
+
+/** Answer of `GET ledger`. */
+export interface ILedgerAnswer {
+  ledger: ILedgerSummary | string;
+  entries: ILedgerEntry[] | number;
+  checks?: unknown;
+  chain?: { ok?: boolean; [key: string]: unknown } | null;
+  binding?: { ok?: boolean; [key: string]: unknown } | null;
+  head?: string | null;
+}
+
+/** One compute device the server can run checks on. */
+export interface IDevice {
+  id: string;
+  name?: string;
+  available: boolean;
+  reason?: string | null;
+}
+
+/** Answer of `GET status`: the version handshake. */
+export interface IServerStatus {
+  version: string;
+  torch?: string;
+  devices: IDevice[];
+  pool?: unknown;
+}
+
+/** Answer of `POST checks`. */
+export interface IRunAnswer {
+  record: ICheckRecord;
+  ledger: ILedgerSummary;
+}
+
+/** The error body of every failed request. */
+export interface IErrorBody {
+  code: string;
+  message: string;
+  field: string | null;
+}

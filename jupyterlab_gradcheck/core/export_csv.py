@@ -1,0 +1,114 @@
+"""CSV export for grading: one row per check, one file for a whole folder of submissions.
+
+Values that are not plain scalars (inputs, gradients) are written as compact JSON, so a
+spreadsheet shows them and a script can `json.loads` them back. Booleans are `true`/`false`;
+an empty cell means "does not apply" (a check that never ran has no `passed`; a ledger
+exported without its notebook has no `binding_ok`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+COLUMNS = (
+    "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
+    "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
+    "failures_kept", "tolerance_edits", "widened_after_failure",
+    "expectation_revised_after_observation", "chain_ok", "binding_ok",
+)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value) if not isinstance(value, float) else repr(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def latest_record(history: dict) -> dict | None:
+    """The record of the check's latest observation, or None when it never ran."""
+    latest = history.get("latest_observation")
+    if not latest:
+        return None
+    record = (latest.get("data") or {}).get("record")
+    return record if isinstance(record, dict) else None
+
+
+def worst_errors(record: dict | None) -> tuple:
+    """(max_abs_err, max_rel_err) over the analytical comparisons of a record.
+
+    These measure the expectation against autograd, which is what the check is graded on;
+    the pass-to-pass and finite-difference comparisons stay in the JSON and HTML exports.
+    """
+    if not record:
+        return None, None
+    rows = [c for c in record.get("comparisons") or [] if c.get("left") == "analytical"]
+    abs_errs = [c["max_abs_err"] for c in rows if isinstance(c.get("max_abs_err"), (int, float))]
+    rel_errs = [c["max_rel_err"] for c in rows if isinstance(c.get("max_rel_err"), (int, float))]
+    return (max(abs_errs) if abs_errs else None), (max(rel_errs) if rel_errs else None)
+
+
+def observed_device(record: dict | None) -> str | None:
+    """The device the latest observation ran on (from its values), else the one requested."""
+    if not record:
+        return None
+    gradients = ((record.get("observations") or {}).get("backward_pass_1") or {}).get("gradients") or {}
+    for description in gradients.values():
+        if isinstance(description, dict) and description.get("device"):
+            return description["device"]
+    return record.get("device")
+
+
+def check_row(submission: dict, history: dict) -> dict:
+    """The CSV row of one check of one submission."""
+    record = latest_record(history)
+    expectation = history.get("expectation") or {}
+    source = record or expectation
+    tolerance = history.get("tolerance") or {}
+    latest = history.get("latest_observation")
+    passed = None if latest is None else bool((latest.get("data") or {}).get("passed"))
+    max_abs, max_rel = worst_errors(record)
+    return {
+        "student": submission["student"],
+        "assignment": submission["assignment"],
+        "notebook": submission["notebook"] or submission["ledger"],
+        "check_id": history["check_id"],
+        "function": source.get("function"),
+        "inputs": source.get("inputs"),
+        "dtype": source.get("dtype"),
+        "device": observed_device(record) or expectation.get("device"),
+        "analytical": history.get("analytical_gradient"),
+        "observed": record.get("observed_gradient") if record else None,
+        "max_abs_err": max_abs,
+        "max_rel_err": max_rel,
+        "rtol": tolerance.get("rtol"),
+        "atol": tolerance.get("atol"),
+        "passed": passed,
+        "runs": history.get("runs", 0),
+        "failures_kept": len(history.get("failures_kept") or []),
+        "tolerance_edits": len(history.get("tolerance_history") or []),
+        "widened_after_failure": bool(history.get("widened_after_failure")),
+        "expectation_revised_after_observation": bool(history.get("expectation_revised_after_observation")),
+        "chain_ok": submission["chain_ok"],
+        "binding_ok": submission["binding_ok"],
+    }
+
+
+def rows(submissions: list[dict]) -> list[dict]:
+    """Every check row of every submission, in submission then ledger order."""
+    return [check_row(s, h) for s in submissions for h in s["checks"].values()]
+
+
+def to_csv(submissions: list[dict]) -> str:
+    """The CSV text (header, then one row per check)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows(submissions):
+        writer.writerow({key: _cell(value) for key, value in row.items()})
+    return buffer.getvalue()

@@ -1,0 +1,396 @@
+"""The audit ledger: an append-only, hash-chained JSON Lines file beside each notebook.
+
+It is what makes a gradient check evidence rather than a claim: the expectation is written
+before the observation, failures stay in the file, and a tolerance changes only through an
+entry that carries a written justification. Lines are appended under an exclusive OS lock,
+flushed and fsynced, and never rewritten.
+
+Torn tail policy (an append interrupted by a crash): bytes after the last newline are a torn
+tail. Readers and `verify` report it and never drop it. The next append, under the lock,
+keeps the bytes where they are: when they are a complete entry that chains onto the head,
+it only adds the missing newline; otherwise it ends them with a newline and appends a
+`note` entry (`event: "torn_tail_sealed"`) naming their line, length and SHA-256, then the
+new entry. `verify` then lists the sealed write as a warning, not an error. A complete line
+that is not a valid entry and is not followed by such a note is corruption: appends are
+refused with a LedgerError until someone looks at it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from .errors import JustificationRequired, LedgerError, SpecError
+from .history import TARGETS, HistoryBuilder, direction
+from .ledger_format import GENESIS, KINDS, LineError, LineInfo, jsonable, make_line, read_entry, read_line
+
+LEDGER_SUFFIX = ".gradcheck.jsonl"
+_CHUNK = 1 << 16
+#: How many unsealed invalid lines before a torn tail one seal may cover (an interrupted seal).
+_MAX_SEAL_RUN = 16
+
+
+def ledger_path_for(notebook_path: str | os.PathLike) -> Path:
+    """`lab1.ipynb` -> `lab1.gradcheck.jsonl`, in the same folder."""
+    path = Path(notebook_path)
+    return path.with_name(path.stem + LEDGER_SUFFIX)
+
+
+def now_utc() -> str:
+    """The entry timestamp: ISO 8601 in UTC."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _line_sha(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+class Ledger:
+    """One ledger file. Every write goes through `append`; every read takes a shared lock."""
+
+    def __init__(self, path: str | os.PathLike, *, notebook: str | os.PathLike | None = None, bind: bool = True):
+        self.path = Path(path)
+        #: The notebook this ledger belongs to (for the binding in its metadata), if known.
+        self.notebook = Path(notebook) if notebook is not None else None
+        #: Whether ledger-aware writers (run_and_record, the CLI) update the notebook binding.
+        self.bind = bind
+
+    @classmethod
+    def for_notebook(cls, notebook_path: str | os.PathLike, *, bind: bool = True) -> "Ledger":
+        """The ledger beside a notebook; `bind=False` leaves its metadata to the caller."""
+        return cls(ledger_path_for(notebook_path), notebook=notebook_path, bind=bind)
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    # ----------------------------------------------------------------- locking and I/O
+    @contextlib.contextmanager
+    def _locked_fd(self, exclusive: bool) -> Iterator[int | None]:
+        """An fd of the ledger under a shared or exclusive lock (None if it does not exist)."""
+        try:
+            if exclusive:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            else:
+                fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if exclusive:
+                raise LedgerError(f"cannot create the ledger {self.path}: its folder is missing") from None
+            yield None
+            return
+        except OSError as exc:
+            raise LedgerError(f"cannot open the ledger {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield fd
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def raw_lines(self) -> tuple[list[bytes], bytes]:
+        """All complete lines (without newlines) and the torn tail (b"" when none)."""
+        with self._locked_fd(exclusive=False) as fd:
+            if fd is None:
+                return [], b""
+            return _split(_read_all(fd))
+
+    def iter_raw_lines(self) -> Iterator[tuple[int, bytes, bool]]:
+        """Stream `(line number, bytes, complete)` under a shared lock; the last may be torn."""
+        with self._locked_fd(exclusive=False) as fd:
+            if fd is None:
+                return
+            with os.fdopen(os.dup(fd), "rb", buffering=_CHUNK) as handle:
+                for number, raw in enumerate(handle, start=1):
+                    if raw.endswith(b"\n"):
+                        yield number, raw[:-1], True
+                    else:
+                        yield number, raw, False
+
+    # -------------------------------------------------------------------- the head
+    def _head_locked(self, fd: int) -> tuple[int, str, list[bytes], bytes]:
+        """(head seq, head hash, unsealed invalid lines before a torn tail, torn tail bytes).
+
+        Reads backwards from the end only as far as the last valid entry, so an append costs
+        the same on a ledger of 10 entries as on one of 10^5.
+        """
+        size = os.fstat(fd).st_size
+        buffer, start, chunk = b"", size, _CHUNK
+        found: LineInfo | None = None
+        invalid: list[bytes] = []
+        torn = b""
+        while start > 0:
+            read_from = max(0, start - chunk)
+            buffer = os.pread(fd, start - read_from, read_from) + buffer
+            start, chunk = read_from, chunk * 2
+            last_newline = buffer.rfind(b"\n")
+            torn = buffer[last_newline + 1 :]
+            complete = buffer[: last_newline + 1].split(b"\n")[:-1]
+            judged = complete if start == 0 else complete[1:]  # the first may be cut off
+            invalid = []
+            for raw in reversed(judged):
+                try:
+                    found = read_line(raw)
+                    break
+                except LineError:
+                    invalid.append(raw)
+                    if len(invalid) > _MAX_SEAL_RUN:
+                        break
+            if found is not None or len(invalid) > _MAX_SEAL_RUN:
+                break
+        invalid.reverse()
+        if invalid and (not torn or len(invalid) > _MAX_SEAL_RUN):
+            raise LedgerError(
+                f"the last line of {self.path.name} is not a valid entry and is not a torn write: "
+                "run `jupyter gradcheck verify` on it; appends are refused"
+            )
+        if found is None:
+            return 0, GENESIS, invalid, torn
+        return found.seq, found.hash, invalid, torn
+
+    def head(self) -> dict:
+        """`{"entries", "head"}`: the number of entries and the hash of the last one."""
+        with self._locked_fd(exclusive=False) as fd:
+            if fd is None:
+                return {"entries": 0, "head": GENESIS}
+            seq, digest, _, _ = self._head_locked(fd)
+            return {"entries": seq, "head": digest}
+
+    # -------------------------------------------------------------------- writing
+    def append(self, kind: str, check_id: str | None, data: dict) -> dict:
+        """Append one entry under an exclusive lock, flushed and fsynced; return it."""
+        self._check_kind(kind, check_id, data)
+        with self._locked_fd(exclusive=True) as fd:
+            return self._append_locked(fd, kind, check_id, data)
+
+    @staticmethod
+    def _check_kind(kind: str, check_id: str | None, data: dict) -> None:
+        if kind not in KINDS:
+            raise SpecError(f"unknown ledger entry kind {kind!r}: one of {', '.join(KINDS)}", field="kind")
+        if kind != "note" and not (isinstance(check_id, str) and check_id):
+            raise SpecError(f"a {kind} entry needs a check id", field="check_id")
+        if not isinstance(data, dict):
+            raise SpecError("ledger entry data must be a JSON object", field="data")
+
+    def _append_locked(self, fd: int, kind: str, check_id: str | None, data: dict) -> dict:
+        seq, prev, invalid, torn = self._head_locked(fd)
+        if torn or invalid:
+            seq, prev = self._seal_locked(fd, seq, prev, invalid, torn)
+        entry = {"seq": seq + 1, "time": now_utc(), "kind": kind, "check_id": check_id,
+                 "data": jsonable(data), "prev": prev}
+        line, digest = make_line(entry)
+        _write_all(fd, line, self.path)
+        entry["hash"] = digest
+        return entry
+
+    def _seal_locked(self, fd: int, seq: int, prev: str, invalid: list[bytes], torn: bytes) -> tuple[int, str]:
+        """Apply the torn tail policy; return the new head (seq, hash)."""
+        if not invalid:
+            try:
+                info = read_line(torn)
+            except LineError:
+                info = None
+            if info is not None and info.hash_ok and info.prev == prev and info.seq == seq + 1:
+                _write_all(fd, b"\n", self.path)  # a complete entry missing only its newline
+                return info.seq, info.hash
+        first_number = _count_lines(fd) - len(invalid) + 1
+        pieces = invalid + ([torn] if torn else [])
+        sealed = [{"line": first_number + i, "bytes": len(raw), "sha256": _line_sha(raw)}
+                  for i, raw in enumerate(pieces)]
+        note = {"seq": seq + 1, "time": now_utc(), "kind": "note", "check_id": None,
+                "data": {"event": "torn_tail_sealed", "lines": sealed,
+                         "text": "an interrupted write left these bytes; they are kept in place"},
+                "prev": prev}
+        line, digest = make_line(note)
+        _write_all(fd, (b"\n" if torn else b"") + line, self.path)
+        return seq + 1, digest
+
+    # ---------------------------------------------------------- the entry kinds
+    def record_expectation(self, spec_dict: dict) -> dict:
+        """The expectation, written before the check runs."""
+        return self.append("expectation", _check_id_of(spec_dict), spec_dict)
+
+    def record_observation(self, record: dict, expectation_seq: int) -> dict:
+        """The completed record of a run, referring to its expectation's seq."""
+        data = {"expectation_seq": int(expectation_seq), "passed": bool(record.get("passed")), "record": record}
+        return self.append("observation", _check_id_of(record), data)
+
+    def record_failed_to_run(self, spec_dict: dict, expectation_seq: int, reason: str) -> dict:
+        """A run that did not complete (crash, timeout): kept as a failed observation."""
+        data = {"expectation_seq": int(expectation_seq), "failed_to_run": True, "passed": False,
+                "reason": str(reason), "record": spec_dict}
+        return self.append("observation", _check_id_of(spec_dict), data)
+
+    def note(self, text: str, check_id: str | None = None, **extra) -> dict:
+        """A free-text note, optionally about one check."""
+        return self.append("note", check_id, {"text": str(text), **extra})
+
+    def change_tolerance(self, check_id: str, *, rtol=None, atol=None, target: str = "tolerance",
+                         justification: str | None = None) -> dict:
+        """Record a tolerance change; refused (nothing written) without a justification."""
+        if target not in TARGETS:
+            raise SpecError(f"unknown tolerance target {target!r}: tolerance or finite_difference", field="target")
+        if rtol is None and atol is None:
+            raise SpecError("a tolerance change needs --rtol or --atol", field="rtol")
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value >= 0 or value == float("inf")):
+                raise SpecError(f"{name} must be a finite number >= 0, got {value!r}", field=name)
+        justification = _require_justification(justification)
+        with self._locked_fd(exclusive=True) as fd:
+            builder = self._history_locked()
+            history = _existing_check(builder, check_id, self.path)
+            key = "tolerance" if target == "tolerance" else "finite_difference_tolerance"
+            old = history[key]
+            if old is None:
+                raise SpecError(f"check {check_id!r} has no recorded {target} tolerance", field="target")
+            new = {"rtol": old["rtol"] if rtol is None else rtol, "atol": old["atol"] if atol is None else atol}
+            if new == old:
+                raise SpecError(f"the {target} tolerance of {check_id!r} is already rtol={old['rtol']} "
+                                f"atol={old['atol']}: nothing to change", field="rtol")
+            data = {"target": target, "old": old, "new": new, "justification": justification,
+                    **direction(old, new), "after_failure": builder.latest_failed(check_id)}
+            return self._append_locked(fd, "tolerance_change", check_id, data)
+
+    def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
+                           via: str = "change") -> dict:
+        """Record a new analytical gradient for a check; refused without a justification."""
+        if via == "change":
+            justification = _require_justification(justification)
+        with self._locked_fd(exclusive=True) as fd:
+            builder = self._history_locked()
+            history = _existing_check(builder, check_id, self.path)
+            old = history["analytical_gradient"]
+            if old == analytical_gradient:
+                raise SpecError(f"check {check_id!r} already expects {old!r}: nothing to change",
+                                field="analytical_gradient")
+            data = {"old": old, "new": analytical_gradient, "justification": justification,
+                    "after_observation": builder.has_observation(check_id), "via": via}
+            return self._append_locked(fd, "expectation_change", check_id, data)
+
+    # -------------------------------------------------------------------- reading
+    def _history_locked(self) -> HistoryBuilder:
+        builder = HistoryBuilder()
+        for info in self._iter_light_unlocked():
+            builder.add(light_entry(info))
+        return builder
+
+    def _iter_light_unlocked(self) -> Iterator[LineInfo]:
+        try:
+            handle = open(self.path, "rb", buffering=_CHUNK)
+        except FileNotFoundError:
+            return
+        with handle:
+            for raw in handle:
+                if raw.endswith(b"\n"):
+                    try:
+                        yield read_line(raw[:-1])
+                    except LineError:
+                        continue
+
+    def entries(self) -> list[dict]:
+        """Every valid entry, decoded, in order (invalid and torn lines are left to verify)."""
+        result = []
+        for _number, raw, complete in self.iter_raw_lines():
+            if not complete:
+                continue
+            try:
+                result.append(read_entry(raw))
+            except LineError:
+                continue
+        return result
+
+    def checks(self, *, records: bool = True) -> dict[str, dict]:
+        """Each check's history; `records=False` skips decoding observation records (faster)."""
+        builder = HistoryBuilder()
+        if records:
+            for entry in self.entries():
+                builder.add(entry)
+        else:
+            with self._locked_fd(exclusive=False):
+                for info in self._iter_light_unlocked():
+                    builder.add(light_entry(info))
+        return builder.checks
+
+    def verify(self) -> dict:
+        """The chain report of this ledger alone (see core.verify for the binding)."""
+        from .verify import verify_chain
+
+        return verify_chain(self)
+
+
+def light_entry(info: LineInfo) -> dict:
+    """An entry dict from a LineInfo; an observation's data has no record."""
+    if info.kind == "observation":
+        data = {"expectation_seq": info.expectation_seq, "passed": info.passed, "failed_to_run": info.failed_to_run}
+    else:
+        data = info.data
+    return {"seq": info.seq, "time": info.time, "kind": info.kind, "check_id": info.check_id,
+            "data": data, "prev": info.prev, "hash": info.hash}
+
+
+def _check_id_of(record: dict) -> str:
+    check_id = record.get("id") if isinstance(record, dict) else None
+    if not isinstance(check_id, str) or not check_id:
+        raise SpecError("the record has no check id; parse it with core.spec first", field="id")
+    return check_id
+
+
+def _require_justification(justification) -> str:
+    if not isinstance(justification, str) or not justification.strip():
+        raise JustificationRequired(
+            "a written justification is required (--justification TEXT): the change is refused and "
+            "nothing was written",
+            field="justification",
+        )
+    return justification.strip()
+
+
+def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
+    if check_id not in builder.checks:
+        known = ", ".join(sorted(builder.checks)) or "none"
+        raise SpecError(f"no check {check_id!r} in {path.name} (checks: {known})", field="check_id")
+    return builder.checks[check_id]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while True:
+        chunk = os.pread(fd, _CHUNK * 16, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _split(content: bytes) -> tuple[list[bytes], bytes]:
+    parts = content.split(b"\n")
+    return parts[:-1], parts[-1]
+
+
+def _count_lines(fd: int) -> int:
+    """Complete lines in the file (used only when sealing a torn write)."""
+    count, offset = 0, 0
+    while True:
+        chunk = os.pread(fd, _CHUNK * 16, offset)
+        if not chunk:
+            return count
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+
+
+def _write_all(fd: int, payload: bytes, path: Path) -> None:
+    """Write every byte, then fsync; a short write leaves a torn tail for the policy."""
+    view = memoryview(payload)
+    try:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as exc:
+        reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
+        raise LedgerError(f"cannot write the ledger {path}: {reason}") from None

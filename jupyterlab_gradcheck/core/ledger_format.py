@@ -1,0 +1,184 @@
+"""The byte layout of one ledger line, and the hash that chains the lines together.
+
+An entry is `{"seq", "time", "kind", "check_id", "data", "prev", "hash"}`. Its hash is the
+SHA-256 of the canonical JSON of the entry without `hash` (keys sorted, separators `,` and
+`:`, UTF-8 kept as is). The line on disk is exactly that canonical text with
+`,"hash":"<64 hex>"` inserted before the closing brace, so:
+
+- a reader can check the hash over the stored bytes without decoding the record, which keeps
+  `verify` fast on ledgers of 10^5 entries holding full check records;
+- the fields that chain the lines (`kind`, `prev`, `seq`, `time`, `hash`) sit at a fixed
+  place at the end of the line, and `check_id` at its start;
+- the line is still an ordinary JSON object that any JSON Lines reader can load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import LedgerError
+
+GENESIS = "0" * 64
+KINDS = ("expectation", "observation", "tolerance_change", "expectation_change", "note")
+ENTRY_KEYS = frozenset(("seq", "time", "kind", "check_id", "data", "prev", "hash"))
+
+#: Length of `,"hash":"<64 hex>"}` at the end of every line.
+HASH_SUFFIX_LEN = 75
+#: The longest possible tail from `,"kind":` to the end, so the tail is searched only there.
+_TAIL_MAX = 400
+
+_TAIL = re.compile(
+    rb',"kind":"([a-z_]{1,40})","prev":"([0-9a-f]{64})","seq":(0|[1-9][0-9]{0,17}),'
+    rb'"time":"([^"\\]{1,64})","hash":"([0-9a-f]{64})"\}\Z'
+)
+_HEAD = re.compile(rb'\A\{"check_id":(null|"(?:[^"\\]|\\.){0,4096}"),"data":\{')
+_OBSERVATION_FRONT = re.compile(
+    rb'"data":\{"expectation_seq":(0|[1-9][0-9]{0,17}),("failed_to_run":true,)?'
+    rb'"passed":(true|false),'
+)
+
+
+def canonical_json(obj: Any) -> str:
+    """The one serialisation that is hashed: sorted keys, no spaces, UTF-8 unescaped."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def entry_hash(entry_without_hash: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of an entry that has no `hash` key."""
+    return hashlib.sha256(canonical_json(entry_without_hash).encode("utf-8")).hexdigest()
+
+
+def jsonable(value: Any) -> Any:
+    """A copy of `value` that canonical JSON accepts.
+
+    Non-finite floats become the strings "NaN", "Infinity" and "-Infinity" (a gradient can be
+    NaN, and strict JSON has no spelling for it); tuples become lists; anything else that JSON
+    cannot hold is refused with a LedgerError naming its type.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise LedgerError(f"ledger data keys must be strings, got {type(key).__name__} {key!r}")
+            out[key] = jsonable(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if hasattr(value, "tolist") and callable(value.tolist):  # a numpy array or torch tensor
+        return jsonable(value.tolist())
+    raise LedgerError(f"ledger data cannot hold a value of type {type(value).__name__}")
+
+
+def make_line(entry_without_hash: dict) -> tuple[bytes, str]:
+    """The stored line (with its newline) and the hash of an entry."""
+    body = canonical_json(entry_without_hash).encode("utf-8")
+    digest = hashlib.sha256(body).hexdigest()
+    line = body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n'
+    return line, digest
+
+
+@dataclass
+class LineInfo:
+    """What a reader learns from one line without decoding its record.
+
+    `data` is decoded for every kind except `observation`, whose record can be large; for an
+    observation, `expectation_seq`, `passed` and `failed_to_run` are read from the fixed
+    front of its data instead.
+    """
+
+    seq: int
+    kind: str
+    check_id: str | None
+    prev: str
+    time: str
+    hash: str
+    hash_ok: bool
+    data: dict | None = None
+    expectation_seq: int | None = None
+    passed: bool | None = None
+    failed_to_run: bool = False
+
+
+class LineError(ValueError):
+    """A line that is not a well-formed entry; the message says why."""
+
+
+def read_line(raw: bytes) -> LineInfo:
+    """Read the chaining fields of one stored line (without its newline).
+
+    The hash is checked over the stored bytes; a line whose layout is not the canonical one
+    raises LineError with the reason.
+    """
+    tail = _TAIL.search(raw, max(0, len(raw) - _TAIL_MAX))
+    head = _HEAD.match(raw)
+    if tail is None or head is None:
+        raise LineError(_why_malformed(raw))
+    kind, prev, seq, time, digest = (group.decode("utf-8") for group in tail.groups())
+    body = raw[:-HASH_SUFFIX_LEN] + b"}"
+    hash_ok = hashlib.sha256(body).hexdigest() == digest
+    check_id = json.loads(head.group(1))
+    info = LineInfo(int(seq), kind, check_id, prev, time, digest, hash_ok)
+    if kind == "observation":
+        front = _OBSERVATION_FRONT.match(raw, head.end() - len(b'"data":{'))
+        if front is None:
+            raise LineError("observation entry without expectation_seq and passed at the front of its data")
+        info.expectation_seq = int(front.group(1))
+        info.failed_to_run = front.group(2) is not None
+        info.passed = front.group(3) == b"true"
+    else:
+        try:
+            info.data = json.loads(raw[head.end() - 1 : tail.start()])
+        except ValueError as exc:
+            raise LineError(f"its data is not valid JSON ({exc})") from None
+    return info
+
+
+def read_entry(raw: bytes) -> dict:
+    """Decode a whole stored line into its entry dict, checking its keys."""
+    try:
+        entry = json.loads(raw)
+    except ValueError as exc:
+        raise LineError(f"not valid JSON ({exc})") from None
+    if not isinstance(entry, dict) or set(entry) != ENTRY_KEYS:
+        raise LineError("not an entry object with exactly seq, time, kind, check_id, data, prev, hash")
+    return entry
+
+
+def is_canonical(raw: bytes, entry: dict) -> bool:
+    """Whether a stored line is byte for byte what the writer produces for its entry."""
+    rest = {key: value for key, value in entry.items() if key != "hash"}
+    try:
+        line, _ = make_line(rest)
+    except (ValueError, TypeError):
+        return False
+    return line[:-1] == raw
+
+
+def _why_malformed(raw: bytes) -> str:
+    """The most precise one-line reason a line does not have the canonical layout."""
+    try:
+        entry = json.loads(raw)
+    except ValueError as exc:
+        return f"not valid JSON ({exc})"
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    missing = sorted(ENTRY_KEYS - set(entry))
+    extra = sorted(set(entry) - ENTRY_KEYS)
+    if missing:
+        return "missing " + ", ".join(missing)
+    if extra:
+        return "unexpected key " + ", ".join(extra)
+    if entry.get("kind") not in KINDS:
+        return f"unknown kind {entry.get('kind')!r}"
+    return "not in the canonical layout (keys sorted, no spaces, hash last): it was rewritten by hand"

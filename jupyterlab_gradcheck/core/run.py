@@ -1,0 +1,96 @@
+"""The ledger-aware entry point: write the expectation, run the check, record the observation.
+
+Every surface that records a check (the CLI's `run --ledger/--notebook`, the server, the
+widget) calls `run_and_record`, so the order that makes a check evidence is kept in one
+place: the expectation is in the ledger before the engine starts, and the observation that
+follows refers to it by `seq`.
+
+A ledger holds one current tolerance per check. A re-run that writes an explicit tolerance
+different from it is refused (change it with `jupyter gradcheck tolerance ... --justification`);
+a re-run that writes none takes the ledger's. A re-run with a different analytical gradient
+is allowed and recorded as an `expectation_change` (with `after_observation: true` once the
+check has run), so a revised hand derivation stays visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .binding import refresh_binding
+from .errors import SpecError
+from .ledger import Ledger
+from .spec import CheckSpec, parse_spec
+
+_TARGETS = (("tolerance", "tolerance_explicit", "tolerance"),
+            ("finite_difference", "fd_tolerance_explicit", "finite_difference_tolerance"))
+
+
+def ledger_spec_dict(spec: CheckSpec) -> dict:
+    """The normalised record as the ledger stores it (a callable is named, not stored)."""
+    record = spec.to_dict()
+    written = record.get("analytical_gradient")
+    if callable(written):
+        record["analytical_gradient"] = "<callable " + (getattr(written, "__qualname__", None) or repr(written)) + ">"
+    elif isinstance(written, dict):
+        record["analytical_gradient"] = {
+            name: ("<callable " + (getattr(v, "__qualname__", None) or repr(v)) + ">") if callable(v) else v
+            for name, v in written.items()
+        }
+    return record
+
+
+def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:
+    """The spec with the ledger's current tolerances; SpecError when it contradicts them."""
+    if not history:
+        return spec
+    changes = {}
+    for target, explicit_attr, key in _TARGETS:
+        current = history.get(key)
+        if current is None:
+            continue
+        block = getattr(spec, target)
+        written = {"rtol": block["rtol"], "atol": block["atol"]}
+        if getattr(spec, explicit_attr):
+            if written != current:
+                raise SpecError(
+                    f"check {spec.id!r}: {target} rtol={written['rtol']:g} atol={written['atol']:g} differs "
+                    f"from the ledger's current rtol={current['rtol']:g} atol={current['atol']:g}; change it "
+                    f"with `jupyter gradcheck tolerance --check {spec.id} --rtol R --atol A "
+                    "--justification TEXT` (nothing was run or written)",
+                    field=f"{target}.rtol",
+                )
+        elif written != current:
+            changes[target] = {**block, **current}
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None) -> dict:
+    """Record the expectation, run the check, record the observation; return the record.
+
+    Bad input (SpecError, including an unavailable device) raises before anything is
+    written. An error raised once the expectation is written is recorded as a failed run
+    (`failed_to_run`) and then re-raised, so the attempt is never lost.
+    """
+    from .devices import resolve_device
+    from .engine import run_check
+
+    parsed = parse_spec(spec)
+    resolve_device(parsed.device, devices)
+    history = ledger.checks(records=False).get(parsed.id)
+    parsed = apply_ledger_tolerance(parsed, history)
+    spec_dict = ledger_spec_dict(parsed)
+    if history and history["expectation"] is not None and history["analytical_gradient"] != spec_dict[
+            "analytical_gradient"]:
+        ledger.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun",
+                                  justification=None)
+    expectation = ledger.record_expectation(spec_dict)
+    try:
+        record = run_check(parsed, sweep=sweep, devices=devices)
+    except BaseException as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        ledger.record_failed_to_run(spec_dict, expectation["seq"], reason)
+        refresh_binding(ledger)
+        raise
+    ledger.record_observation(record, expectation["seq"])
+    refresh_binding(ledger)
+    return record

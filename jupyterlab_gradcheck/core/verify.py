@@ -1,0 +1,358 @@
+"""Verification of a ledger: its hash chain, its notebook binding and the rules it records.
+
+`verify` answers "is this the ledger that was written, whole and in order?". It checks every
+line's hash over its stored bytes, the `seq` and `prev` chain, that each observation refers
+to an earlier expectation of its check, and it re-derives the flags a writer recorded
+(`after_failure`, `widened`, `after_observation`) so that a hand-edited flag is caught even
+when the hashes were recomputed. It then compares the head with the notebook's binding.
+Findings a grader should see but that break no rule (a widening after a failure, an
+expectation revised after its check ran) are reported as flags, not errors.
+
+Replay (core.replay) goes further: it re-runs each recorded observation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .binding import METADATA_KEY, compare_binding, notebook_beside, read_notebook
+from .errors import LedgerError
+from .history import TARGETS, HistoryBuilder, direction
+from .ledger import _MAX_SEAL_RUN, LEDGER_SUFFIX, Ledger, _line_sha, light_entry
+from .ledger_format import GENESIS, KINDS, LineError, LineInfo, is_canonical, read_entry, read_line
+
+Lines = Iterable[tuple[int, bytes, bool]]
+
+
+def _new_report() -> dict:
+    return {"ok": True, "entries": 0, "head": GENESIS, "errors": [], "warnings": [],
+            "torn_tail": None, "sealed": [], "flags": [], "binding": None}
+
+
+def _error(report: dict, line: int | None, reason: str, scope: str = "chain") -> None:
+    report["errors"].append({"line": line, "reason": reason, "scope": scope})
+
+
+def _settle_ok(report: dict) -> None:
+    """`chain_ok`, `binding_ok` (None when there is no binding to compare) and `ok`."""
+    report["chain_ok"] = not any(e["scope"] == "chain" for e in report["errors"])
+    binding = report.get("binding")
+    if binding is not None:
+        report["binding_ok"] = binding["ok"]
+    else:
+        report["binding_ok"] = False if report.get("notebook") else None
+    report["ok"] = not report["errors"]
+
+
+def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
+    """The chain report of a sequence of `(line number, bytes, complete)` lines.
+
+    `deep` also decodes every record and checks that each line is byte for byte the
+    canonical form of its entry (slower: it decodes every observation record).
+    """
+    report = _new_report()
+    builder = HistoryBuilder()
+    hashes: dict[int, str] = {}
+    line_of_seq: dict[int, int] = {}
+    last_seq, last_hash = 0, GENESIS
+    pending: list[tuple[int, bytes, str]] = []
+    for number, raw, complete in lines:
+        if not complete:
+            report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
+            continue
+        try:
+            info = read_line(raw)
+        except LineError as exc:
+            pending.append((number, raw, str(exc)))
+            continue
+        _settle_pending(report, pending, info, number)
+        pending = []
+        problems = _chain_problems(info, last_seq, last_hash) + semantic_problems(info, builder)
+        if deep:
+            problems += _deep_problems(raw, info)
+        for problem in problems:
+            _error(report, number, problem)
+        builder.add(light_entry(info))
+        hashes[info.seq], line_of_seq[info.seq] = info.hash, number
+        last_seq, last_hash = info.seq, info.hash
+        report["entries"] += 1
+    torn = report["torn_tail"]
+    if pending and torn is not None and len(pending) <= _MAX_SEAL_RUN:
+        torn["interrupted_lines"] = [{"line": n, "bytes": len(raw)} for n, raw, _ in pending]
+    else:
+        for number, _raw, reason in pending:
+            _error(report, number, reason)
+    if torn is not None:
+        _error(report, torn["line"], torn["reason"])
+    _collect_flags(report, builder, line_of_seq)
+    report["head"], report["last_seq"] = last_hash, last_seq
+    report["_hashes"] = hashes
+    _settle_ok(report)
+    return report
+
+
+def _torn_tail(number: int, raw: bytes, last_seq: int, last_hash: str) -> dict:
+    complete_entry = False
+    try:
+        info = read_line(raw)
+        complete_entry = info.hash_ok and info.prev == last_hash and info.seq == last_seq + 1
+    except LineError:
+        pass
+    what = "a complete entry missing its line end" if complete_entry else "a partly written entry"
+    return {"line": number, "bytes": len(raw), "complete_entry": complete_entry,
+            "reason": f"torn tail: line {number} ({len(raw)} bytes) is {what}, left by an interrupted "
+                      "write; the next append keeps it and seals it"}
+
+
+def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) -> None:
+    """Invalid lines are sealed torn writes when the next entry is a seal note naming them."""
+    seal = info.kind == "note" and isinstance(info.data, dict) and info.data.get("event") == "torn_tail_sealed"
+    if not pending:
+        if seal:
+            _error(report, number, "a torn-write seal with no torn write before it")
+        return
+    named = info.data.get("lines") if seal else None
+    expected = [{"line": n, "bytes": len(raw), "sha256": _line_sha(raw)} for n, raw, _ in pending]
+    if named == expected:
+        report["sealed"].extend({"line": item["line"], "bytes": item["bytes"], "sealed_by": number}
+                                for item in expected)
+        report["warnings"].append(
+            f"line {pending[0][0]}: an interrupted write ({sum(i['bytes'] for i in expected)} bytes) "
+            f"kept in place and sealed by the note on line {number}"
+        )
+        return
+    for bad_number, _raw, reason in pending:
+        _error(report, bad_number, reason)
+
+
+def _chain_problems(info: LineInfo, last_seq: int, last_hash: str) -> list[str]:
+    problems = []
+    if not info.hash_ok:
+        problems.append(f"hash mismatch: entry seq {info.seq} was changed after it was written")
+    if info.seq != last_seq + 1:
+        problems.append(f"seq {info.seq} where {last_seq + 1} was expected: an entry is missing, "
+                        "repeated or out of order")
+    if info.prev != last_hash:
+        problems.append("prev does not match the hash of the entry before it: lines were removed, "
+                        "inserted or reordered")
+    return problems
+
+
+def semantic_problems(info: LineInfo, builder: HistoryBuilder) -> list[str]:
+    """Rules the entry must satisfy given the entries before it (the builder's state)."""
+    kind, check_id, data = info.kind, info.check_id, info.data
+    if kind not in KINDS:
+        return [f"unknown entry kind {kind!r}"]
+    if kind != "note" and not (isinstance(check_id, str) and check_id):
+        return [f"a {kind} entry without a check id"]
+    if kind == "observation":
+        if builder.kinds_by_seq.get(info.expectation_seq) != ("expectation", check_id):
+            return [f"observation of {check_id!r} refers to seq {info.expectation_seq}, which is not an "
+                    "earlier expectation of that check: the expectation was not written first"]
+        return []
+    if kind == "tolerance_change":
+        return _tolerance_change_problems(check_id, data, builder)
+    if kind == "expectation_change":
+        problems = []
+        if data.get("via") != "rerun" and not _justified(data):
+            problems.append("expectation change without a justification")
+        expected = builder.has_observation(check_id)
+        if bool(data.get("after_observation")) != expected:
+            problems.append(f"after_observation is recorded as {bool(data.get('after_observation'))} "
+                            f"but the check had {'' if expected else 'not '}run before it")
+        return problems
+    return []
+
+
+def _justified(data: dict) -> bool:
+    text = data.get("justification")
+    return isinstance(text, str) and bool(text.strip())
+
+
+def _tolerance_change_problems(check_id: str, data: dict, builder: HistoryBuilder) -> list[str]:
+    problems = []
+    if not _justified(data):
+        problems.append("tolerance change without a justification")
+    target = data.get("target")
+    old, new = data.get("old"), data.get("new")
+    if target not in TARGETS or not isinstance(old, dict) or not isinstance(new, dict):
+        return problems + ["tolerance change without target, old and new"]
+    history = builder.checks.get(check_id)
+    current = None if history is None else history[
+        "tolerance" if target == "tolerance" else "finite_difference_tolerance"]
+    if current != old:
+        problems.append(f"tolerance change says the old {target} tolerance was {old} but it was {current}")
+    try:
+        derived = direction(old, new)
+    except (KeyError, TypeError):
+        return problems + ["tolerance change with malformed old/new values"]
+    for flag in ("widened", "tightened"):
+        if bool(data.get(flag)) != derived[flag]:
+            problems.append(f"{flag} is recorded as {bool(data.get(flag))} but old {old} -> new {new} "
+                            f"says {derived[flag]}")
+    failed = builder.latest_failed(check_id)
+    if bool(data.get("after_failure")) != failed:
+        problems.append(f"after_failure is recorded as {bool(data.get('after_failure'))} but the check's "
+                        f"latest observation {'had' if failed else 'had not'} failed")
+    return problems
+
+
+def _deep_problems(raw: bytes, info: LineInfo) -> list[str]:
+    try:
+        entry = read_entry(raw)
+    except LineError as exc:
+        return [str(exc)]
+    problems = []
+    if not is_canonical(raw, entry):
+        problems.append("the line is not the canonical form of its entry: it was rewritten by hand")
+    if info.kind == "observation":
+        record = entry["data"].get("record")
+        if not isinstance(record, dict):
+            problems.append("observation without a record")
+        elif not info.failed_to_run and bool(record.get("passed")) != info.passed:
+            problems.append(f"the observation says passed={info.passed} but its record says "
+                            f"passed={record.get('passed')}")
+        elif record.get("id") != info.check_id:
+            problems.append(f"the observation's record is for {record.get('id')!r}, not {info.check_id!r}")
+    return problems
+
+
+def _collect_flags(report: dict, builder: HistoryBuilder, line_of_seq: dict[int, int]) -> None:
+    for check_id, history in builder.checks.items():
+        widened = [t["seq"] for t in history["tolerance_history"] if t["widened"] and t["after_failure"]]
+        if widened:
+            report["flags"].append({"check_id": check_id, "flag": "widened_after_failure", "seqs": widened})
+        revised = [e["seq"] for e in history["expectation_changes"] if e["after_observation"]]
+        if revised:
+            report["flags"].append({"check_id": check_id, "flag": "expectation_revised_after_observation",
+                                    "seqs": revised})
+        for change in history["unjustified_tolerance_changes"]:
+            _error(report, line_of_seq.get(change["seq"]),
+                   f"the {change['target']} tolerance of {check_id!r} changed from {change['old']} to "
+                   f"{change['new']} without a justified tolerance_change entry")
+
+
+# ------------------------------------------------------------------ files and folders
+def embedded_lines(notebook) -> tuple[str, list[tuple[int, bytes, bool]]] | None:
+    """(ledger name, lines) of a ledger embedded in a notebook's metadata by the notebook export."""
+    meta = notebook.metadata.get(METADATA_KEY) or {}
+    embedded = meta.get("embedded") if isinstance(meta, dict) else None
+    if not isinstance(embedded, dict) or not isinstance(embedded.get("lines"), list):
+        return None
+    lines = [(i, str(text).encode("utf-8"), True) for i, text in enumerate(embedded["lines"], start=1)]
+    if embedded.get("torn_tail"):
+        lines.append((len(lines) + 1, str(embedded["torn_tail"]).encode("utf-8"), False))
+    return str(embedded.get("ledger", "")), lines
+
+
+def _finish(report: dict, binding: dict | None, where: str) -> dict:
+    if binding is None:
+        report["warnings"].append(f"{where}: no notebook binding to compare the head with")
+    else:
+        errors, warnings = compare_binding(binding, report["_hashes"], report["last_seq"], report["head"])
+        report["binding"] = {"ok": not errors, "recorded": binding,
+                             "found": {"entries": report["last_seq"], "head": report["head"]}}
+        for reason in errors:
+            _error(report, None, reason, scope="binding")
+        report["warnings"].extend(warnings)
+    _settle_ok(report)
+    return report
+
+
+def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False) -> dict:
+    """Verify a ledger file, and its binding when the notebook beside it names it."""
+    ledger = Ledger(path)
+    if not ledger.path.is_file():
+        raise LedgerError(f"no ledger at {path}")
+    report = verify_lines(ledger.iter_raw_lines(), deep=deep)
+    report.update(path=str(ledger.path), ledger=str(ledger.path), notebook=None)
+    notebook = notebook_beside(ledger.path)
+    binding = None
+    if notebook is not None:
+        meta = read_notebook(notebook).metadata.get(METADATA_KEY)
+        if isinstance(meta, dict) and Path(str(meta.get("ledger", ""))).name == ledger.path.name:
+            binding, report["notebook"] = meta, str(notebook)
+    return _finish(report, binding, ledger.path.name)
+
+
+def verify_notebook(path: str | os.PathLike, *, deep: bool = False) -> dict:
+    """Verify a notebook's ledger: the one embedded in it, else the file its binding names."""
+    notebook = read_notebook(path)
+    meta = notebook.metadata.get(METADATA_KEY)
+    embedded = embedded_lines(notebook)
+    if embedded is not None:
+        name, lines = embedded
+        report = verify_lines(lines, deep=deep)
+        report.update(path=str(path), notebook=str(path), ledger=name, embedded=True)
+        return _finish(report, meta, Path(path).name)
+    if isinstance(meta, dict) and meta.get("ledger"):
+        ledger_path = Path(path).parent / str(meta["ledger"])
+    else:
+        ledger_path = Path(path).with_name(Path(path).stem + LEDGER_SUFFIX)
+    if not ledger_path.is_file():
+        report = _new_report()
+        report.update(path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0)
+        if isinstance(meta, dict):
+            _error(report, None, f"the notebook binding names {ledger_path.name}, which is missing",
+                   scope="binding")
+            report["binding"] = {"ok": False, "recorded": meta, "found": None}
+        else:
+            report["warnings"].append(f"{Path(path).name}: no ledger and no binding (no checks recorded)")
+        _settle_ok(report)
+        if not isinstance(meta, dict):
+            report["binding_ok"] = None  # nothing recorded, nothing to bind
+        return report
+    report = verify_lines(Ledger(ledger_path).iter_raw_lines(), deep=deep)
+    report.update(path=str(path), notebook=str(path), ledger=str(ledger_path))
+    return _finish(report, meta if isinstance(meta, dict) else None, Path(path).name)
+
+
+def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
+    """("notebook" | "ledger", path) for a file, or for every one under a folder.
+
+    A ledger beside a notebook is verified through that notebook, not twice.
+    """
+    root = Path(path)
+    if root.is_file():
+        yield ("notebook" if root.suffix == ".ipynb" else "ledger"), root
+        return
+    if not root.is_dir():
+        raise LedgerError(f"no file or folder at {path}")
+    notebooks = sorted(p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    covered = {p.with_name(p.stem + LEDGER_SUFFIX) for p in notebooks}
+    for notebook in notebooks:
+        yield "notebook", notebook
+    for ledger in sorted(root.rglob("*" + LEDGER_SUFFIX)):
+        if ledger not in covered and ".ipynb_checkpoints" not in ledger.parts:
+            yield "ledger", ledger
+
+
+def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False) -> dict:
+    """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations."""
+    reports = []
+    for kind, item in discover(path):
+        report = verify_notebook(item, deep=deep or replay) if kind == "notebook" else \
+            verify_ledger_file(item, deep=deep or replay)
+        if replay:
+            from .replay import replay_lines
+
+            report["replay"] = replay_lines(_lines_of(item, kind))
+            report["ok"] = report["ok"] and report["replay"]["ok"]
+        report.pop("_hashes", None)
+        reports.append(report)
+    return {"ok": all(r["ok"] for r in reports), "reports": reports}
+
+
+def _lines_of(item: Path, kind: str) -> list[tuple[int, bytes, bool]]:
+    if kind == "notebook":
+        embedded = embedded_lines(read_notebook(item))
+        if embedded is not None:
+            return embedded[1]
+        meta = read_notebook(item).metadata.get(METADATA_KEY)
+        name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else item.stem + LEDGER_SUFFIX
+        item = item.parent / str(name)
+        if not item.is_file():
+            return []
+    return list(Ledger(item).iter_raw_lines())

@@ -115,29 +115,39 @@ def _central(probe: Probe, h, indices):
 
 
 def adaptive(probe: Probe, scheme: str, dtype: str):
-    """Pick the step whose estimate changes least when halved; return it with the telemetry."""
-    eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
+    """Pick the step with the smallest estimated error; return it with the telemetry.
+
+    The estimate at step h is |D(h) - D(h/2)| (truncation) plus eps*|phi|/h (rounding).
+    The rounding term matters: at tiny steps D(h) and D(h/2) can coincide by quantisation,
+    which alone would look like a perfect step.
+    """
     import math
+
     import torch
 
-    scale = torch.clamp(probe.values[probe.name].reshape(-1).abs(), min=1.0)
-    decades = range(1, int(-math.log10(eps)) + 1)
+    eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
+    x = probe.values[probe.name]
+    scale = torch.clamp(x.reshape(-1).abs(), min=1.0)
+    magnitude = float(torch.sum((probe.v * probe.function(**probe.values)).abs()))
     telemetry, best = [], None
-    for k in decades:
+    for k in range(1, int(-math.log10(eps)) + 1):
         relative = 10.0 ** -k
         h = relative * scale
         estimate = difference_quotient(probe, scheme, h)
         halved = difference_quotient(probe, scheme, h / 2)
-        change = float((estimate - halved).abs().max())
-        telemetry.append({"step": relative, "change_when_halved": change})
-        if best is None or change < best[0]:
-            best = (change, relative, halved)
-    change, relative, estimate = best
+        truncation = float((estimate - halved).abs().max())
+        rounding = eps * magnitude / relative
+        total = truncation + rounding
+        telemetry.append({"step": relative, "change_when_halved": truncation,
+                          "rounding_estimate": rounding, "error_estimate": total})
+        if best is None or total < best[0]:
+            best = (total, relative, halved)
+    total, relative, estimate = best
     return estimate, relative, {
-        "rule": "step minimising |D(h) - D(h/2)| over decades; the estimate at h/2 is kept",
+        "rule": "step minimising |D(h) - D(h/2)| + eps*|phi|/h over decades; the estimate at h/2 is kept",
         "candidates": telemetry,
         "chosen_step": relative,
-        "error_estimate": change,
+        "error_estimate": total,
     }
 
 

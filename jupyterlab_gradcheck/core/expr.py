@@ -195,6 +195,8 @@ class _Checker:
         else:
             self.fail("only named functions can be called", node)
             return
+        if receiver is not None:
+            self.visit(receiver, depth)  # refuse what the method hangs on before its arity
         spec = FUNCTIONS.get(name)
         if spec is None:
             self.fail(f"function {name!r} is not in the allowed list", func)
@@ -221,8 +223,6 @@ class _Checker:
         if name == "pow":
             self._check_exponent(node.args[-1], node)
         self.calls.add(name)
-        if receiver is not None:
-            self.visit(receiver, depth)
         for argument in node.args:
             self.visit(argument, depth)
 

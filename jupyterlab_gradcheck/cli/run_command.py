@@ -30,6 +30,17 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
+def _summary_line(record: dict) -> str:
+    """One line per check on standard error: the verdict and, for a failure, its reason."""
+    failure = record.get("failure")
+    if record["passed"]:
+        return f"PASS {record['id']}: observed {json.dumps(record['observed_gradient'])}"
+    if failure:
+        return f"FAIL ({failure['diagnosis']}) {record['id']}: {failure['reason']}"
+    verdict = record["observations"]["torch_gradcheck"]
+    return f"FAIL {record['id']}: torch gradcheck {verdict['status']}: {verdict['reason']}"
+
+
 def run(args) -> int:
     records = loads_records(read_text(args.spec))
     specs = []
@@ -52,8 +63,7 @@ def run(args) -> int:
 
             results.append(run_and_record(spec, ledger, sweep=sweep))
     for record in results:
-        verdict = "PASS" if record["passed"] else f"FAIL ({record['failure']['diagnosis']})" if record.get("failure") else "FAIL"
-        print(f"{verdict} {record['id']}: observed {json.dumps(record['observed_gradient'])}", file=sys.stderr)
+        print(_summary_line(record), file=sys.stderr)
     output = results[0] if len(results) == 1 else results
     print(json.dumps(output, indent=2))
     return EXIT_OK if all(r["passed"] for r in results) else EXIT_FINDING

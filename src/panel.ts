@@ -20,6 +20,7 @@ import { badge, button, checkCard } from './ledgerView';
 import { FALLBACK_DEFAULTS, IDefaults } from './settings';
 import { ILedgerAnswer, IServerStatus } from './types';
 import { buildCheck, fieldForError } from './validation';
+import { summariseVerify } from './verifyReport';
 
 /** The panel's stable id, used by the shell and by the UI tests. */
 export const PANEL_ID = 'jupyterlab-gradcheck:panel';
@@ -342,23 +343,18 @@ function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement
   return node;
 }
 
-/** A verify report as a verdict line and the problems it lists. */
+/** A verify report as a verdict badge and its lines. */
 function verifyReport(report: { [key: string]: unknown }): HTMLElement {
-  const ok = report.ok === true;
-  const problems: unknown[] = [];
-  for (const key of ['errors', 'problems', 'warnings']) {
-    const value = report[key];
-    if (Array.isArray(value)) {
-      problems.push(...value);
-    }
-  }
+  const summary = summariseVerify(report);
   return el(
     'div',
-    { testid: 'gradcheck-verify-report', 'data-ok': String(ok) },
-    badge(ok ? 'passed' : 'failed', ok ? 'verified' : 'verification failed'),
-    problems.length
-      ? el('ul', {}, problems.map(p => el('li', {}, typeof p === 'string' ? p : JSON.stringify(p))))
-      : null,
+    { testid: 'gradcheck-verify-report', 'data-ok': String(summary.ok) },
+    badge(summary.ok ? 'passed' : 'failed', summary.ok ? 'verified' : 'verification failed'),
+    el(
+      'ul',
+      { class: 'jp-gradcheck-verify-lines' },
+      summary.lines.map(line => el('li', { class: `jp-gradcheck-verify-${line.level}`, 'data-level': line.level }, line.text))
+    ),
     el('details', {}, el('summary', {}, 'full report'), el('pre', {}, JSON.stringify(report, null, 2)))
   );
 }

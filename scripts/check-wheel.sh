@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The prebuilt extension, as a user without Node gets it: build the wheel from the
+# lab extension already built in labextension/, pip install it into a fresh virtual
+# environment with no Node on PATH, and check that Jupyter finds both halves enabled.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gradcheck-wheel.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "check-wheel: FAIL: $*" >&2; exit 1; }
+plain() { sed 's/\x1b\[[0-9;]*m//g'; }
+
+[ -f labextension/static/style.js ] || fail "labextension/ is not built: run 'jlpm build:prod' (or 'make setup')"
+
+# 1. The wheel. The build hook skips the Node build because labextension/ exists.
+"$PY" -m pip wheel --no-deps --no-build-isolation -q -w "$WORK/dist" .
+WHEEL=$(ls "$WORK"/dist/jupyterlab_gradcheck-*.whl)
+echo "check-wheel: built $(basename "$WHEEL")"
+"$PY" - "$WHEEL" <<'PYEOF' || fail "the wheel does not carry the prebuilt extension and the server config"
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+need = ["share/jupyter/labextensions/jupyterlab-gradcheck/package.json",
+        "share/jupyter/labextensions/jupyterlab-gradcheck/static/style.js",
+        "share/jupyter/labextensions/jupyterlab-gradcheck/schemas/jupyterlab-gradcheck/plugin.json",
+        "share/jupyter/labextensions/jupyterlab-gradcheck/install.json",
+        "etc/jupyter/jupyter_server_config.d/jupyterlab_gradcheck.json"]
+missing = [n for n in need if not any(x.endswith(n) for x in names)]
+sys.exit(f"missing from the wheel: {missing}" if missing else 0)
+PYEOF
+
+# 2. A fresh environment. torch is pinned to the release this project was tested with,
+#    so pip does not resolve a different (and much larger) build.
+python3 -m venv "$WORK/venv"
+VBIN="$WORK/venv/bin"
+TORCH=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+"$VBIN/python" -m pip install -q --disable-pip-version-check "$WHEEL" jupyterlab "torch==$TORCH"
+
+# 3. Jupyter, with only that environment on PATH (no Node) and no user configuration.
+export PATH="$VBIN"
+export JUPYTER_CONFIG_DIR="$WORK/config" JUPYTER_DATA_DIR="$WORK/data"
+if command -v node >/dev/null 2>&1; then fail "node is still on PATH"; fi
+
+LAB=$(jupyter labextension list 2>&1 | plain)
+echo "$LAB" | grep -E "jupyterlab-gradcheck v[0-9][^ ]* +enabled +OK" \
+    || { echo "$LAB" >&2; fail "jupyter labextension list does not show jupyterlab-gradcheck enabled OK"; }
+[ -f "$WORK/venv/share/jupyter/labextensions/jupyterlab-gradcheck/package.json" ] \
+    || fail "the lab extension is not installed in the fresh environment"
+
+SERVER=$(jupyter server extension list 2>&1 | plain)
+echo "$SERVER" | grep -E "jupyterlab_gradcheck +enabled" \
+    || { echo "$SERVER" >&2; fail "jupyter server extension list does not show jupyterlab_gradcheck enabled"; }
+echo "$SERVER" | grep -E "jupyterlab_gradcheck +[0-9][^ ]* +OK" \
+    || { echo "$SERVER" >&2; fail "the jupyterlab_gradcheck server extension does not load"; }
+echo "check-wheel: OK (installed without Node; lab and server extensions enabled)"

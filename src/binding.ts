@@ -27,6 +27,11 @@ export function basename(path: string): string {
  * or null when the ledger has no entries yet (nothing to bind).
  */
 export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBinding | null {
+  const current = 'binding' in answer ? answer.binding?.current : undefined;
+  if (isBinding(current)) {
+    // The server computed it with the core's binding_for: take it as it is.
+    return current.entries > 0 ? { ledger: current.ledger, entries: current.entries, head: current.head } : null;
+  }
   let path = '';
   let entries = 0;
   let head: string | null = null;
@@ -47,7 +52,7 @@ export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBind
       head = answer.head ?? head;
     }
   } else {
-    path = answer.path;
+    path = answer.ledger ?? answer.path;
     entries = answer.entries;
     head = answer.head;
   }
@@ -55,6 +60,14 @@ export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBind
     return null;
   }
   return { ledger: basename(path), entries, head };
+}
+
+function isBinding(value: unknown): value is IBinding {
+  if (!value || typeof value !== 'object') {
+    return false;
+  }
+  const candidate = value as Partial<IBinding>;
+  return typeof candidate.ledger === 'string' && typeof candidate.entries === 'number';
 }
 
 /** The part of a notebook model the binding needs. */

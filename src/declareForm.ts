@@ -142,7 +142,7 @@ export class DeclareForm {
   }
 
   /** List the server's devices; an absent one is disabled and its reason shown. */
-  setDevices(devices: IDevice[], preferred: string): void {
+  setDevices(devices: IDevice[], preferred: string, workerError: string | null = null): void {
     const control = this.controls.get('device') as HTMLSelectElement;
     const current = control.value || preferred;
     replaceChildren(
@@ -162,8 +162,9 @@ export class DeclareForm {
       devices
         .filter(device => !device.available)
         .map(device =>
-          el('li', { 'data-device': device.id }, `${device.id} is disabled: ${device.reason ?? 'the server reports it absent'}`)
-        )
+          el('li', { 'data-device': device.id }, `${device.id} is disabled: ${device.reason || 'the server reports it absent'}`)
+        ),
+      workerError ? el('li', { 'data-device': '' }, `no device list: ${workerError}`) : null
     );
   }
 

@@ -37,6 +37,7 @@ export class GradcheckPanel extends Widget {
   private readonly body: HTMLElement;
   private readonly checks: HTMLElement;
   private readonly verifyResult: HTMLElement;
+  private readonly notice: HTMLElement;
   private readonly formatSelect: HTMLSelectElement;
   private defaults: IDefaults = FALLBACK_DEFAULTS;
   private status: IServerStatus | null = null;
@@ -59,6 +60,7 @@ export class GradcheckPanel extends Widget {
     this.problem = el('div', { class: 'jp-gradcheck-problem', testid: 'gradcheck-server-problem', hidden: true });
     this.checks = el('div', { class: 'jp-gradcheck-checks', testid: 'gradcheck-checks' });
     this.verifyResult = el('div', { class: 'jp-gradcheck-verify-result', testid: 'gradcheck-verify-result' });
+    this.notice = el('div', { class: 'jp-gradcheck-field-error', testid: 'gradcheck-notice', role: 'status' });
     this.formatSelect = el('select', { class: 'jp-mod-styled', testid: 'gradcheck-export-format' }, api.EXPORT_FORMATS.map(f => el('option', { value: f }, f.toUpperCase())));
     this.body = el(
       'div',
@@ -73,6 +75,7 @@ export class GradcheckPanel extends Widget {
         button('Refresh', 'gradcheck-refresh', () => void this.refresh()),
         this.verifyResult
       ),
+      this.notice,
       this.checks
     );
     append(this.node, this.header, this.problem, this.body);
@@ -126,7 +129,7 @@ export class GradcheckPanel extends Widget {
       this.status = await api.getStatus();
       this.problem.hidden = true;
       this.body.hidden = false;
-      this.form.setDevices(this.status.devices, this.defaults.device);
+      this.form.setDevices(this.status.devices, this.defaults.device, this.status.error ?? null);
       this.form.applyDefaults(this.defaults);
       return true;
     } catch (error) {
@@ -200,6 +203,7 @@ export class GradcheckPanel extends Widget {
             'div',
             { class: 'jp-gradcheck-chain', testid: 'gradcheck-chain' },
             chainBadge(chain, entries),
+            chain?.binding_ok === false ? badge('failed', 'binding broken') : null,
             el('span', { class: 'jp-gradcheck-meta' }, ` ${entries} entries`)
           )
         : null
@@ -226,9 +230,13 @@ export class GradcheckPanel extends Widget {
       return;
     }
     if (this.ledger.chain && this.ledger.chain.ok === false) {
-      // Rebinding to a broken chain would hide the break from `verify`.
+      // Rebinding to a broken chain, or over a binding the ledger no longer matches,
+      // would hide the break from `verify`.
+      this.notice.textContent =
+        'The notebook binding was not updated: the ledger does not verify. Press Verify to see why.';
       return;
     }
+    this.notice.textContent = '';
     applyBinding(notebook.model, bindingFromLedger(this.ledger));
   }
 
@@ -335,10 +343,12 @@ function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement
   if (!entries) {
     return badge('not_run', 'empty ledger');
   }
-  if (!chain || chain.ok === undefined) {
+  const ok = chain?.chain_ok ?? chain?.ok;
+  if (typeof ok !== 'boolean') {
     return badge('not_run', 'chain unknown');
   }
-  const node = badge(chain.ok ? 'passed' : 'failed', chain.ok ? 'chain OK' : 'chain broken');
+  const node = badge(ok ? 'passed' : 'failed', ok ? 'chain OK' : 'chain broken');
+
   node.dataset.testid = 'gradcheck-chain-badge';
   return node;
 }

@@ -95,6 +95,8 @@ export interface ILedgerEntry {
 /** The ledger's summary: where it is, how long it is, and its head hash. */
 export interface ILedgerSummary {
   path: string;
+  /** The ledger's name relative to its notebook, as the binding records it. */
+  ledger?: string;
   entries: number;
   head: string | null;
 }
@@ -104,8 +106,10 @@ export interface ILedgerAnswer {
   ledger: ILedgerSummary | string;
   entries: ILedgerEntry[] | number;
   checks?: unknown;
-  chain?: { ok?: boolean; [key: string]: unknown } | null;
-  binding?: { ok?: boolean; [key: string]: unknown } | null;
+  /** The verify report of the ledger and the saved notebook's binding. */
+  chain?: { ok?: boolean; chain_ok?: boolean; binding_ok?: boolean | null; [key: string]: unknown } | null;
+  /** The binding saved in the notebook file, and the one the ledger implies now. */
+  binding?: { recorded?: unknown; current?: unknown } | null;
   head?: string | null;
 }
 
@@ -120,8 +124,11 @@ export interface IDevice {
 /** Answer of `GET status`: the version handshake. */
 export interface IServerStatus {
   version: string;
-  torch?: string;
+  torch?: string | null;
   devices: IDevice[];
+  default_device?: string;
+  /** Why no worker answered, when none did. */
+  error?: string | null;
   pool?: unknown;
 }
 

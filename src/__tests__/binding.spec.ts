@@ -28,6 +28,17 @@ describe('bindingFromLedger', () => {
     expect(bindingFromLedger(answer)).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 3, head: 'hash3' });
   });
 
+  it('takes the binding the server computed with the core, when the answer has one', () => {
+    // Given a GET ledger answer whose binding.current came from core/binding.py
+    const answer = {
+      ledger: 'work/lab1.gradcheck.jsonl',
+      entries: entries(3),
+      binding: { recorded: null, current: { ledger: 'lab1.gradcheck.jsonl', entries: 3, head: 'h' } }
+    };
+    // Then that is the binding, as it is
+    expect(bindingFromLedger(answer)).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 3, head: 'h' });
+  });
+
   it('reads the POST checks summary too', () => {
     expect(bindingFromLedger({ path: 'lab1.gradcheck.jsonl', entries: 2, head: 'abc' })).toEqual({
       ledger: 'lab1.gradcheck.jsonl',

@@ -36,8 +36,12 @@ $(STAMPS)/install: labextension/package.json pyproject.toml
 	$(PIP) install --no-build-isolation -e '.[test]'
 	@touch $@
 
+# Extra options for `jupyter lab`, e.g. LAB_OPTS="--no-browser --port 8890".
+LAB_OPTS    ?=
+ROOT_OPT    := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	jupyter lab $(NOTEBOOK)
+	jupyter lab $(ROOT_OPT) $(LAB_OPTS) $(NOTEBOOK)
 
 test: setup test-python test-js test-wheel test-ui bench-quick
 

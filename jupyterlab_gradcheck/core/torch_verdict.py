@@ -20,7 +20,9 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str) -> dict:
 
     GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
     base = {"name": "torch_gradcheck", "description": "torch.autograd.gradcheck on the same function",
-            "dtype": dtype, "device": device}
+            "dtype": dtype, "device": device,
+            "inputs": {n: {"shape": list(t.shape), "dtype": dtype, "device": str(t.device)}
+                       for n, t in leaves.items()}}
     if dtype != "float64":
         return {**base, "status": "skipped", "verdict": None,
                 "reason": f"gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "

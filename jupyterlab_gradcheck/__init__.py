@@ -1,0 +1,22 @@
+"""jupyterlab-gradcheck: check PyTorch gradients with the expectation written first.
+
+Importing the package stays light (no torch, no jupyter-server): the entry points below
+import what they need only when Jupyter asks for them.
+"""
+
+try:
+    from ._version import __version__
+except ImportError:  # a source checkout that was never built or installed
+    __version__ = "0.0.0+unknown"
+
+
+def _jupyter_labextension_paths():
+    """Where JupyterLab finds the prebuilt side panel."""
+    return [{"src": "labextension", "dest": "jupyterlab-gradcheck"}]
+
+
+def _jupyter_server_extension_points():
+    """The server extension that serves the check-running REST API."""
+    from .server.extension import GradcheckExtension
+
+    return [{"module": "jupyterlab_gradcheck", "app": GradcheckExtension}]

@@ -1,0 +1,128 @@
+"""The jupyter-server extension: its options, its worker pool and its routes.
+
+Enabled by `jupyter-config/server-config/jupyterlab_gradcheck.json`; every option below can
+be set as `c.GradcheckExtension.<name>` in a Jupyter config file or `--GradcheckExtension.<name>`
+on the command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Dict, Float, Integer, Unicode, validate
+
+from ..core.limits import DEFAULT_LIMITS, Limits
+from ..core.errors import SpecError
+from ..core.spec import parse_spec
+from .ledger_io import LedgerIO
+from .pool import WorkerPool
+from .routes import SERVICE_SETTING, url_patterns
+from .service import GradcheckService
+
+
+class GradcheckExtension(ExtensionApp):
+    """Check-running REST endpoints under `{base_url}/gradcheck/`, backed by worker processes."""
+
+    name = "jupyterlab_gradcheck"
+    description = __doc__
+
+    workers = Integer(
+        2,
+        help="Number of worker processes that run checks. Each imports torch once when the "
+        "server starts; checks beyond this many wait in the queue.",
+    ).tag(config=True)
+
+    timeout = Float(
+        30.0,
+        help="Seconds one check (or verify) may run in a worker. A worker that overruns is "
+        "killed and replaced, the request answers 504, and the ledger records the attempt as "
+        "failed to run.",
+    ).tag(config=True)
+
+    queue_size = Integer(
+        64,
+        help="Requests that may wait for a free worker. Beyond this the server answers 503 "
+        "with Retry-After at once instead of letting requests pile up.",
+    ).tag(config=True)
+
+    max_input_elements = Integer(
+        DEFAULT_LIMITS.max_input_elements,
+        help="Largest number of elements over all inputs of one check. Finite differences "
+        "cost two forward passes per element, so this bounds the work of one request.",
+    ).tag(config=True)
+
+    default_device = Unicode(
+        "cpu",
+        help="Device for a check whose record names none: cpu, cuda, cuda:N, mps or auto "
+        "(the first GPU torch reports, else cpu).",
+    ).tag(config=True)
+
+    startup_timeout = Float(
+        120.0,
+        help="Seconds a new worker may take to import torch and say hello before it is "
+        "treated as failed.",
+    ).tag(config=True)
+
+    test_slow_functions = Dict(
+        value_trait=Float(),
+        default_value={},
+        help="For tests only: maps a function expression to seconds a worker sleeps before "
+        "running a check of exactly that function, to exercise the timeout and a kill "
+        "mid-check. Leave empty in real use.",
+    ).tag(config=True)
+
+    @validate("workers")
+    def _at_least_one_worker(self, proposal):
+        if proposal["value"] < 1:
+            raise ValueError("GradcheckExtension.workers must be at least 1")
+        return proposal["value"]
+
+    @validate("timeout", "startup_timeout")
+    def _positive_seconds(self, proposal):
+        if proposal["value"] <= 0:
+            raise ValueError(f"GradcheckExtension.{proposal['trait'].name} must be positive")
+        return proposal["value"]
+
+    @validate("queue_size", "max_input_elements")
+    def _not_negative(self, proposal):
+        if proposal["value"] < 0:
+            raise ValueError(f"GradcheckExtension.{proposal['trait'].name} must not be negative")
+        return proposal["value"]
+
+    @validate("default_device")
+    def _known_device(self, proposal):
+        try:
+            parse_spec({"function": "x", "x": 0.0, "device": proposal["value"]})
+        except SpecError as exc:
+            raise ValueError(f"GradcheckExtension.default_device: {exc.message}") from None
+        return proposal["value"]
+
+    def initialize_settings(self):
+        """Start the worker pool (torch loads in the workers while the server starts)."""
+        limits = Limits(max_input_elements=self.max_input_elements)
+        self.pool = WorkerPool(
+            size=self.workers, timeout=self.timeout, queue_size=self.queue_size,
+            startup_timeout=self.startup_timeout,
+            options={"limits": {"max_input_elements": self.max_input_elements},
+                     "slow_functions": dict(self.test_slow_functions)},
+        )
+        self.pool.start()
+        self.ledger_io = LedgerIO()
+        root = self.serverapp.root_dir if self.serverapp is not None else os.getcwd()
+        self.settings[SERVICE_SETTING] = GradcheckService(
+            root=root, pool=self.pool, ledgers=self.ledger_io, limits=limits,
+            default_device=self.default_device,
+        )
+        self.log.info("gradcheck: %d worker process(es) starting, timeout %g s, queue %d",
+                      self.workers, self.timeout, self.queue_size)
+
+    def initialize_handlers(self):
+        """Add the route table under `{base_url}/gradcheck/`."""
+        self.handlers.extend(url_patterns())
+
+    async def stop_extension(self):
+        """Stop the workers and let ledger writes under way finish."""
+        await asyncio.get_running_loop().run_in_executor(None, self.pool.stop)
+        self.ledger_io.close()

@@ -1,0 +1,1 @@
+"""REST handlers, one module per concept; `routes.py` holds the table that maps them."""

@@ -1,0 +1,65 @@
+"""The base of every handler: authentication resource, JSON in and out, errors in one shape."""
+
+from __future__ import annotations
+
+import json
+
+from jupyter_server.base.handlers import APIHandler
+from tornado.web import HTTPError
+
+from ...core.errors import GradcheckError, SpecError
+from ...core.jsonio import loads_strict
+from ..errors import error_response
+
+
+class GradcheckHandler(APIHandler):
+    """JSON API handler for the `gradcheck` authorization resource.
+
+    Subclasses decorate each method with `@tornado.web.authenticated` and `@authorized`.
+    """
+
+    auth_resource = "gradcheck"
+
+    @property
+    def service(self):
+        from ..routes import SERVICE_SETTING
+
+        return self.settings[SERVICE_SETTING]
+
+    def json_body(self) -> dict:
+        """The request body as a JSON object (strict: no NaN, no duplicate keys)."""
+        if not self.request.body:
+            raise SpecError("the request body is empty: send a JSON object")
+        body = loads_strict(self.request.body)
+        if not isinstance(body, dict):
+            raise SpecError(f"the request body must be a JSON object, got {type(body).__name__}")
+        return body
+
+    def query(self, name: str, default: str | None = None) -> str | None:
+        """One query argument (the last if repeated), or `default`."""
+        return self.get_query_argument(name, default)
+
+    def reply(self, payload, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(payload, allow_nan=False))
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        """Answer every error as `{"code", "message", "field"}` (errors.py decides the status)."""
+        exc_info = kwargs.get("exc_info")
+        error = exc_info[1] if exc_info else None
+        if error is None:
+            error = HTTPError(status_code)
+        status, body, headers = error_response(error)
+        self.set_status(status)
+        for name, value in headers.items():
+            self.set_header(name, value)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(body))
+
+    def log_exception(self, typ, value, tb) -> None:
+        """Expected errors (bad input, busy, timeouts) in one line; the rest with a traceback."""
+        if isinstance(value, GradcheckError):
+            self.log.warning("%s %s -> %s: %s", self.request.method, self.request.path, value.code, value.message)
+        else:
+            super().log_exception(typ, value, tb)

@@ -1,0 +1,59 @@
+"""API paths: the `work/lab1.ipynb` a client names, turned into a file inside the server root.
+
+A request may only reach files under the root the server was started in. A path with `..`,
+an absolute path, or one that a symbolic link carries out of the root is refused before any
+file is opened, so nothing outside the root is read or written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+from .errors import BadPath, NotFound, PathForbidden
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def resolve(root: str | os.PathLike, api_path, *, field: str, must_exist: bool = True,
+            suffix: str | None = None) -> Path:
+    """The real file an API path names, checked to lie inside `root`."""
+    if not isinstance(api_path, str) or not api_path.strip():
+        raise BadPath(f"{field} must be a path relative to the server root, like work/lab1.ipynb",
+                      field=field)
+    if "\x00" in api_path:
+        raise BadPath(f"{field} contains a NUL character", field=field)
+    text = api_path.replace("\\", "/")
+    if text.startswith("/") or _DRIVE.match(text):
+        raise BadPath(f"{field} {api_path!r} is absolute: give a path relative to the server root",
+                      field=field)
+    parts = PurePosixPath(text).parts
+    if ".." in parts:
+        raise BadPath(f"{field} {api_path!r} contains '..': paths may not leave the server root",
+                      field=field)
+    if suffix is not None and not text.endswith(suffix):
+        raise BadPath(f"{field} {api_path!r} does not end in {suffix}", field=field)
+    real_root = Path(os.path.realpath(root))
+    target = ensure_inside(real_root, real_root.joinpath(*parts), field=field, shown=api_path)
+    if must_exist and not target.exists():
+        raise NotFound(f"{field} {api_path!r} does not exist under the server root", field=field)
+    return target
+
+
+def ensure_inside(root: str | os.PathLike, path: str | os.PathLike, *, field: str,
+                  shown: str | None = None) -> Path:
+    """`path` with its links resolved; PathForbidden when that leaves `root`."""
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(path))
+    if real != real_root and real_root not in real.parents:
+        raise PathForbidden(
+            f"{field} {shown or to_api_path(real_root, path)!r} leads outside the server root "
+            f"through a symbolic link", field=field)
+    return real
+
+
+def to_api_path(root: str | os.PathLike, path: str | os.PathLike) -> str:
+    """The API path (relative, with `/`) of a file inside `root`."""
+    relative = os.path.relpath(os.path.abspath(path), os.path.realpath(root))
+    return PurePosixPath(*Path(relative).parts).as_posix()

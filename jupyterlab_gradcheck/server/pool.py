@@ -1,0 +1,229 @@
+"""The pool of warm worker processes that run checks for the server.
+
+N workers start with the extension. A request waits in a bounded queue for a free worker;
+when the queue is full it is refused at once (503 with Retry-After) rather than piling up.
+Each task runs under a timeout. A worker that dies or overruns is killed and a fresh one
+takes its slot, so one bad check cannot take the server down or poison the next check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from .errors import PoolBusy, WorkerCrashed, WorkerFailed, WorkerTimeout, from_json
+from .worker import WorkerProcess
+
+
+@dataclass
+class _Slot:
+    """One place in the pool, holding its current worker process."""
+
+    index: int
+    worker: WorkerProcess | None = None
+    ready: concurrent.futures.Future | None = None  #: resolves to the worker's hello
+    busy: bool = False
+    tasks: int = 0
+
+    def state(self) -> str:
+        if self.busy:
+            return "busy"
+        if not self.ready.done():
+            return "starting"
+        if self.ready.exception() is not None:
+            return "failed"
+        return "idle" if self.worker.is_alive() else "dead"
+
+
+@dataclass
+class WorkerPool:
+    """Warm worker processes behind a bounded queue, each task under a timeout."""
+
+    size: int
+    timeout: float
+    queue_size: int
+    startup_timeout: float
+    options: dict = field(default_factory=dict)  #: handed to every worker (limits, test hooks)
+
+    def __post_init__(self):
+        # Blocking pipe waits run here: one per slot for tasks, one per slot for a start-up,
+        # and one for the first hello.
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2 * self.size + 1, thread_name_prefix="gradcheck-pool")
+        self._slots: list[_Slot] = []
+        self._idle: asyncio.Queue = asyncio.Queue()
+        self._in_flight = 0  #: reserved places: running or waiting for a worker
+        self._durations: deque = deque(maxlen=32)
+        self._hello: dict | None = None
+        self.restarts = 0
+        self.stopped = False
+
+    def start(self) -> None:
+        """Start every worker; each imports torch in the background."""
+        for index in range(self.size):
+            slot = _Slot(index)
+            self._spawn(slot)
+            self._slots.append(slot)
+            self._idle.put_nowait(slot)
+
+    async def hello(self) -> dict:
+        """What the first worker to start reported: torch and python versions, devices."""
+        if self._hello is None:
+            self._hello = await asyncio.wrap_future(self._threads.submit(self._first_hello))
+        return self._hello
+
+    def reserve(self) -> "Place":
+        """A place for one request, or PoolBusy when every worker and queue place is taken.
+
+        Reserve before writing anything that the run would complete, so that a full pool
+        refuses the request while nothing has happened yet.
+        """
+        if self.stopped:
+            raise WorkerFailed("the worker pool is stopped")
+        if self._in_flight >= self.size + self.queue_size:
+            raise PoolBusy(
+                f"all {self.size} workers are busy and the queue of {self.queue_size} waiting "
+                f"requests is full; retry later", retry_after=self._retry_after())
+        self._in_flight += 1
+        return Place(self)
+
+    async def run(self, task: dict):
+        """Reserve a place and run one task in it (see `Place.run`)."""
+        with self.reserve() as place:
+            return await place.run(task)
+
+    async def _run(self, task: dict):
+        slot = await self._idle.get()
+        # Shielded: a cancelled request must still wait for its worker before the slot is
+        # handed on, or the next task would read this task's answer.
+        answer = await asyncio.shield(self._run_in(slot, task))
+        if not answer["ok"]:
+            raise from_json(answer["error"])
+        return answer["result"]
+
+    def state(self) -> dict:
+        """The pool as the status route shows it."""
+        states = [slot.state() for slot in self._slots]
+        if self.stopped:
+            overall = "stopped"
+        elif any(s in ("idle", "busy") for s in states):
+            overall = "ready"
+        elif any(s == "starting" for s in states):
+            overall = "starting"
+        else:
+            overall = "failed"
+        return {
+            "state": overall, "size": self.size, "timeout": self.timeout,
+            "queue": {"waiting": self._in_flight - states.count("busy"), "limit": self.queue_size},
+            "restarts": self.restarts,
+            "workers": [{"index": slot.index, "pid": slot.worker.pid, "state": state, "tasks": slot.tasks}
+                        for slot, state in zip(self._slots, states)],
+        }
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop every worker: ask first, kill what is still running after `grace` seconds."""
+        self.stopped = True
+        for slot in self._slots:
+            slot.worker.request_stop()
+        deadline = time.monotonic() + grace
+        for slot in self._slots:
+            slot.worker.process.join(max(0.0, deadline - time.monotonic()))
+            slot.worker.kill()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    # --- inside the pool -------------------------------------------------------------
+
+    def _spawn(self, slot: _Slot) -> None:
+        slot.worker = WorkerProcess(f"gradcheck-worker-{slot.index}", self.options)
+        slot.ready = self._threads.submit(slot.worker.handshake, self.startup_timeout)
+
+    def _replace(self, slot: _Slot) -> None:
+        old = slot.worker
+        self._threads.submit(old.kill)
+        self.restarts += 1
+        self._spawn(slot)
+
+    async def _run_in(self, slot: _Slot, task: dict) -> dict:
+        try:
+            worker = await self._started(slot)
+            slot.busy = True
+            began = time.monotonic()
+            try:
+                answer = await asyncio.wrap_future(self._threads.submit(worker.call, task, self.timeout))
+            except (WorkerCrashed, WorkerTimeout):
+                self._replace(slot)
+                raise
+            finally:
+                slot.busy = False
+            self._durations.append(time.monotonic() - began)
+            slot.tasks += 1
+            return answer
+        finally:
+            self._idle.put_nowait(slot)
+
+    async def _started(self, slot: _Slot) -> WorkerProcess:
+        """The slot's worker once it has said hello; one fresh start if it failed or died."""
+        for attempt in range(2):
+            try:
+                await asyncio.wrap_future(slot.ready)
+            except WorkerFailed:
+                if attempt:
+                    raise
+            else:
+                if slot.worker.is_alive():
+                    return slot.worker
+                if attempt:
+                    break
+            self._replace(slot)
+        raise WorkerFailed(f"worker {slot.index} died right after starting "
+                           f"({slot.worker.exit_reason()})")
+
+    def _first_hello(self) -> dict:
+        pending = {slot.ready for slot in self._slots}
+        reasons = []
+        while pending:
+            done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                if future.exception() is None:
+                    return future.result()
+                reasons.append(str(future.exception()))
+        raise WorkerFailed(f"no worker process could start: {reasons[0]}")
+
+    def _retry_after(self) -> int:
+        mean = sum(self._durations) / len(self._durations) if self._durations else 1.0
+        rounds = (self._in_flight - self.size) / self.size + 1
+        return max(1, math.ceil(mean * rounds))
+
+
+class Place:
+    """One request's place in the pool, held from `reserve` until its task is done."""
+
+    def __init__(self, pool: WorkerPool):
+        self._pool = pool
+        self._held = True
+
+    def __enter__(self) -> "Place":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+    async def run(self, task: dict):
+        """Wait for a free worker, run `task` under the timeout, return its result.
+
+        Raises the error the worker reported, WorkerTimeout (the worker was killed and
+        replaced), WorkerCrashed (it died; replaced) or WorkerFailed (none could start).
+        """
+        try:
+            return await self._pool._run(task)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._pool._in_flight -= 1

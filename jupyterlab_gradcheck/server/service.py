@@ -1,0 +1,217 @@
+"""What each route does, between the HTTP layer and the core.
+
+Handlers parse a request and call one method here; each method resolves the API paths
+inside the server root, validates with the core (torch-free), writes the ledger off the
+event loop, and hands anything that runs a check to the worker pool. The order that makes a
+check evidence is the core's: the expectation is in the ledger before the worker starts,
+and the observation (or the failed attempt, with its reason) follows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..core.binding import binding_for, read_binding
+from ..core.devices import resolve_device
+from ..core.errors import GradcheckError, SpecError
+from ..core.ledger import Ledger
+from ..core.limits import Limits
+from ..core.run import apply_ledger_tolerance, ledger_spec_dict
+from ..core.spec import parse_spec
+from ..core.verify import discover, verify_ledger_file
+from . import paths
+from .errors import NotFound, WorkerFailed
+from .ledger_io import LedgerIO
+from .pool import WorkerPool
+
+
+@dataclass
+class GradcheckService:
+    """The server's state (root, pool, ledger I/O, options) and the operations on it."""
+
+    root: str
+    pool: WorkerPool
+    ledgers: LedgerIO
+    limits: Limits
+    default_device: str = "cpu"
+
+    # --- GET status ----------------------------------------------------------------
+    async def status(self) -> dict:
+        """The version handshake: package, torch, devices and the pool."""
+        try:
+            hello = await self.pool.hello()
+            worker = {"torch": hello["torch"], "python": hello["python"], "devices": hello["devices"],
+                      "error": None}
+        except WorkerFailed as exc:
+            worker = {"torch": None, "python": None, "devices": [], "error": exc.message}
+        return {
+            "version": __version__,
+            **worker,
+            "default_device": self.default_device,
+            "limits": {"max_input_elements": self.limits.max_input_elements},
+            "pool": self.pool.state(),
+        }
+
+    # --- POST checks ---------------------------------------------------------------
+    async def run_check(self, notebook, check) -> dict:
+        """Expectation, run in a worker, observation; the completed record and the ledger head."""
+        notebook_path, ledger = self._ledger_of(notebook, field="notebook")
+        if not isinstance(check, dict):
+            raise SpecError("check must be a JSON object holding the check record", field="check")
+        parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
+        resolve_device(parsed.device, (await self.pool.hello())["devices"])
+        # The place in the queue is taken before anything is written: a full queue answers
+        # 503 with the ledger untouched.
+        with self.pool.reserve() as place:
+            spec_dict, expectation = await self.ledgers.call(ledger.path, _declare, ledger, parsed)
+            try:
+                completed = await place.run({"op": "check", "record": spec_dict})
+            except GradcheckError as exc:
+                await self.ledgers.call(ledger.path, ledger.record_failed_to_run, spec_dict,
+                                        expectation["seq"], f"{exc.code}: {exc.message}")
+                raise
+        binding = await self.ledgers.call(ledger.path, _observe, ledger, notebook_path, completed,
+                                          expectation["seq"])
+        return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
+
+    # --- GET ledger ----------------------------------------------------------------
+    async def ledger_view(self, notebook) -> dict:
+        """The entries, each check's history, the chain report and the binding to keep."""
+        notebook_path, ledger = self._ledger_of(notebook, field="path")
+        view = await self.ledgers.call(ledger.path, _read_view, ledger, notebook_path)
+        return {"ledger": self._api_path(ledger.path), "notebook": self._api_path(notebook_path), **view}
+
+    # --- POST tolerance / expectation -------------------------------------------------
+    async def change_tolerance(self, notebook, check_id, *, rtol=None, atol=None,
+                               target="tolerance", justification=None) -> dict:
+        """A justified tolerance change, appended to the ledger."""
+        _, ledger = self._ledger_of(notebook, field="notebook")
+        _require_text(check_id, "check_id")
+        entry = await self.ledgers.call(ledger.path, ledger.change_tolerance, check_id, rtol=rtol,
+                                        atol=atol, target=target, justification=justification)
+        return {"entry": entry}
+
+    async def change_expectation(self, notebook, check_id, analytical_gradient, *,
+                                 justification=None) -> dict:
+        """A justified change of a check's analytical gradient, appended to the ledger."""
+        _, ledger = self._ledger_of(notebook, field="notebook")
+        _require_text(check_id, "check_id")
+        entry = await self.ledgers.call(ledger.path, _change_expectation, ledger, check_id,
+                                        analytical_gradient, justification, self.limits)
+        return {"entry": entry}
+
+    # --- GET export / POST verify -------------------------------------------------------
+    async def export(self, api_path, export_format) -> tuple[str, str, str]:
+        """(text, media type, file name) of a CSV, JSON or HTML export of a notebook or folder."""
+        if export_format not in _EXPORTS:
+            raise SpecError(f"format {export_format!r} is not one of {', '.join(_EXPORTS)}", field="format")
+        target = paths.resolve(self.root, api_path, field="path")
+        await self.ledgers.run(self._confine_tree, target, "path")
+        module, function, media_type = _EXPORTS[export_format]
+        text = await self.ledgers.run(_render, module, function, target)
+        return text, media_type, f"{_stem(target)}.gradcheck.{export_format}"
+
+    async def verify(self, api_path, replay=False) -> dict:
+        """The CLI's verify report for a notebook, a ledger or a folder; replay runs in a worker."""
+        if not isinstance(replay, bool):
+            raise SpecError("replay must be true or false", field="replay")
+        target = paths.resolve(self.root, api_path, field="path")
+        await self.ledgers.run(self._confine_tree, target, "path")
+        return await self.pool.run({"op": "verify", "path": str(target), "replay": replay})
+
+    # --- paths -------------------------------------------------------------------
+    def _ledger_of(self, notebook, *, field: str) -> tuple[Path, Ledger]:
+        """The notebook (inside the root) and its ledger (refused if a link leads it outside).
+
+        The server never rewrites a notebook's metadata: the panel keeps the binding through
+        the open notebook's model, so the ledger is opened without binding.
+        """
+        notebook_path = paths.resolve(self.root, notebook, field=field, suffix=".ipynb")
+        if not notebook_path.is_file():
+            raise NotFound(f"{field} {notebook!r} is not a notebook file", field=field)
+        ledger = Ledger.for_notebook(notebook_path, bind=False)
+        paths.ensure_inside(self.root, ledger.path, field=field, shown=self._api_path(ledger.path))
+        return notebook_path, ledger
+
+    def _confine_tree(self, target: Path, field: str) -> None:
+        """Refuse a verify or export whose files, or the ledgers they name, leave the root."""
+        for kind, item in discover(target):
+            paths.ensure_inside(self.root, item, field=field)
+            if kind == "notebook":
+                named = (read_binding(item) or {}).get("ledger")
+                if named:
+                    paths.ensure_inside(self.root, item.parent / str(named), field=field)
+
+    def _api_path(self, path) -> str:
+        return paths.to_api_path(self.root, path)
+
+
+# --- the ledger work, run in the ledger threads ----------------------------------------
+
+
+def _declare(ledger: Ledger, parsed) -> tuple[dict, dict]:
+    """Write the expectation of a check about to run (the core's policy on tolerances and
+    changed expectations applies); return the spec as recorded and its entry."""
+    history = ledger.checks(records=False).get(parsed.id)
+    parsed = apply_ledger_tolerance(parsed, history)
+    spec_dict = ledger_spec_dict(parsed)
+    if history and history["expectation"] is not None and \
+            history["analytical_gradient"] != spec_dict["analytical_gradient"]:
+        ledger.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
+    return spec_dict, ledger.record_expectation(spec_dict)
+
+
+def _observe(ledger: Ledger, notebook_path: Path, record: dict, expectation_seq: int) -> dict:
+    ledger.record_observation(record, expectation_seq)
+    return binding_for(ledger, notebook_path)
+
+
+def _read_view(ledger: Ledger, notebook_path: Path) -> dict:
+    exists = ledger.path.is_file()
+    chain = verify_ledger_file(ledger.path) if exists else None
+    if chain is not None:
+        chain.pop("_hashes", None)
+    return {
+        "entries": ledger.entries(),
+        "checks": ledger.checks(),
+        "chain": chain,
+        "binding": {"recorded": read_binding(notebook_path), "current": binding_for(ledger, notebook_path)},
+    }
+
+
+def _change_expectation(ledger: Ledger, check_id: str, analytical_gradient, justification, limits) -> dict:
+    """Refuse an expectation the check's inputs cannot take (nothing written), then record it."""
+    history = ledger.checks(records=False).get(check_id)
+    if history and isinstance(history.get("expectation"), dict):
+        parse_spec({**history["expectation"], "analytical_gradient": analytical_gradient}, limits=limits)
+    return ledger.change_expectation(check_id, analytical_gradient, justification=justification)
+
+
+#: format -> (core module, renderer over `collect`ed submissions, media type)
+_EXPORTS = {
+    "csv": ("export_csv", "to_csv", "text/csv; charset=utf-8"),
+    "json": ("export_json", "to_json", "application/json; charset=utf-8"),
+    "html": ("export_html", "to_html", "text/html; charset=utf-8"),
+}
+
+
+def _render(module: str, function: str, target: Path) -> str:
+    import importlib
+
+    from ..core.submissions import collect
+
+    render = getattr(importlib.import_module(f"..core.{module}", __package__), function)
+    return render(collect([target]))
+
+
+def _require_text(value, field: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{field} must be a non-empty string", field=field)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    return name[: -len(".ipynb")] if name.endswith(".ipynb") else (name or "export")
+

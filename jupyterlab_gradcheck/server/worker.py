@@ -1,0 +1,184 @@
+"""One worker process: torch imported once, checks run one at a time, answers over a pipe.
+
+`serve` runs in the child. `WorkerProcess` is the server's handle on it: it starts the child
+with the `spawn` start method (the server process holds threads, so it is never forked),
+waits for its hello, sends it tasks, and kills it when it dies, hangs or overruns.
+
+Only plain dicts cross the pipe: a task is `{"op": ..., ...}`, an answer is
+`{"ok": True, "result": ...}` or `{"ok": False, "error": {"code", "message", "field"}}`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+from .errors import WorkerCrashed, WorkerFailed, WorkerTimeout
+
+#: A tiny check each new worker runs once, so that the first real check does not pay for
+#: torch's lazy initialisation of autograd and the engine's own imports.
+_WARM_UP = {"function": "x*x", "x": 3, "analytical_gradient": 6}
+
+
+# --- the child ------------------------------------------------------------------------
+
+
+def serve(conn, options: dict) -> None:
+    """Entry point of the worker process."""
+    # Ctrl-C in the server's terminal reaches the whole process group; the server decides
+    # when its workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import platform
+
+        import torch
+
+        from ..core.devices import available_devices
+
+        options = {**options, "devices": available_devices()}
+        hello = {"ok": True, "pid": os.getpid(), "torch": torch.__version__,
+                 "python": platform.python_version(), "devices": options["devices"]}
+        _run_check(dict(_WARM_UP), options)
+    except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
+        conn.send({"ok": False, "pid": os.getpid(),
+                   "error": {"code": "worker_error", "field": None,
+                             "message": f"the worker could not start: {type(exc).__name__}: {exc}"}})
+        return
+    conn.send(hello)
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):  # the server went away
+            return
+        if task is None:
+            return
+        conn.send(_perform(task, options))
+
+
+def _perform(task: dict, options: dict) -> dict:
+    from ..core.errors import GradcheckError
+
+    operation = _OPERATIONS.get(task.get("op"))
+    if operation is None:
+        return {"ok": False, "error": {"code": "worker_error", "field": None,
+                                       "message": f"unknown worker operation {task.get('op')!r}"}}
+    try:
+        return {"ok": True, "result": operation(task, options)}
+    except GradcheckError as exc:
+        return {"ok": False, "error": exc.to_json()}
+    except Exception as exc:  # noqa: BLE001 - the server answers 500 with this reason
+        return {"ok": False, "error": {"code": "worker_error", "field": None,
+                                       "message": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}}
+
+
+def _run_check(record: dict, options: dict) -> dict:
+    from ..core.engine import run_check
+    from ..core.limits import Limits
+    from ..core.spec import parse_spec
+
+    delay = options.get("slow_functions", {}).get(record.get("function"))
+    if delay:
+        time.sleep(delay)
+    spec = parse_spec(record, limits=Limits(**options.get("limits", {})))
+    return run_check(spec, devices=options.get("devices"))
+
+
+def _check(task: dict, options: dict) -> dict:
+    return _run_check(task["record"], options)
+
+
+def _verify(task: dict, options: dict) -> dict:
+    from ..core.verify import verify
+
+    return verify(task["path"], replay=task.get("replay", False))
+
+
+_OPERATIONS = {"check": _check, "verify": _verify}
+
+
+# --- the server's handle ----------------------------------------------------------------
+
+
+class WorkerProcess:
+    """A started worker and the server's end of its pipe. Its blocking methods run in a thread."""
+
+    def __init__(self, name: str, options: dict):
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_end = context.Pipe()
+        self.process = context.Process(target=serve, args=(child_end, options), name=name, daemon=True)
+        self.process.start()
+        # Only the child holds its end now, so its death reads as end-of-file here.
+        child_end.close()
+        self.hello: dict | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def is_alive(self) -> bool:
+        return self.process.is_alive()
+
+    def handshake(self, timeout: float) -> dict:
+        """Wait for the worker's hello (torch version, devices); WorkerFailed if none comes."""
+        if not self._conn.poll(timeout):
+            self.kill()
+            raise WorkerFailed(f"the worker process did not start within {timeout:g} s")
+        try:
+            message = self._conn.recv()
+        except (EOFError, OSError):
+            reason = self.exit_reason()
+            self.kill()
+            raise WorkerFailed(f"the worker process exited while starting ({reason})") from None
+        if not message.get("ok"):
+            self.kill()
+            raise WorkerFailed(message["error"]["message"])
+        self.hello = message
+        return message
+
+    def call(self, task: dict, timeout: float) -> dict:
+        """Send one task and wait for its answer; the worker is killed if it dies or overruns."""
+        try:
+            self._conn.send(task)
+            answered = self._conn.poll(timeout)
+        except OSError:
+            answered = True  # a broken pipe: the recv below reports how the worker ended
+        if not answered:
+            self.kill()
+            raise WorkerTimeout(f"the worker did not finish within the {timeout:g} s timeout and was "
+                                f"killed; a fresh worker replaces it")
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):
+            reason = self.exit_reason()
+            self.kill()
+            raise WorkerCrashed(f"the worker process died while running the request ({reason}); "
+                                f"a fresh worker replaces it") from None
+
+    def exit_reason(self) -> str:
+        """How the process ended, in words (`killed by SIGKILL`, `exit status 1`)."""
+        self.process.join(timeout=2)
+        code = self.process.exitcode
+        if code is None:
+            return "it is still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+
+    def request_stop(self) -> None:
+        """Ask the worker to exit once its current task (if any) is done."""
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass
+
+    def kill(self) -> None:
+        """Kill the process (if alive), reap it and close the pipe."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+        self._conn.close()

@@ -1,0 +1,98 @@
+"""A real jupyter-server with the extension enabled, authentication required, two workers.
+
+pytest-jupyter starts one server per test in this process; its base URL (`/a%40b/`) is not
+the root, so every test also runs under a base-URL prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from traitlets.config import Config
+
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+#: Worker timeout in these tests, seconds. A warm scalar check takes a few milliseconds, so
+#: only the test functions below come near it; it is short to keep the timeout test quick.
+TIMEOUT = 4.0
+#: A check of this function sleeps far longer than TIMEOUT in the worker (test-only option).
+STUCK = "x*x*x"
+#: A check of this function sleeps 1 s (well under TIMEOUT): long enough to fill the queue.
+SLOW = "x*x*x*x"
+
+
+@pytest.fixture
+def jp_server_config():
+    return Config({
+        "ServerApp": {
+            "jpserver_extensions": {"jupyterlab_gradcheck": True, "jupyter_server_terminals": False},
+            "allow_unauthenticated_access": False,
+        },
+        "GradcheckExtension": {
+            "workers": 2,
+            "timeout": TIMEOUT,
+            "queue_size": 64,
+            "test_slow_functions": {STUCK: 600.0, SLOW: 1.0},
+        },
+    })
+
+
+@pytest.fixture
+def lab1(jp_root_dir) -> str:
+    """An empty notebook at work/lab1.ipynb under the server root; returns its API path."""
+    notebook = Path(jp_root_dir) / "work" / "lab1.ipynb"
+    notebook.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(notebook))
+    return "work/lab1.ipynb"
+
+
+@pytest.fixture
+def api(jp_fetch):
+    """`await api(method, route, body=None, **query)` -> (status, headers, JSON or text)."""
+
+    async def call(method: str, route: str, body=None, headers=None, **query):
+        response = await jp_fetch(
+            "gradcheck", route, method=method, params=query or None, headers=headers,
+            body=None if body is None else json.dumps(body), raise_error=False, request_timeout=60,
+        )
+        text = response.body.decode("utf-8") if response.body else ""
+        kind = response.headers.get("Content-Type", "")
+        payload = json.loads(text) if kind.startswith("application/json") and text else text
+        return response.code, response.headers, payload
+
+    return call
+
+
+@pytest.fixture
+def ledger_lines(jp_root_dir):
+    """The decoded entries of a ledger file under the root (empty when it does not exist)."""
+
+    def read(api_path: str = "work/lab1.gradcheck.jsonl") -> list[dict]:
+        path = Path(jp_root_dir) / api_path
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    return read
+
+
+@pytest.fixture
+def wait_pool(api):
+    """`await wait_pool(predicate, what)`: poll GET status until `predicate(pool)` holds."""
+
+    async def wait(predicate, what: str, limit: float = 30.0) -> dict:
+        deadline = time.monotonic() + limit
+        while True:
+            _, _, status = await api("GET", "status")
+            if predicate(status["pool"]):
+                return status
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}; pool: {status['pool']}")
+            await asyncio.sleep(0.05)
+
+    return wait

@@ -1,0 +1,149 @@
+"""The Python API: check a real Python callable, or a record, from a notebook or a script.
+
+The commonest real gradient check is a custom `torch.autograd.Function` with a hand-written
+backward; `check(MyFunction, grad=..., x=...)` runs it through the same core as every other
+surface and, by default, records it in the notebook's ledger (expectation first). The result
+shows the same expectation/observation table as the inline panel.
+
+    from jupyterlab_gradcheck.api import check
+    result = check(Cube, grad=[3.0, 12.0], x=[1.0, 2.0])
+    result.passed, result.record["failure"]
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, Callable
+
+from .core.record_html import failure_sentence, record_html
+
+class CheckResult:
+    """A completed check: `.passed`, `.record`, and in a notebook the expectation/observation table."""
+
+    def __init__(self, record: dict, *, ledger=None):
+        self.record = record
+        #: The Ledger it was written to, or None when it was run without one.
+        self.ledger = ledger
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.record.get("passed"))
+
+    @property
+    def failure(self) -> dict | None:
+        """The first failed comparison with its worst element and diagnosis, or None."""
+        return self.record.get("failure")
+
+    @property
+    def history(self) -> dict | None:
+        """This check's history in the ledger (runs, failures kept, tolerance edits)."""
+        if self.ledger is None:
+            return None
+        return self.ledger.checks().get(self.record["id"])
+
+    def summary(self) -> str:
+        """One line: the check, its verdict, and for a failure the worst element and diagnosis."""
+        if self.passed:
+            return f"{self.record['id']}: passed"
+        failure = self.failure
+        if not failure:
+            verdict = self.record["observations"]["torch_gradcheck"]
+            return f"{self.record['id']}: failed: torch_gradcheck {verdict.get('reason', '')}"
+        return (f"{self.record['id']}: failed {failure['comparison']} at {failure_sentence(failure)}; "
+                f"diagnosis {failure['diagnosis']}: {failure['reason']}")
+
+    def __repr__(self) -> str:
+        return f"<CheckResult {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        return record_html(self.record, history=self.history)
+
+
+def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, device: str | None = None,
+          tolerance: dict | None = None, finite_difference: dict | None = None, grad_output: Any = None,
+          origin: str = "", destination: str = "", id: str | None = None, justification: str | None = None,
+          notebook: str | os.PathLike | None = None, ledger=None, **inputs) -> CheckResult:
+    """Check the gradient of `fn` at `inputs` against the expectation `grad`.
+
+    `fn` is a callable taking the inputs as keyword arguments, a `torch.autograd.Function`
+    subclass (its `apply` is checked), or an expression string. `grad` is the analytical
+    gradient written first: a number, nested list, tensor, expression string, a callable of
+    the inputs, or a mapping input name -> one of those. Inputs are numbers, nested lists or
+    tensors (a tensor also gives the dtype and device when they are not named).
+
+    The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
+    kernel runs for; `ledger=False` runs it without recording. A tolerance that differs from
+    the one the ledger holds needs `justification=`.
+    """
+    inputs_json, inferred_dtype, inferred_device = _inputs_as_values(inputs)
+    record: dict[str, Any] = {
+        "function": _as_checkable(fn, list(inputs)),
+        "inputs": inputs_json,
+        "analytical_gradient": _as_value(grad),
+        "dtype": dtype or inferred_dtype or "float64",
+        "device": device or inferred_device or "cpu",
+        "origin": origin,
+        "destination": destination,
+    }
+    for key, value in (("tolerance", tolerance), ("finite_difference", finite_difference),
+                       ("grad_output", _as_value(grad_output)), ("id", id)):
+        if value is not None:
+            record[key] = value
+    return check_record(record, justification=justification, notebook=notebook, ledger=ledger)
+
+
+def check_record(record: dict, *, justification: str | None = None, notebook: str | os.PathLike | None = None,
+                 ledger=None) -> CheckResult:
+    """Run one check record (the seed record is accepted as written) and return its result."""
+    from .widget.kernel_run import run_in_kernel
+    from .widget.location import open_ledger
+
+    target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
+    completed = run_in_kernel(record, target, justification=justification)
+    return CheckResult(completed, ledger=target)
+
+
+def _as_checkable(fn, input_names: list[str]):
+    """A callable taking the inputs by name; an autograd Function becomes its `apply`."""
+    import torch
+
+    owner = getattr(fn, "__self__", None)
+    if inspect.isclass(owner) and issubclass(owner, torch.autograd.Function) and getattr(fn, "__name__", "") == "apply":
+        fn = owner
+    if not (inspect.isclass(fn) and issubclass(fn, torch.autograd.Function)):
+        return fn
+    function_class = fn
+    parameters = list(inspect.signature(function_class.forward).parameters)
+    named = [p for p in parameters if p in input_names]
+    order = named if sorted(named) == sorted(input_names) else input_names
+
+    def apply(**values):
+        return function_class.apply(*(values[name] for name in order))
+
+    apply.__qualname__ = apply.__name__ = f"{function_class.__qualname__}.apply"
+    return apply
+
+
+def _as_value(value):
+    """Tensors (also inside a mapping) as nested lists; everything else unchanged."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").tolist()
+    if isinstance(value, dict):
+        return {key: _as_value(item) for key, item in value.items()}
+    return value
+
+
+def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
+    """(inputs as record values, dtype and device shared by the tensor inputs, or None)."""
+    import torch
+
+    dtypes, devices = set(), set()
+    for value in inputs.values():
+        if isinstance(value, torch.Tensor):
+            dtypes.add(str(value.dtype).replace("torch.", ""))
+            devices.add(str(value.device))
+    return ({name: _as_value(value) for name, value in inputs.items()},
+            dtypes.pop() if len(dtypes) == 1 else None, devices.pop() if len(devices) == 1 else None)

@@ -1,0 +1,230 @@
+"""The inline panel: declare a check in a notebook cell, run it in the kernel, see the evidence.
+
+Built from stock ipywidgets 8 only, so it renders wherever the ipywidgets lab extension is
+installed, with no JavaScript of ours. The expectation fields come first because the
+expectation is written before anything runs (principle 1); the result shows it beside the
+observation. Every run goes through the core and the notebook's ledger, and a tolerance that
+moves after a run needs a written justification before the next run (principle 6).
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+import ipywidgets as widgets
+
+from ..core import defaults
+from ..core.devices import available_devices
+from ..core.errors import GradcheckError, JustificationRequired, SpecError
+from ..core.record_html import FONT_DIM, history_html, record_html
+from ..core.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
+from .kernel_run import run_in_kernel
+from .location import LedgerLocationMissing, open_ledger
+
+_LABEL_WIDTH = "170px"
+_STYLE = {"description_width": _LABEL_WIDTH}
+_WIDE = widgets.Layout(width="95%")
+_ERROR = "var(--jp-error-color1, #d32f2f)"
+_OK = "var(--jp-success-color1, #388e3c)"
+
+
+def _message(text: str, colour: str) -> str:
+    return f'<div class="jp-gradcheck-message" style="color:{colour};white-space:pre-wrap">{escape(text)}</div>'
+
+
+def _number_or_text(text: str):
+    """A number when the text is one; otherwise the text, so the core names what is wrong."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text) if text.lower() not in ("nan", "infinity", "-infinity") else text
+    except json.JSONDecodeError:
+        return text
+
+
+def _written(value) -> str:
+    """A record value as the user would type it back into a field."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class GradcheckPanel(widgets.VBox):
+    """Declare, run and review one gradient check inline, recorded in the notebook's ledger.
+
+    `record` fills the fields (the seed record is accepted as written); `notebook=` or
+    `ledger=` name the ledger when the kernel was not started for a notebook.
+    """
+
+    def __init__(self, record: dict | None = None, *, notebook=None, ledger=None, **kwargs):
+        self.function = widgets.Text(value="x*x", description="function", style=_STYLE, layout=_WIDE,
+                                     placeholder="expression over the inputs, e.g. x*x or sum(sin(x))")
+        self.inputs = widgets.Textarea(value='{"x": 3}', description="inputs (JSON)", style=_STYLE,
+                                       layout=_WIDE, rows=2, placeholder='{"x": 3, "w": [1, 2]}')
+        self.analytical_gradient = widgets.Text(
+            value="", description="analytical gradient", style=_STYLE, layout=_WIDE,
+            placeholder='your derivative, written first: 6, [2, 4], "2*x" or {"x": ..., "w": ...}')
+        self.origin = widgets.Text(description="origin", style=_STYLE, layout=_WIDE,
+                                   placeholder="which output, which hand derivation")
+        self.destination = widgets.Text(description="destination", style=_STYLE, layout=_WIDE,
+                                        placeholder="which input's gradient it lands in")
+        self.dtype = widgets.Dropdown(options=list(defaults.DTYPES), value="float64", description="dtype",
+                                      style=_STYLE)
+        self.devices = available_devices()
+        self.device = widgets.Dropdown(
+            options=[(f'{d["id"]} ({d["name"]})' if d["name"] else d["id"], d["id"])
+                     for d in self.devices if d["available"]],
+            value="cpu", description="device", style=_STYLE)
+        absent = [d for d in self.devices if not d["available"]]
+        self.unavailable_devices = widgets.HTML(
+            "".join(f'<div style="color:{FONT_DIM}">{escape(d["id"])}: unavailable ({escape(d["reason"])})</div>'
+                    for d in absent))
+        self.scheme = widgets.Dropdown(options=list(defaults.SCHEMES), value="central",
+                                       description="FD scheme", style=_STYLE)
+        self.step = widgets.Text(description="FD step", style=_STYLE,
+                                 placeholder="empty: dtype default; a number; or adaptive")
+        self.rtol = widgets.Text(description="rtol", style=_STYLE, placeholder="empty: dtype default")
+        self.atol = widgets.Text(description="atol", style=_STYLE, placeholder="empty: dtype default")
+        self.justification = widgets.Textarea(
+            description="justification", style=_STYLE, layout=widgets.Layout(width="95%", display="none"),
+            rows=2, placeholder="why the tolerance changes after a run (kept in the ledger)")
+        self.run_button = widgets.Button(description="Run check", button_style="primary", icon="play",
+                                         tooltip="record the expectation, run the check here, record the observation")
+        self.message = widgets.HTML()
+        self.ledger_note = widgets.HTML()
+        self.result = widgets.HTML()
+        #: The completed record of the last run, or None.
+        self.record: dict | None = None
+        self.ledger = None
+        self._ran_tolerance: dict | None = None
+        self._open_ledger(notebook, ledger)
+        if record is not None:
+            self.fill(record)
+        self.run_button.on_click(self.run)
+        self.rtol.observe(self._tolerance_edited, names="value")
+        self.atol.observe(self._tolerance_edited, names="value")
+        settings = widgets.VBox([
+            widgets.HBox([self.dtype, self.device]), self.unavailable_devices,
+            widgets.HBox([self.scheme, self.step]), widgets.HBox([self.rtol, self.atol]),
+        ])
+        expectation = widgets.VBox([self.function, self.inputs, self.analytical_gradient,
+                                    self.origin, self.destination])
+        super().__init__(children=[
+            widgets.HTML("<b>Expectation</b> (written first)"), expectation,
+            widgets.HTML("<b>Settings</b>"), settings, self.justification,
+            widgets.HBox([self.run_button, self.ledger_note]), self.message, self.result,
+        ], **kwargs)
+        self.add_class("jp-gradcheck-inline")
+
+    # ------------------------------------------------------------------ location
+    def _open_ledger(self, notebook, ledger) -> None:
+        try:
+            self.ledger = open_ledger(notebook=notebook, ledger=ledger)
+        except LedgerLocationMissing as exc:
+            self.ledger = None
+            self.ledger_note.value = _message(str(exc), _ERROR)
+            return
+        self.ledger_note.value = (f'<span style="color:{FONT_DIM}">ledger: '
+                                  f'<code>{escape(str(self.ledger.path))}</code></span>')
+
+    # ------------------------------------------------------------------ fields
+    def fill(self, record: dict) -> None:
+        """Set the fields from a check record (seed or full form)."""
+        if "function" in record:
+            self.function.value = _written(record["function"])
+        inputs = record.get("inputs")
+        if inputs is None:
+            inputs = {k: v for k, v in record.items() if k not in INPUT_FIELDS and k not in OUTPUT_FIELDS}
+        self.inputs.value = json.dumps(inputs)
+        self.analytical_gradient.value = _written(record.get("analytical_gradient"))
+        self.dtype.value = record.get("dtype", "float64")
+        device = record.get("device", "cpu")
+        if device not in [value for _label, value in self.device.options]:
+            raise SpecError(f"device {device!r} is not available here", field="device")
+        self.device.value = device
+        fd = record.get("finite_difference") or {}
+        self.scheme.value = fd.get("scheme", "central")
+        self.step.value = _written(fd.get("step"))
+        tolerance = record.get("tolerance") or {}
+        self.rtol.value, self.atol.value = _written(tolerance.get("rtol")), _written(tolerance.get("atol"))
+        self.origin.value = record.get("origin") or ""
+        self.destination.value = record.get("destination") or ""
+
+    def spec_from_fields(self) -> dict:
+        """The check record the fields describe; SpecError when the inputs are not JSON."""
+        try:
+            inputs = json.loads(self.inputs.value)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"inputs is not valid JSON: {exc.msg} at column {exc.colno}", field="inputs") from None
+        record = {"function": self.function.value.strip(), "inputs": inputs,
+                  "analytical_gradient": _number_or_text(self.analytical_gradient.value),
+                  "dtype": self.dtype.value, "device": self.device.value,
+                  "finite_difference": {"scheme": self.scheme.value},
+                  "origin": self.origin.value, "destination": self.destination.value}
+        step = _number_or_text(self.step.value)
+        if step is not None:
+            record["finite_difference"]["step"] = step
+        tolerance = {key: _number_or_text(field.value) for key, field in (("rtol", self.rtol), ("atol", self.atol))}
+        tolerance = {key: value for key, value in tolerance.items() if value is not None}
+        if tolerance:
+            record["tolerance"] = tolerance
+        return record
+
+    def _tolerance_edited(self, _change=None) -> None:
+        """After a run, a tolerance that differs from the one used asks for a justification."""
+        if self._ran_tolerance is None:
+            return
+        edited = {"rtol": _number_or_text(self.rtol.value), "atol": _number_or_text(self.atol.value)}
+        moved = any(edited[k] is not None and edited[k] != self._ran_tolerance[k] for k in edited)
+        self.justification.layout.display = "flex" if moved else "none"
+
+    # ------------------------------------------------------------------ running
+    def run(self, _button=None) -> dict | None:
+        """Record the expectation, run the check in this kernel, record the observation.
+
+        Returns the completed record, or None when nothing completed: the message then says
+        why, and the ledger holds nothing new unless the check started and failed to run.
+        """
+        self.message.value = ""
+        if self.ledger is None:
+            self.message.value = self.ledger_note.value
+            return None
+        try:
+            entries_before = self.ledger.head()["entries"]
+            spec = self.spec_from_fields()
+            record = run_in_kernel(spec, self.ledger, justification=self.justification.value)
+        except JustificationRequired as exc:
+            self.justification.layout.display = "flex"
+            self.message.value = _message(exc.message, _ERROR)
+            return None
+        except Exception as exc:  # bad input (nothing written) or the user's function raising
+            text = exc.message if isinstance(exc, GradcheckError) else f"{type(exc).__name__}: {exc}"
+            if self.ledger.head()["entries"] != entries_before:
+                text = f"the check failed to run; the attempt is kept in the ledger: {text}"
+                self._show_history(spec)
+            self.message.value = _message(text, _ERROR)
+            return None
+        self._show(record)
+        return record
+
+    def _show_history(self, spec: dict) -> None:
+        """After a failed run, the check's ledger history in place of the result."""
+        check_id = parse_spec(spec).id
+        history = self.ledger.checks().get(check_id)
+        self.record = None
+        self.result.value = history_html(history) if history else ""
+
+    def _show(self, record: dict) -> None:
+        self.record = record
+        history = self.ledger.checks().get(record["id"])
+        self.result.value = record_html(record, history=history)
+        verdict = "passed" if record.get("passed") else "failed: the failure is kept in the ledger"
+        self.message.value = _message(f"{record['id']}: {verdict}", _OK if record.get("passed") else _ERROR)
+        used = record["tolerance"]
+        self._ran_tolerance = {"rtol": used["rtol"], "atol": used["atol"]}
+        self.rtol.value, self.atol.value = _written(used["rtol"]), _written(used["atol"])
+        self.justification.value = ""
+        self.justification.layout.display = "none"
+

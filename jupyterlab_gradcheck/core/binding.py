@@ -9,11 +9,11 @@ model; this module does it through nbformat for the command line.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
 
-import nbformat
 
 from .errors import LedgerError
 from .ledger import LEDGER_SUFFIX, Ledger
@@ -23,6 +23,8 @@ METADATA_KEY = "gradcheck"
 
 def read_notebook(notebook_path: str | os.PathLike):
     """The notebook node, read without conversion; LedgerError when it cannot be read."""
+    import nbformat  # imported here: it takes about a second, and most ledger work needs none
+
     try:
         return nbformat.read(str(notebook_path), as_version=nbformat.NO_CONVERT)
     except FileNotFoundError:
@@ -33,6 +35,8 @@ def read_notebook(notebook_path: str | os.PathLike):
 
 def write_notebook(notebook, notebook_path: str | os.PathLike) -> None:
     """Write a notebook atomically (a temporary file renamed over the old one)."""
+    import nbformat
+
     path = Path(notebook_path)
     fd, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
@@ -58,9 +62,19 @@ def binding_for(ledger: Ledger, notebook_path: str | os.PathLike) -> dict:
 
 
 def read_binding(notebook_path: str | os.PathLike) -> dict | None:
-    """`metadata.gradcheck` of a notebook, or None when it has none."""
-    notebook = read_notebook(notebook_path)
-    value = notebook.metadata.get(METADATA_KEY)
+    """`metadata.gradcheck` of a notebook, or None when it has none.
+
+    Read as plain JSON: verifying a folder of submissions reads only this key.
+    """
+    try:
+        with open(notebook_path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        raise LedgerError(f"no notebook at {notebook_path}") from None
+    except (OSError, ValueError) as exc:
+        raise LedgerError(f"cannot read the notebook {notebook_path}: {exc}") from None
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    value = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
     return dict(value) if isinstance(value, dict) else None
 
 

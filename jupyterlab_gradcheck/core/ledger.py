@@ -316,11 +316,12 @@ class Ledger:
                     builder.add(light_entry(info))
         return builder.checks
 
-    def verify(self) -> dict:
-        """The chain report of this ledger alone (see core.verify for the binding)."""
-        from .verify import verify_chain
+    def verify(self, *, deep: bool = False) -> dict:
+        """The verify report of this ledger: chain, and binding when its notebook has one."""
+        from .verify import verify_path
 
-        return verify_chain(self)
+        target = self.notebook if self.notebook is not None and self.notebook.is_file() else self.path
+        return verify_path(target, deep=deep)["reports"][0]
 
 
 def light_entry(info: LineInfo) -> dict:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from .history import build_history
-from .binding import read_notebook
+from .binding import read_binding
 from .ledger import Ledger
 from .ledger_format import LineError, read_entry
 from .verify import discover, embedded_lines, verify_ledger_file, verify_notebook
@@ -54,7 +54,7 @@ def load(kind: str, path: Path, root: str | os.PathLike | None = None) -> dict:
     student, assignment = nbgrader_identity(path, root)
     if kind == "notebook":
         report = verify_notebook(path)
-        embedded = embedded_lines(read_notebook(path))
+        embedded = embedded_lines(read_binding(path))
         if embedded is not None:
             lines = embedded[1]
         else:

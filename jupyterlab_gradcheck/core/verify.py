@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .binding import METADATA_KEY, compare_binding, notebook_beside, read_notebook
+from .binding import compare_binding, notebook_beside, read_binding
 from .errors import LedgerError
 from .history import TARGETS, HistoryBuilder, direction
 from .ledger import _MAX_SEAL_RUN, LEDGER_SUFFIX, Ledger, _line_sha, light_entry
@@ -235,9 +235,8 @@ def _collect_flags(report: dict, builder: HistoryBuilder, line_of_seq: dict[int,
 
 
 # ------------------------------------------------------------------ files and folders
-def embedded_lines(notebook) -> tuple[str, list[tuple[int, bytes, bool]]] | None:
-    """(ledger name, lines) of a ledger embedded in a notebook's metadata by the notebook export."""
-    meta = notebook.metadata.get(METADATA_KEY) or {}
+def embedded_lines(meta: dict | None) -> tuple[str, list[tuple[int, bytes, bool]]] | None:
+    """(ledger name, lines) of a ledger embedded in `metadata.gradcheck` by the notebook export."""
     embedded = meta.get("embedded") if isinstance(meta, dict) else None
     if not isinstance(embedded, dict) or not isinstance(embedded.get("lines"), list):
         return None
@@ -271,7 +270,7 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False) -> dict:
     notebook = notebook_beside(ledger.path)
     binding = None
     if notebook is not None:
-        meta = read_notebook(notebook).metadata.get(METADATA_KEY)
+        meta = read_binding(notebook)
         if isinstance(meta, dict) and Path(str(meta.get("ledger", ""))).name == ledger.path.name:
             binding, report["notebook"] = meta, str(notebook)
     return _finish(report, binding, ledger.path.name)
@@ -279,9 +278,8 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False) -> dict:
 
 def verify_notebook(path: str | os.PathLike, *, deep: bool = False) -> dict:
     """Verify a notebook's ledger: the one embedded in it, else the file its binding names."""
-    notebook = read_notebook(path)
-    meta = notebook.metadata.get(METADATA_KEY)
-    embedded = embedded_lines(notebook)
+    meta = read_binding(path)
+    embedded = embedded_lines(meta)
     if embedded is not None:
         name, lines = embedded
         report = verify_lines(lines, deep=deep)
@@ -347,10 +345,10 @@ def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = F
 
 def _lines_of(item: Path, kind: str) -> list[tuple[int, bytes, bool]]:
     if kind == "notebook":
-        embedded = embedded_lines(read_notebook(item))
+        meta = read_binding(item)
+        embedded = embedded_lines(meta)
         if embedded is not None:
             return embedded[1]
-        meta = read_notebook(item).metadata.get(METADATA_KEY)
         name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else item.stem + LEDGER_SUFFIX
         item = item.parent / str(name)
         if not item.is_file():

@@ -1,0 +1,61 @@
+"""`jupyter gradcheck export PATH... --format csv|json|html|notebook [-o OUT]`.
+
+CSV, JSON and HTML take ledgers, notebooks or folders (a folder in nbgrader's layout
+`submitted/<student>/<assignment>/` fills in student and assignment) and write one file, to
+standard output without `-o`. `notebook` takes one notebook and writes a copy with its whole
+ledger embedded in the metadata, which `verify` accepts on its own.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..core.errors import SpecError
+from .common import EXIT_OK
+
+FORMATS = ("csv", "json", "html", "notebook")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "export", help="export ledgers for grading: csv, json, html, or a notebook with its ledger",
+        description="Export ledgers. Exit 0: written; 2: bad input (unknown path, wrong format).",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="ledgers, notebooks or folders")
+    parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
+    parser.add_argument("-o", "--output", metavar="OUT",
+                        help="file to write (default: standard output; for notebook, NAME.submission.ipynb)")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    for path in args.paths:
+        if not Path(path).exists():
+            raise SpecError(f"no file or folder at {path}", field="path")
+    if args.format == "notebook":
+        from ..core.export_notebook import export_notebook
+
+        if len(args.paths) != 1:
+            raise SpecError("--format notebook takes exactly one notebook", field="path")
+        source = Path(args.paths[0])
+        out = Path(args.output) if args.output else source.with_name(source.stem + ".submission.ipynb")
+        export_notebook(source, out)
+        print(f"wrote {out}", file=sys.stderr)
+        return EXIT_OK
+    from ..core.submissions import collect
+
+    submissions = collect(args.paths)
+    if args.format == "csv":
+        from ..core.export_csv import to_csv as render
+    elif args.format == "json":
+        from ..core.export_json import to_json as render
+    else:
+        from ..core.export_html import to_html as render
+    text = render(submissions)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8", newline="")
+        print(f"wrote {args.output} ({len(submissions)} submission(s))", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,67 @@
+"""`jupyter gradcheck verify PATH [--replay]`: is this ledger the one that was written?
+
+PATH is a ledger, a notebook (its ledger file, or the ledger embedded by the notebook
+export) or a folder of them. Exit 0: every chain and binding is intact (and, with
+`--replay`, every recorded value reproduces); 1: something differs, named line by line;
+2: PATH cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..core.verify import verify_path
+from .common import EXIT_FINDING, EXIT_OK
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "verify", help="check a ledger's hash chain and notebook binding; --replay re-runs it",
+        description="Verify ledgers: hash chain, order, recorded flags and the notebook binding. "
+        "Exit 0: intact; 1: a difference was found (each is named); 2: bad input.",
+    )
+    parser.add_argument("path", help="a ledger (.gradcheck.jsonl), a notebook (.ipynb) or a folder")
+    parser.add_argument("--replay", action="store_true",
+                        help="also re-run every recorded observation in its recorded dtype and device "
+                        "(CPU when absent) and confirm each value within the recorded tolerance")
+    parser.add_argument("--deep", action="store_true",
+                        help="also decode every record and check each line is in canonical form "
+                        "(implied by --replay)")
+    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.set_defaults(handler=run)
+
+
+def _lines(report: dict) -> list[str]:
+    status = "OK  " if report["ok"] else "FAIL"
+    out = [f"{status} {report['path']}: {report['entries']} entries, head {report['head'][:16]}"]
+    for error in report["errors"]:
+        where = f"line {error['line']}: " if error.get("line") else ""
+        out.append(f"  error: {where}{error['reason']}")
+    for warning in report["warnings"]:
+        out.append(f"  warning: {warning}")
+    for flag in report.get("flags") or []:
+        out.append(f"  flag: {flag['check_id']}: {flag['flag']} (seq {', '.join(map(str, flag['seqs']))})")
+    replay = report.get("replay")
+    if replay is not None:
+        out.append(f"  replay: {replay['reproduced']} of {replay['observations']} observations reproduced, "
+                   f"{len(replay['differs'])} differ, {len(replay['skipped'])} skipped")
+        for item in replay["differs"]:
+            for difference in item["differences"]:
+                out.append(f"  replay: line {item['line']} ({item['check_id']}): {difference}")
+        for item in replay["notes"]:
+            out.append(f"  replay note: line {item['line']}: {item['note']}")
+        for item in replay["skipped"]:
+            out.append(f"  replay skipped: line {item['line']}: {item['reason']}")
+    return out
+
+
+def run(args) -> int:
+    result = verify_path(args.path, replay=args.replay, deep=args.deep)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        for report in result["reports"]:
+            print("\n".join(_lines(report)))
+        if not result["reports"]:
+            print(f"nothing to verify under {args.path}: no notebooks or ledgers")
+    return EXIT_OK if result["ok"] else EXIT_FINDING

@@ -51,7 +51,7 @@ _HEAD = f"{_CELL};background:{HEADER_BACKGROUND};font-weight:600"
 _CODE = f"font-family:{CODE_FONT}"
 _META = f"color:{FONT_DIM};font-size:0.9em;margin-left:6px"
 _BOX = (f"color:{FONT};background:{BACKGROUND};font-family:var(--jp-ui-font-family, sans-serif);"
-        "font-size:var(--jp-ui-font-size1, 13px);line-height:1.4")
+        "font-size:var(--jp-ui-font-size1, 13px);line-height:1.4;overflow-x:auto")
 
 
 def badge(status: str) -> str:
@@ -297,9 +297,11 @@ def history_html(history: dict) -> str:
             _code(str(failure.get("seq"))), escape(str(failure.get("time", ""))), badge(label),
             _code(what) if found else escape(what), ""])))
     failed_seqs = {failure.get("seq") for failure in kept}
+    latest = history.get("latest_observation") or {}
     for seq in history.get("observation_seqs") or []:
         if seq not in failed_seqs:
-            rows.append((seq, _row([_code(str(seq)), "", badge("passed"), "run", ""])))
+            time = latest.get("time", "") if latest.get("seq") == seq else ""
+            rows.append((seq, _row([_code(str(seq)), escape(str(time)), badge("passed"), "run", ""])))
     for change in history.get("tolerance_history") or []:
         flags = [f for f in ("widened", "tightened", "after_failure") if change.get(f)]
         rows.append((change.get("seq") or 0, _row([

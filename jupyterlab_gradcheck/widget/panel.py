@@ -10,6 +10,7 @@ moves after a run needs a written justification before the next run (principle 6
 from __future__ import annotations
 
 import json
+import os
 from html import escape
 
 import ipywidgets as widgets
@@ -126,8 +127,11 @@ class GradcheckPanel(widgets.VBox):
             self.ledger = None
             self.ledger_note.value = _message(str(exc), _ERROR)
             return
+        shown = os.path.relpath(self.ledger.path)  # beside the notebook: the kernel's folder
+        if shown.startswith(".."):
+            shown = str(self.ledger.path)
         self.ledger_note.value = (f'<span style="color:{FONT_DIM}">ledger: '
-                                  f'<code>{escape(str(self.ledger.path))}</code></span>')
+                                  f'<code>{escape(shown)}</code></span>')
 
     # ------------------------------------------------------------------ fields
     def fill(self, record: dict) -> None:

@@ -1,0 +1,93 @@
+/**
+ * The inline ipywidgets panel in a real JupyterLab and Chromium, as a student meets it:
+ * a notebook cell displays the panel, the seed record is typed in, Run shows the table.
+ *
+ * The kernel is started by Jupyter Server for the notebook, so the ledger lands beside it
+ * (JPY_SESSION_NAME). The widgets render through the stock ipywidgets lab extension.
+ */
+import { expect, test } from '@jupyterlab/galata';
+import { Locator } from '@playwright/test';
+import * as path from 'path';
+
+/** The screenshots docs/widget.md shows, refreshed by every run. */
+const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+
+const SOURCE = ['from jupyterlab_gradcheck.widget import GradcheckPanel\n', 'GradcheckPanel()'];
+
+const NOTEBOOK = {
+  cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: SOURCE }],
+  metadata: {
+    kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
+  },
+  nbformat: 4,
+  nbformat_minor: 5
+};
+
+// Tall enough that the whole panel and its result fit on screen for the screenshots.
+test.use({ autoGoto: true, viewport: { width: 1280, height: 2400 } });
+
+/** The text input of the panel field whose label is `label`. */
+function field(panel: Locator, label: string): Locator {
+  return panel
+    .locator('.widget-inline-hbox', { has: panel.page().locator(`label:text-is("${label}")`) })
+    .locator('input, textarea')
+    .first();
+}
+
+/** The computed text colour of the table's header cell. */
+async function headerColour(table: Locator): Promise<string> {
+  return table.locator('th').nth(1).evaluate(cell => getComputedStyle(cell).color);
+}
+
+test('a cell that displays the panel renders it, and Run shows expectation beside observation', async ({
+  page,
+  tmpPath
+}) => {
+  const file = `${tmpPath}/inline.ipynb`;
+  await page.contents.uploadContent(JSON.stringify(NOTEBOOK), 'text', file);
+  await page.notebook.openByPath(file);
+  await page.notebook.activate('inline.ipynb');
+  await page.notebook.runCell(0);
+
+  const panel = page.locator('.jp-gradcheck-inline');
+  await expect(panel).toBeVisible({ timeout: 60000 });
+  await expect(panel.getByText(/ledger: .*inline\.gradcheck\.jsonl/)).toBeVisible();
+
+  await field(panel, 'function').fill('x*x');
+  await field(panel, 'inputs (JSON)').fill('{"x": 3}');
+  await field(panel, 'analytical gradient').fill('6');
+  await panel.getByRole('button', { name: 'Run check' }).click();
+
+  const table = panel.locator('table.jp-gradcheck-expectation-observation');
+  await expect(table).toBeVisible({ timeout: 60000 });
+  await expect(table.locator('thead th')).toHaveText(['', 'Expectation', 'Observation']);
+  const row = table.locator('tr[data-input="x"] td');
+  await expect(row.nth(1)).toHaveText('6');
+  await expect(row.nth(2).locator('code')).toHaveText('6.0');
+  await expect(row.nth(2).locator('.jp-gradcheck-meta')).toHaveText('shape [] · dtype float64 · device cpu');
+  await expect(panel.locator('.jp-gradcheck-record .jp-gradcheck-badge').first()).toHaveText('PASSED');
+  await expect(panel.locator('svg.jp-gradcheck-sweep')).toBeVisible();
+  expect(await page.contents.fileExists(`${tmpPath}/inline.gradcheck.jsonl`)).toBe(true);
+
+  await panel.screenshot({ path: path.join(SCREENSHOTS, 'inline-panel-light.png') });
+
+  // The colours follow the theme: the dark theme recolours the table's text.
+  const light = await headerColour(table);
+  await page.theme.setDarkTheme();
+  await expect.poll(() => headerColour(table)).not.toBe(light);
+  const themed = await page.evaluate(() =>
+    getComputedStyle(document.body).getPropertyValue('--jp-ui-font-color1').trim()
+  );
+  const probe = await page.evaluate(colour => {
+    const span = document.createElement('span');
+    span.style.color = colour;
+    document.body.appendChild(span);
+    const resolved = getComputedStyle(span).color;
+    span.remove();
+    return resolved;
+  }, themed);
+  expect(await headerColour(table)).toBe(probe);
+  await panel.screenshot({ path: path.join(SCREENSHOTS, 'inline-panel-dark.png') });
+  await page.theme.setLightTheme();
+});
+

@@ -28,13 +28,8 @@ class Cube(torch.autograd.Function):
         return 3 * x * x * grad_output
 
 
-class CubeWrongBackward(torch.autograd.Function):
+class CubeWrongBackward(Cube):
     """x^3 with a classic slip in backward: 3 x instead of 3 x^2 (right only at x = 0 and 1)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -209,3 +209,42 @@ def test_without_a_ledger_location_the_panel_says_how_to_give_one(tmp_path, monk
     named = GradcheckPanel({"function": "x*x", "x": 3, "analytical_gradient": 6}, notebook=tmp_path / "hw.ipynb")
     named.run_button.click()
     assert [e["kind"] for e in Ledger(tmp_path / "hw.gradcheck.jsonl").entries()] == ["expectation", "observation"]
+
+
+def test_a_record_the_core_refuses_is_filled_in_with_the_reason_shown(notebook):
+    """Given a record asking for dtype float8 and a device this machine may lack,
+    when a panel is built from it,
+    then the fields hold what can be shown, the core's reasons are in the message, and the
+    device falls back to cpu only when the one asked for is absent."""
+    record = {"function": "x*x", "x": 3, "analytical_gradient": 6, "dtype": "float8", "device": "cuda"}
+    panel = GradcheckPanel(record)
+    with pytest.raises(SpecError) as raised:
+        parse_spec(record)
+    shown = html.unescape(panel.message.value)
+    assert raised.value.message in shown and "float8" in shown
+    assert panel.dtype.value == "float64"
+    if torch.cuda.is_available():
+        assert panel.device.value == "cuda:0"
+    else:
+        assert panel.device.value == "cpu"
+        assert "device 'cuda:0' is not available" in shown and "the panel shows cpu" in shown
+    assert panel.run_button.disabled is False
+
+
+def test_a_check_that_fails_to_run_is_kept_and_shown(notebook):
+    """Given x > 1, which parses but gives a boolean that has no gradient,
+    when Run is clicked,
+    then the message says the check failed to run with the core's reason, and the ledger keeps
+    the expectation and a failed-to-run observation, which the history in the panel lists."""
+    panel = seed_panel()
+    panel.function.value = "x > 1"
+    panel.run_button.click()
+    shown = html.unescape(re.sub(r"<[^>]+>", "", panel.message.value))
+    assert shown.startswith("the check failed to run; the attempt is kept in the ledger: function output")
+    assert "(dtype bool) does not depend differentiably" in shown
+    entries = Ledger.for_notebook(notebook).entries()
+    assert [(e["kind"], e["data"].get("failed_to_run")) for e in entries] == [
+        ("expectation", None), ("observation", True)]
+    history = tables_in(panel.result.value)["jp-gradcheck-history-table"]
+    assert [(row[0]["text"], row[2]["text"]) for row in history["rows"]] == [("2", "FAILED TO RUN")]
+    assert panel.record is None

@@ -16,7 +16,7 @@ from html import escape
 import ipywidgets as widgets
 
 from ..core import defaults
-from ..core.devices import available_devices
+from ..core.devices import available_devices, resolve_device
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
 from ..core.record_html import FONT_DIM, history_html, record_html
 from ..core.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
@@ -135,7 +135,16 @@ class GradcheckPanel(widgets.VBox):
 
     # ------------------------------------------------------------------ fields
     def fill(self, record: dict) -> None:
-        """Set the fields from a check record (seed or full form)."""
+        """Set the fields from a check record (seed or full form).
+
+        A record the core refuses is still filled in as far as the fields allow, and the
+        core's one-line reason is shown, so it can be corrected in place.
+        """
+        problems = []
+        try:
+            parse_spec(record)
+        except SpecError as exc:
+            problems.append(exc.message)
         if "function" in record:
             self.function.value = _written(record["function"])
         inputs = record.get("inputs")
@@ -143,18 +152,22 @@ class GradcheckPanel(widgets.VBox):
             inputs = {k: v for k, v in record.items() if k not in INPUT_FIELDS and k not in OUTPUT_FIELDS}
         self.inputs.value = json.dumps(inputs)
         self.analytical_gradient.value = _written(record.get("analytical_gradient"))
-        self.dtype.value = record.get("dtype", "float64")
-        device = record.get("device", "cpu")
-        if device not in [value for _label, value in self.device.options]:
-            raise SpecError(f"device {device!r} is not available here", field="device")
-        self.device.value = device
         fd = record.get("finite_difference") or {}
-        self.scheme.value = fd.get("scheme", "central")
+        for dropdown, value in ((self.dtype, record.get("dtype", "float64")),
+                                (self.scheme, fd.get("scheme", "central"))):
+            if value in dropdown.options:
+                dropdown.value = value
+        try:
+            self.device.value = resolve_device(record.get("device", "cpu"), self.devices)
+        except SpecError as exc:
+            problems.append(f"{exc.message}; the panel shows cpu")
+            self.device.value = "cpu"
         self.step.value = _written(fd.get("step"))
         tolerance = record.get("tolerance") or {}
         self.rtol.value, self.atol.value = _written(tolerance.get("rtol")), _written(tolerance.get("atol"))
         self.origin.value = record.get("origin") or ""
         self.destination.value = record.get("destination") or ""
+        self.message.value = _message("; ".join(dict.fromkeys(problems)), _ERROR) if problems else ""
 
     def spec_from_fields(self) -> dict:
         """The check record the fields describe; SpecError when the inputs are not JSON."""
@@ -195,6 +208,13 @@ class GradcheckPanel(widgets.VBox):
         if self.ledger is None:
             self.message.value = self.ledger_note.value
             return None
+        self.run_button.disabled = True  # greyed out in the page while the kernel runs the check
+        try:
+            return self._run()
+        finally:
+            self.run_button.disabled = False
+
+    def _run(self) -> dict | None:
         try:
             entries_before = self.ledger.head()["entries"]
             spec = self.spec_from_fields()

@@ -35,13 +35,20 @@ def _message(text: str, colour: str) -> str:
 
 
 def _number_or_text(text: str):
-    """A number when the text is one; otherwise the text, so the core names what is wrong."""
+    """A JSON value or a number (`.5`) when the text is one; otherwise the text itself, so the
+    core names what is wrong with it. NaN and infinities stay text: the core refuses them."""
     text = text.strip()
     if not text:
         return None
+    if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        return text
     try:
-        return json.loads(text) if text.lower() not in ("nan", "infinity", "-infinity") else text
+        return json.loads(text)
     except json.JSONDecodeError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
         return text
 
 

@@ -124,11 +124,13 @@ class WorkerPool:
                         for slot, state in zip(self._slots, states)],
         }
 
-    def stop(self, grace: float = 1.0) -> None:
-        """Stop every worker: ask first, kill what is still running after `grace` seconds."""
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop every worker. Workers hold nothing that needs saving (ledgers are written
+        by the server), so they are terminated at once, and killed if still there after
+        `grace` seconds."""
         self.stopped = True
         for slot in self._slots:
-            slot.worker.request_stop()
+            slot.worker.terminate()
         deadline = time.monotonic() + grace
         for slot in self._slots:
             slot.worker.process.join(max(0.0, deadline - time.monotonic()))

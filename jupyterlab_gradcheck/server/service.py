@@ -15,8 +15,8 @@ from pathlib import Path
 from .. import __version__
 from ..core.binding import binding_for, read_binding
 from ..core.devices import resolve_device
-from ..core.errors import GradcheckError, SpecError
-from ..core.ledger import Ledger
+from ..core.errors import GradcheckError, LedgerError, SpecError
+from ..core.ledger import Ledger, ledger_path_for
 from ..core.limits import Limits
 from ..core.run import apply_ledger_tolerance, ledger_spec_dict
 from ..core.spec import parse_spec
@@ -136,11 +136,16 @@ class GradcheckService:
         return notebook_path, ledger
 
     def _confine_tree(self, target: Path, field: str) -> None:
-        """Refuse a verify or export whose files, or the ledgers they name, leave the root."""
+        """Refuse a verify or export that would read a file outside the root: one found under
+        `target` through a link, a notebook's ledger, or the ledger its binding names."""
         for kind, item in discover(target):
             paths.ensure_inside(self.root, item, field=field)
             if kind == "notebook":
-                named = (read_binding(item) or {}).get("ledger")
+                paths.ensure_inside(self.root, ledger_path_for(item), field=field)
+                try:
+                    named = (read_binding(item) or {}).get("ledger")
+                except LedgerError:  # unreadable: verify reports it, and follows no binding
+                    named = None
                 if named:
                     paths.ensure_inside(self.root, item.parent / str(named), field=field)
 

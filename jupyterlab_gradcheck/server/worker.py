@@ -90,9 +90,9 @@ def _check(task: dict, options: dict) -> dict:
 
 
 def _verify(task: dict, options: dict) -> dict:
-    from ..core.verify import verify
+    from ..core.verify import verify_path
 
-    return verify(task["path"], replay=task.get("replay", False))
+    return verify_path(task["path"], replay=task.get("replay", False))
 
 
 _OPERATIONS = {"check": _check, "verify": _verify}
@@ -169,12 +169,10 @@ class WorkerProcess:
                 return f"killed by signal {-code}"
         return f"exit status {code}"
 
-    def request_stop(self) -> None:
-        """Ask the worker to exit once its current task (if any) is done."""
-        try:
-            self._conn.send(None)
-        except OSError:
-            pass
+    def terminate(self) -> None:
+        """Send SIGTERM (the worker's default action: exit at once)."""
+        if self.process.is_alive():
+            self.process.terminate()
 
     def kill(self) -> None:
         """Kill the process (if alive), reap it and close the pipe."""

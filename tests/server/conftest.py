@@ -13,33 +13,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from traitlets.config import Config
+from server_support import server_config
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
-#: Worker timeout in these tests, seconds. A warm scalar check takes a few milliseconds, so
-#: only the test functions below come near it; it is short to keep the timeout test quick.
-TIMEOUT = 4.0
-#: A check of this function sleeps far longer than TIMEOUT in the worker (test-only option).
-STUCK = "x*x*x"
-#: A check of this function sleeps 1 s (well under TIMEOUT): long enough to fill the queue.
-SLOW = "x*x*x*x"
-
-
 @pytest.fixture
 def jp_server_config():
-    return Config({
-        "ServerApp": {
-            "jpserver_extensions": {"jupyterlab_gradcheck": True, "jupyter_server_terminals": False},
-            "allow_unauthenticated_access": False,
-        },
-        "GradcheckExtension": {
-            "workers": 2,
-            "timeout": TIMEOUT,
-            "queue_size": 64,
-            "test_slow_functions": {STUCK: 600.0, SLOW: 1.0},
-        },
-    })
+    return server_config()
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from ...core.errors import GradcheckError, SpecError
 from ...core.jsonio import loads_strict
 from ..errors import error_response
 
+JSON = "application/json; charset=UTF-8"
+
 
 class GradcheckHandler(APIHandler):
     """JSON API handler for the `gradcheck` authorization resource.
@@ -41,8 +43,7 @@ class GradcheckHandler(APIHandler):
 
     def reply(self, payload, status: int = 200) -> None:
         self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(payload, allow_nan=False))
+        self.finish(json.dumps(payload, allow_nan=False), set_content_type=JSON)
 
     def write_error(self, status_code: int, **kwargs) -> None:
         """Answer every error as `{"code", "message", "field"}` (errors.py decides the status)."""
@@ -54,8 +55,7 @@ class GradcheckHandler(APIHandler):
         self.set_status(status)
         for name, value in headers.items():
             self.set_header(name, value)
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps(body))
+        self.finish(json.dumps(body), set_content_type=JSON)
 
     def log_exception(self, typ, value, tb) -> None:
         """Expected errors (bad input, busy, timeouts) in one line; the rest with a traceback."""

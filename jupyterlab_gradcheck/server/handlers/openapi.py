@@ -7,7 +7,7 @@ from importlib.resources import files
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import GradcheckHandler
+from .base import JSON, GradcheckHandler
 
 
 class OpenAPIHandler(GradcheckHandler):
@@ -16,5 +16,5 @@ class OpenAPIHandler(GradcheckHandler):
     @web.authenticated
     @authorized
     async def get(self):
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(files("jupyterlab_gradcheck.server").joinpath("openapi.json").read_bytes())
+        document = files("jupyterlab_gradcheck.server").joinpath("openapi.json").read_bytes()
+        self.finish(document, set_content_type=JSON)

@@ -15,9 +15,8 @@ class ExportHandler(GradcheckHandler):
     @authorized
     async def get(self):
         text, media_type, filename = await self.service.export(self.query("path"), self.query("format", "json"))
-        self.set_header("Content-Type", media_type)
         self.set_header("Content-Disposition", f'attachment; filename="{filename}"')
-        self.finish(text)
+        self.finish(text, set_content_type=media_type)
 
 
 class VerifyHandler(GradcheckHandler):

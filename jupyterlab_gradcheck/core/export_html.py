@@ -14,7 +14,7 @@ from html import escape
 
 from .export_csv import latest_record
 from .ledger import now_utc
-from .record_html import badge, diagnosis_block, failure_sentence, record_html
+from .record_html import badge, diagnosis_block, failure_sentence, record_html, step_sweep_block
 
 _PAGE_STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#212121;background:#fff}
@@ -72,7 +72,9 @@ def _failures_kept(history: dict) -> str:
         else:
             sentences = "".join(f"<li><code>{escape(failure_sentence(f))}</code></li>"
                                 for f in failure.get("failures") or [])
-            body = (f"<ul>{sentences}</ul>" if sentences else "") + diagnosis_block(record)
+            # the sweep of the failed run shows whether the step, not the derivation, is at fault
+            body = (f"<ul>{sentences}</ul>" if sentences else "") + diagnosis_block(record) + \
+                step_sweep_block(record)
         blocks.append(f'<div class="failure-kept" data-seq="{failure["seq"]}"><b>Failure kept</b> '
                       f'<span class="meta">{title}</span>{body}</div>')
     return "".join(blocks)

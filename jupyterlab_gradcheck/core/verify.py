@@ -229,9 +229,10 @@ def _collect_flags(report: dict, builder: HistoryBuilder, line_of_seq: dict[int,
             report["flags"].append({"check_id": check_id, "flag": "expectation_revised_after_observation",
                                     "seqs": revised})
         for change in history["unjustified_tolerance_changes"]:
+            label = "tolerance" if change["target"] == "tolerance" else "finite_difference tolerance"
             _error(report, line_of_seq.get(change["seq"]),
-                   f"the {change['target']} tolerance of {check_id!r} changed from {change['old']} to "
-                   f"{change['new']} without a justified tolerance_change entry")
+                   f"the {label} of {check_id!r} changed from {change['old']} to {change['new']} "
+                   "without a justified tolerance_change entry")
 
 
 # ------------------------------------------------------------------ files and folders

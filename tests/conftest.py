@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+#: pytest-jupyter's fixtures (a real jupyter-server per test) for the server and hardening suites.
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
 SEED = '{"function":"x*x","x":3,"analytical_gradient":6,"observed_gradient":null,"executed":false}'
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 from ledger_support import (JUSTIFICATION, THREE_CHECKS, is_observation_of, line_number_of, lines_of, rechain,
                             write_lines)
-from conftest import SCRIPT
+SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 
 
 def _script(*args, cwd=None):

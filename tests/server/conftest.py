@@ -15,7 +15,9 @@ import nbformat
 import pytest
 from server_support import server_config
 
-pytest_plugins = ("pytest_jupyter.jupyter_server",)
+# pytest-jupyter's server plugin is registered in the top-level tests/conftest.py:
+# pytest only honours pytest_plugins there.
+
 
 @pytest.fixture
 def jp_server_config():

@@ -15,7 +15,8 @@ plain() { sed 's/\x1b\[[0-9;]*m//g'; }
 [ -f labextension/static/style.js ] || fail "labextension/ is not built: run 'jlpm build:prod' (or 'make setup')"
 
 # 1. The wheel. The build hook skips the Node build because labextension/ exists.
-"$PY" -m pip wheel --no-deps --no-build-isolation -q -w "$WORK/dist" .
+quiet() { "$@" >"$WORK/log" 2>&1 || { cat "$WORK/log" >&2; fail "$* failed"; }; }
+quiet "$PY" -m pip wheel --no-deps --no-build-isolation -w "$WORK/dist" .
 WHEEL=$(ls "$WORK"/dist/jupyterlab_gradcheck-*.whl)
 echo "check-wheel: built $(basename "$WHEEL")"
 "$PY" - "$WHEEL" <<'PYEOF' || fail "the wheel does not carry the prebuilt extension and the server config"
@@ -35,20 +36,22 @@ PYEOF
 python3 -m venv "$WORK/venv"
 VBIN="$WORK/venv/bin"
 TORCH=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-"$VBIN/python" -m pip install -q --disable-pip-version-check "$WHEEL" jupyterlab "torch==$TORCH"
+quiet "$VBIN/python" -m pip install --disable-pip-version-check "$WHEEL" jupyterlab "torch==$TORCH"
+echo "check-wheel: installed it with its dependencies into a fresh environment"
 
 # 3. Jupyter, with only that environment on PATH (no Node) and no user configuration.
-export PATH="$VBIN"
-export JUPYTER_CONFIG_DIR="$WORK/config" JUPYTER_DATA_DIR="$WORK/data"
-if command -v node >/dev/null 2>&1; then fail "node is still on PATH"; fi
+bare() { env PATH="$VBIN" JUPYTER_CONFIG_DIR="$WORK/config" JUPYTER_DATA_DIR="$WORK/data" "$@"; }
+if bare "$VBIN/python" -c 'import shutil, sys; sys.exit(shutil.which("node") is None)'; then
+    fail "node is still on PATH"
+fi
 
-LAB=$(jupyter labextension list 2>&1 | plain)
+LAB=$(bare jupyter labextension list 2>&1 | plain)
 echo "$LAB" | grep -E "jupyterlab-gradcheck v[0-9][^ ]* +enabled +OK" \
     || { echo "$LAB" >&2; fail "jupyter labextension list does not show jupyterlab-gradcheck enabled OK"; }
 [ -f "$WORK/venv/share/jupyter/labextensions/jupyterlab-gradcheck/package.json" ] \
     || fail "the lab extension is not installed in the fresh environment"
 
-SERVER=$(jupyter server extension list 2>&1 | plain)
+SERVER=$(bare jupyter server extension list 2>&1 | plain)
 echo "$SERVER" | grep -E "jupyterlab_gradcheck +enabled" \
     || { echo "$SERVER" >&2; fail "jupyter server extension list does not show jupyterlab_gradcheck enabled"; }
 echo "$SERVER" | grep -E "jupyterlab_gradcheck +[0-9][^ ]* +OK" \

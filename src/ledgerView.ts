@@ -159,6 +159,12 @@ function keptFailure(run: IRunView): HTMLElement {
   );
 }
 
+const HISTORY_LABEL: { [target: string]: string } = {
+  tolerance: 'tolerance',
+  finite_difference: 'finite-difference tolerance',
+  analytical_gradient: 'expectation'
+};
+
 function historyValue(value: JSONValue | ITolerance | undefined, kind: string): string {
   return kind === 'tolerance' ? formatTolerance(value as ITolerance) : formatDeclared(value as JSONValue);
 }
@@ -170,7 +176,7 @@ function historyItem(item: IHistoryItem): HTMLElement {
     el(
       'div',
       {},
-      `#${item.seq} ${formatTime(item.time)} ${item.kind === 'tolerance' ? `${item.target} tolerance` : 'expectation'}: `,
+      `#${item.seq} ${formatTime(item.time)} ${HISTORY_LABEL[item.target] ?? item.target}: `,
       `${historyValue(item.before, item.kind)} → ${historyValue(item.after, item.kind)}`,
       item.flags.map(flag => el('span', { class: 'jp-gradcheck-flag', testid: 'gradcheck-flag' }, flag))
     ),

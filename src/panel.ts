@@ -43,7 +43,7 @@ export class GradcheckPanel extends Widget {
   private status: IServerStatus | null = null;
   private ledger: ILedgerAnswer | null = null;
   private views: ICheckView[] = [];
-  private refreshing: Promise<void> | null = null;
+  private refreshing: Promise<void> = Promise.resolve();
   private watched: NotebookPanel | null = null;
 
   constructor(tracker: INotebookTracker) {
@@ -151,14 +151,15 @@ export class GradcheckPanel extends Widget {
     );
   }
 
-  /** Reload status and the active notebook's ledger; concurrent calls share one reload. */
+  /**
+   * Reload status and the active notebook's ledger. Reloads run one after the
+   * other, and each call waits for a reload that started after it, so what an
+   * action wrote is always in the ledger the panel binds to.
+   */
   refresh(): Promise<void> {
-    if (!this.refreshing) {
-      this.refreshing = this.reload().finally(() => {
-        this.refreshing = null;
-      });
-    }
-    return this.refreshing;
+    const next = this.refreshing.then(() => this.reload());
+    this.refreshing = next.catch(() => undefined);
+    return next;
   }
 
   private async reload(): Promise<void> {

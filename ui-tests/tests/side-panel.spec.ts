@@ -62,9 +62,14 @@ async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath: string
 /** Open the panel through its palette command, as a user would. */
 async function openPanel(page: Page): Promise<Locator> {
   await page.keyboard.press('Control+Shift+C');
-  const input = page.locator('.lm-CommandPalette-input');
-  await input.fill('Gradient check: open panel');
-  await page.locator('.lm-CommandPalette-item', { hasText: 'Gradient check: open panel' }).first().click();
+  await page.locator('.lm-CommandPalette-input').fill('Gradient check:');
+  const items = page.locator('.lm-CommandPalette-item .lm-CommandPalette-itemLabel');
+  await expect(items).toHaveText([
+    'Gradient check: export ledger',
+    'Gradient check: open panel',
+    'Gradient check: verify ledger'
+  ]);
+  await page.locator('.lm-CommandPalette-item', { hasText: 'Gradient check: open panel' }).click();
   const panel = page.locator('[data-testid="gradcheck-panel"]');
   await expect(panel).toBeVisible();
   return panel;
@@ -221,4 +226,18 @@ test('a missing server extension is named, with the command that fixes it', asyn
     'jupyter server extension enable jupyterlab_gradcheck'
   );
   await expect(panel.getByTestId('gradcheck-declare-form')).toBeHidden();
+});
+
+test('the defaults of new checks are in the Settings Editor', async ({ page }) => {
+  // When the Settings Editor is opened on the extension's settings
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('settingeditor:open', { query: 'Gradient check' })
+  );
+
+  // Then its plugin entry and the default dtype, device and tolerances are there
+  await expect(page.locator('.jp-PluginList-entry', { hasText: 'Gradient check' })).toBeVisible();
+  const form = page.locator('.jp-SettingsPanel');
+  for (const title of ['Default dtype', 'Default device', 'Default rtol', 'Default atol']) {
+    await expect(form.getByText(title, { exact: true }).first()).toBeVisible();
+  }
 });

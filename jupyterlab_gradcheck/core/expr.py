@@ -205,9 +205,13 @@ class _Checker:
         count = len(node.args) + (1 if receiver is not None else 0)
         if not spec.min_args <= count <= spec.max_args:
             self.fail(f"{name} takes {spec.min_args} to {spec.max_args} arguments, got {count}", node)
+        given: set[str] = set()
         for keyword in node.keywords:
             if keyword.arg is None:
                 self.fail("** keyword unpacking is not allowed", keyword.value)
+            if keyword.arg in given:  # ast accepts it; only the compiler would refuse it
+                self.fail(f"keyword {keyword.arg!r} is given twice", keyword.value)
+            given.add(keyword.arg)
             if keyword.arg not in spec.keywords:
                 allowed = ", ".join(spec.keywords) or "none"
                 self.fail(f"keyword {keyword.arg!r} is not allowed for {name} (allowed: {allowed})", keyword.value)

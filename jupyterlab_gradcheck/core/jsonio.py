@@ -21,8 +21,21 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     for key, value in pairs:
         if key in result:
             raise SpecError(f"duplicate key {key!r} in JSON object", field=key)
+        for text in (key, value):
+            if isinstance(text, str) and not _encodable(text):
+                raise SpecError(f"the JSON string {text[:40]!r} holds a lone surrogate, which is not "
+                                "Unicode text", field=key)
         result[key] = value
     return result
+
+
+def _encodable(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (a `\\ud800` escape decodes to a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def loads_strict(text: str | bytes) -> Any:
@@ -53,4 +66,6 @@ def loads_records(text: str) -> list:
             except SpecError as exc:
                 raise SpecError(f"line {number}: {exc.message}") from None
         return records
+    if document == []:
+        raise SpecError("no check record given: the list is empty")
     return document if isinstance(document, list) else [document]

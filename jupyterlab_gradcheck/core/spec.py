@@ -17,6 +17,7 @@ from typing import Any, Callable
 from . import defaults
 from .errors import SpecError
 from .expr import Expression, parse_expression
+from .jsonio import _encodable
 from .functions import RESERVED_NAMES
 from .limits import DEFAULT_LIMITS, Limits
 from .values import numel, shape_of
@@ -30,7 +31,7 @@ OUTPUT_FIELDS = (
     "passed", "observations", "comparisons", "failure", "failures", "symbolic",
     "environment", "step_sweep", "failed_to_run", "replay",
 )
-_DEVICE = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)$")
+_DEVICE = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 
 
@@ -110,6 +111,8 @@ def _text(record: dict, key: str, limits: Limits) -> str:
         raise SpecError(f"{key} must be a string, got {type(value).__name__}", field=key)
     if len(value) > limits.max_text_length:
         raise SpecError(f"{key} is longer than {limits.max_text_length} characters", field=key)
+    if not _encodable(value):
+        raise SpecError(f"{key} holds a lone surrogate, which is not Unicode text", field=key)
     return value
 
 
@@ -314,7 +317,8 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     check_id = record.get("id")
     if check_id is None:
         check_id = make_check_id(function_text, inputs, dtype, device)
-    elif not isinstance(check_id, str) or not check_id.strip() or len(check_id) > 200 or not check_id.isprintable():
+    elif not isinstance(check_id, str) or not check_id.strip() or len(check_id) > 200 or not check_id.isprintable() \
+            or not _encodable(check_id):
         raise SpecError("id must be a printable string of 1 to 200 characters", field="id")
     return CheckSpec(
         id=check_id,

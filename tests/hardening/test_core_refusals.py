@@ -1,0 +1,54 @@
+"""Refusals the hostile-input corpus found missing in the core's validation.
+
+Each was accepted (or crashed later, after a ledger append) before; each is now bad input:
+a one-line SpecError before anything runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyterlab_gradcheck.core.errors import SpecError
+from jupyterlab_gradcheck.core.jsonio import loads_records
+from jupyterlab_gradcheck.core.spec import parse_spec
+
+SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
+
+
+def test_a_keyword_given_twice_is_refused():
+    """Given `sum(x, dim=0, dim=0)` (ast accepts a repeated keyword; only compile() refuses it),
+    when parsed, then it is refused naming the keyword, instead of reaching the engine."""
+    with pytest.raises(SpecError, match="keyword 'dim' is given twice"):
+        parse_spec({"function": "sum(x, dim=0, dim=0)", "x": [1.0, 2.0], "analytical_gradient": [1, 1]})
+
+
+def test_an_empty_list_of_records_is_refused():
+    """Given `[]` on standard input, when read, then it is refused: before, the CLI ran nothing
+    and exited 0 as if every check had passed."""
+    with pytest.raises(SpecError, match="no check record given: the list is empty"):
+        loads_records("[]")
+
+
+@pytest.mark.parametrize("device", ["cpu\n", "cuda:0\n"])
+def test_a_device_with_a_trailing_newline_is_refused_by_its_format(device):
+    """Given a device with a trailing newline (which `$` in a regular expression lets through),
+    when parsed, then the format check refuses it."""
+    with pytest.raises(SpecError, match="is not cpu, cuda, cuda:N, mps or auto"):
+        parse_spec({**SEED, "device": device})
+
+
+@pytest.mark.parametrize("text", ['{"function": "x*x", "x": 3, "analytical_gradient": 6, "origin": "\\ud800"}',
+                                  '{"function": "x*x", "x": 3, "analytical_gradient": 6, "\\udfff": 1}'])
+def test_a_lone_surrogate_in_json_is_refused(text):
+    """Given JSON whose string escapes decode to a lone surrogate, when read, then it is refused:
+    before, it was accepted and crashed the ledger write with UnicodeEncodeError."""
+    with pytest.raises(SpecError, match="lone surrogate"):
+        loads_records(text)
+
+
+@pytest.mark.parametrize("field", ["origin", "destination"])
+def test_a_lone_surrogate_in_free_text_from_python_is_refused(field):
+    """Given a record built in Python (no JSON on the way) with a lone surrogate in free text,
+    when parsed, then it is refused before the ledger could fail to encode it."""
+    with pytest.raises(SpecError, match=f"{field} holds a lone surrogate"):
+        parse_spec({**SEED, field: "d\udce9riv\u00e9e"})

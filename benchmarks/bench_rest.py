@@ -88,6 +88,13 @@ class _Server:
             time.sleep(0.2)
         raise RuntimeError(f"the server's worker pool was not ready within {limit:g} s")
 
+    def torch_libraries(self) -> int | None:
+        """How many torch shared libraries the server process has mapped (None off Linux)."""
+        maps = Path(f"/proc/{self.process.pid}/maps")
+        if not maps.exists():
+            return None
+        return len({line.split()[-1] for line in maps.read_text().splitlines() if "libtorch" in line})
+
     def stop(self) -> None:
         self.connection.close()
         self.process.terminate()
@@ -132,6 +139,7 @@ def run(quick: bool) -> list[dict]:
             _time_rest(server, warm)
             rest = _time_rest(server, count)
             entries = len((server.root / "work" / "lab1.gradcheck.jsonl").read_text().splitlines())
+            torch_in_server = server.torch_libraries()
         finally:
             server.stop()
     engine = _time_engine(count)
@@ -152,6 +160,10 @@ def run(quick: bool) -> list[dict]:
         {"name": "rest_over_engine_p50_ratio", "value": round(p50 / engine_p50, 2), "unit": "x",
          "goal": "reported", "status": "PASS",
          "note": "what HTTP, auth, validation, the worker pipe and two fsynced ledger appends add"},
+        {"name": "server_process_torch_libraries", "value": torch_in_server, "unit": "libraries",
+         "goal": "0", "status": "PASS" if torch_in_server == 0 else "MISS",
+         "note": "libtorch mapped into the jupyter server process after the run (checks run in workers)"
+                 if torch_in_server is not None else "not measured: no /proc on this system"},
     ]
 
 

@@ -4,17 +4,22 @@
 with the `spawn` start method (the server process holds threads, so it is never forked),
 waits for its hello, sends it tasks, and kills it when it dies, hangs or overruns.
 
-Only plain dicts cross the pipe: a task is `{"op": ..., ...}`, an answer is
-`{"ok": True, "result": ...}` or `{"ok": False, "error": {"code", "message", "field"}}`.
+Only JSON text crosses the pipe, never pickles: the server does not unpickle what a process
+running user expressions made (nor import what unpickling would import, torch included). A
+task is `{"op": ..., ...}`; an answer is `{"ok": true, "result": ...}` or
+`{"ok": false, "error": {"code", "message", "field"}}`, with non-finite numbers spelt as the
+ledger spells them ("NaN", "Infinity").
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
 import time
 
+from ..core.errors import GradcheckError
 from .errors import WorkerCrashed, WorkerFailed, WorkerTimeout
 
 #: A tiny check each new worker runs once, so that the first real check does not pay for
@@ -42,24 +47,31 @@ def serve(conn, options: dict) -> None:
                  "python": platform.python_version(), "devices": options["devices"]}
         _run_check(dict(_WARM_UP), options)
     except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
-        conn.send({"ok": False, "pid": os.getpid(),
-                   "error": {"code": "worker_error", "field": None,
-                             "message": f"the worker could not start: {type(exc).__name__}: {exc}"}})
+        _send(conn, {"ok": False, "pid": os.getpid(),
+                     "error": {"code": "worker_error", "field": None,
+                               "message": f"the worker could not start: {type(exc).__name__}: {exc}"}})
         return
-    conn.send(hello)
+    _send(conn, hello)
     while True:
         try:
-            task = conn.recv()
+            task = json.loads(conn.recv_bytes())
         except (EOFError, OSError):  # the server went away
             return
-        if task is None:
-            return
-        conn.send(_perform(task, options))
+        _send(conn, _perform(task, options))
+
+
+def _send(conn, answer: dict) -> None:
+    from ..core.ledger_format import jsonable
+
+    try:
+        text = json.dumps(jsonable(answer), allow_nan=False)
+    except (ValueError, TypeError, GradcheckError) as exc:
+        text = json.dumps({"ok": False, "error": {"code": "worker_error", "field": None,
+                                                  "message": f"the answer is not JSON: {exc}"}})
+    conn.send_bytes(text.encode("utf-8"))
 
 
 def _perform(task: dict, options: dict) -> dict:
-    from ..core.errors import GradcheckError
-
     operation = _OPERATIONS.get(task.get("op"))
     if operation is None:
         return {"ok": False, "error": {"code": "worker_error", "field": None,
@@ -126,7 +138,7 @@ class WorkerProcess:
             self.kill()
             raise WorkerFailed(f"the worker process did not start within {timeout:g} s")
         try:
-            message = self._conn.recv()
+            message = json.loads(self._conn.recv_bytes())
         except (EOFError, OSError):
             reason = self.exit_reason()
             self.kill()
@@ -140,7 +152,7 @@ class WorkerProcess:
     def call(self, task: dict, timeout: float) -> dict:
         """Send one task and wait for its answer; the worker is killed if it dies or overruns."""
         try:
-            self._conn.send(task)
+            self._conn.send_bytes(json.dumps(task).encode("utf-8"))
             answered = self._conn.poll(timeout)
         except OSError:
             answered = True  # a broken pipe: the recv below reports how the worker ended
@@ -149,7 +161,7 @@ class WorkerProcess:
             raise WorkerTimeout(f"the worker did not finish within the {timeout:g} s timeout and was "
                                 f"killed; a fresh worker replaces it")
         try:
-            return self._conn.recv()
+            return json.loads(self._conn.recv_bytes())
         except (EOFError, OSError):
             reason = self.exit_reason()
             self.kill()

@@ -111,3 +111,17 @@ async def test_fifty_concurrent_checks_all_succeed_in_one_valid_chain(api, lab1,
     report = verify_ledger_file(Path(jp_root_dir) / "work" / "lab1.gradcheck.jsonl")
     assert report["chain_ok"] is True, report["errors"]
     assert report["entries"] == 100
+
+
+async def test_a_non_finite_gradient_comes_back_spelt_as_the_ledger_spells_it(api, lab1, ledger_lines):
+    """Given sqrt(x) at x = 0, whose derivative is infinite,
+    when it is run,
+    then the answer is strict JSON with the observed gradient "Infinity" (as in the ledger),
+    and the finding is kept."""
+    status, _, body = await api("POST", "checks", {
+        "notebook": lab1, "check": {"function": "sqrt(x)", "x": 0.0, "analytical_gradient": 0}})
+
+    assert status == 200, body
+    assert body["record"]["observed_gradient"] == "Infinity"
+    assert body["record"]["passed"] is False
+    assert ledger_lines()[-1]["data"]["record"]["observed_gradient"] == "Infinity"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from html import escape
@@ -185,6 +186,27 @@ def test_the_export_lists_the_kept_failures_and_the_justified_change(executed, t
     assert {c for c, h in checks.items() if h["failures_kept"]} == set(GENERATOR.DELIBERATE_FAILURES)
     (changed,) = checks[GENERATOR.TOLERANCE_CHANGED]["tolerance_history"]
     assert changed["justification"] == change["data"]["justification"]
+
+
+def test_inside_jupyter_server_the_session_names_the_notebook(tmp_path):
+    """Given the English edition started the way Jupyter Server starts a notebook's kernel
+    (JPY_SESSION_NAME set to the notebook's absolute path) but with the kernel's working folder
+    elsewhere, when it runs, then no cell fails and the ledger and report land beside the
+    notebook, not in the working folder."""
+    from nbclient import NotebookClient
+
+    notebook_dir, elsewhere = tmp_path / "course", tmp_path / "elsewhere"
+    notebook_dir.mkdir()
+    elsewhere.mkdir()
+    path = notebook_dir / EDITIONS["en"].name
+    notebook = _cleared(nbformat.read(EDITIONS["en"], as_version=4))
+    nbformat.write(notebook, path)
+    client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": str(elsewhere)}})
+    client.execute(env={**os.environ, "JPY_SESSION_NAME": str(path)})
+    assert sorted(p.name for p in notebook_dir.iterdir()) == sorted(
+        [path.name, path.stem + ".gradcheck.jsonl", path.stem + ".report.html"])
+    assert list(elsewhere.iterdir()) == []
 
 
 @pytest.mark.parametrize("lang", sorted(EDITIONS))

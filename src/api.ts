@@ -30,11 +30,6 @@ export class GradcheckRequestError extends Error {
     super(message);
     this.name = 'GradcheckRequestError';
   }
-
-  /** Whether the server extension itself is missing (the route does not exist). */
-  get missingExtension(): boolean {
-    return this.status === 404 && this.code === 'not_found';
-  }
 }
 
 function errorFrom(status: number, text: string): GradcheckRequestError {

@@ -270,30 +270,28 @@ export class GradcheckPanel extends Widget {
     }
   }
 
-  private async editTolerance(view: ICheckView): Promise<void> {
+  /** Open an edit dialog for the active notebook's check; reload and rebind when it changed something. */
+  private async edit(dialog: (notebook: string) => Promise<boolean>): Promise<void> {
     const notebook = this.notebookPath;
-    if (!notebook) {
-      return;
-    }
-    const changed = await editToleranceDialog(view, async edit => {
-      await api.changeTolerance({ notebook, check_id: view.id, ...edit });
-    });
-    if (changed) {
+    if (notebook && (await dialog(notebook))) {
       await this.afterAction();
     }
   }
 
-  private async reviseExpectation(view: ICheckView): Promise<void> {
-    const notebook = this.notebookPath;
-    if (!notebook) {
-      return;
-    }
-    const changed = await reviseExpectationDialog(view, async edit => {
-      await api.changeExpectation({ notebook, check_id: view.id, ...edit });
-    });
-    if (changed) {
-      await this.afterAction();
-    }
+  private editTolerance(view: ICheckView): Promise<void> {
+    return this.edit(notebook =>
+      editToleranceDialog(view, async edit => {
+        await api.changeTolerance({ notebook, check_id: view.id, ...edit });
+      })
+    );
+  }
+
+  private reviseExpectation(view: ICheckView): Promise<void> {
+    return this.edit(notebook =>
+      reviseExpectationDialog(view, async edit => {
+        await api.changeExpectation({ notebook, check_id: view.id, ...edit });
+      })
+    );
   }
 
   /** Download the active notebook's ledger export as a file. */

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gradcheck-wheel.XXXXXX")
+WORK=$(mktemp -d -t gradcheck-wheel.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 fail() { echo "check-wheel: FAIL: $*" >&2; exit 1; }

@@ -1,6 +1,6 @@
 """Server configuration for the Galata UI tests.
 
-Galata's helper serves a fresh temporary root on port 8888 with no token, so every run
+Galata's configure_jupyter_server serves a fresh temporary root on port 8888 with no token, so every run
 starts from an empty folder (no ledger left over from a previous run). It also turns XSRF
 checking off; the pytest suite covers a POST with XSRF enforced.
 """

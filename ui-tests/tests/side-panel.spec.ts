@@ -13,7 +13,10 @@ import * as path from 'path';
 const PANEL_ID = 'jupyterlab-gradcheck:panel';
 const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
 
-/** The CSV columns documented for `export --format csv` (docs/ledger.md, issue "Audit ledger"). */
+/**
+ * The columns the CSV export promises (`jupyter gradcheck export --format csv`), written
+ * out here rather than imported, so a renamed column fails this test.
+ */
 const CSV_COLUMNS = [
   'student',
   'assignment',

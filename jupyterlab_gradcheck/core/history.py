@@ -7,7 +7,6 @@ uses it to re-derive the flags a writer recorded (`after_failure`, `widened`,
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 TARGETS = ("tolerance", "finite_difference")
@@ -110,7 +109,7 @@ class HistoryBuilder:
                 )
             if new is not None:
                 history[key] = new
-        history["expectation"] = copy.deepcopy(data)
+        history["expectation"] = dict(data)  # a later expectation_change edits this copy only
         history["expectation_seq"] = entry["seq"]
         history["analytical_gradient"] = data.get("analytical_gradient")
 

@@ -104,12 +104,19 @@ class Ledger:
         with self._locked_fd(exclusive=False) as fd:
             if fd is None:
                 return
-            with os.fdopen(os.dup(fd), "rb", buffering=_CHUNK) as handle:
-                for number, raw in enumerate(handle, start=1):
-                    if raw.endswith(b"\n"):
-                        yield number, raw[:-1], True
-                    else:
-                        yield number, raw, False
+            number, carry, offset = 0, b"", 0
+            while True:
+                block = os.pread(fd, _CHUNK * 64, offset)
+                if not block:
+                    break
+                offset += len(block)
+                parts = (carry + block).split(b"\n") if carry else block.split(b"\n")
+                carry = parts.pop()
+                for raw in parts:
+                    number += 1
+                    yield number, raw, True
+            if carry:
+                yield number + 1, carry, False
 
     # -------------------------------------------------------------------- the head
     def _head_locked(self, fd: int) -> tuple[int, str, list[bytes], bytes]:

@@ -114,21 +114,37 @@ class LineError(ValueError):
     """A line that is not a well-formed entry; the message says why."""
 
 
-def read_line(raw: bytes) -> LineInfo:
+def stored_hash_ok(raw: bytes) -> bool:
+    """Whether the hash at the end of a line is the SHA-256 of the canonical entry before it.
+
+    Works on the stored bytes without copying them, so it can run in another thread
+    (hashlib releases the GIL on large buffers) while the caller decodes the next lines.
+    """
+    if len(raw) <= HASH_SUFFIX_LEN:
+        return False
+    digest = hashlib.sha256(memoryview(raw)[:-HASH_SUFFIX_LEN])
+    digest.update(b"}")
+    return digest.hexdigest().encode("ascii") == raw[-66:-2]
+
+
+def read_line(raw: bytes, *, check_hash: bool = True) -> LineInfo:
     """Read the chaining fields of one stored line (without its newline).
 
-    The hash is checked over the stored bytes; a line whose layout is not the canonical one
-    raises LineError with the reason.
+    The hash is checked over the stored bytes unless `check_hash` is false (the caller
+    checks it with `stored_hash_ok`); a line whose layout is not the canonical one raises
+    LineError with the reason.
     """
     tail = _TAIL.search(raw, max(0, len(raw) - _TAIL_MAX))
     head = _HEAD.match(raw)
     if tail is None or head is None:
         raise LineError(_why_malformed(raw))
-    kind, prev, seq, time, digest = (group.decode("utf-8") for group in tail.groups())
-    body = raw[:-HASH_SUFFIX_LEN] + b"}"
-    hash_ok = hashlib.sha256(body).hexdigest() == digest
-    check_id = json.loads(head.group(1))
-    info = LineInfo(int(seq), kind, check_id, prev, time, digest, hash_ok)
+    kind, prev, seq, time, digest = tail.groups()
+    hash_ok = stored_hash_ok(raw) if check_hash else False
+    quoted = head.group(1)
+    check_id = quoted[1:-1].decode("utf-8") if b"\\" not in quoted and quoted != b"null" else json.loads(quoted)
+    kind = kind.decode("ascii")
+    info = LineInfo(int(seq), kind, check_id, prev.decode("ascii"), time.decode("utf-8"), digest.decode("ascii"),
+                    hash_ok)
     if kind == "observation":
         front = _OBSERVATION_FRONT.match(raw, head.end() - len(b'"data":{'))
         if front is None:

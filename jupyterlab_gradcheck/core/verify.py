@@ -13,7 +13,9 @@ Replay (core.replay) goes further: it re-runs each recorded observation.
 
 from __future__ import annotations
 
+import collections
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -21,9 +23,11 @@ from .binding import compare_binding, notebook_beside, read_binding
 from .errors import LedgerError
 from .history import TARGETS, HistoryBuilder, direction
 from .ledger import _MAX_SEAL_RUN, LEDGER_SUFFIX, Ledger, _line_sha, light_entry
-from .ledger_format import GENESIS, KINDS, LineError, LineInfo, is_canonical, read_entry, read_line
+from .ledger_format import GENESIS, KINDS, LineError, LineInfo, is_canonical, read_entry, read_line, stored_hash_ok
 
 Lines = Iterable[tuple[int, bytes, bool]]
+#: Lines hashed per batch, and how many batches the hashing thread may run ahead.
+_BATCH, _AHEAD = 256, 4
 
 
 def _new_report() -> dict:
@@ -58,26 +62,29 @@ def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
     line_of_seq: dict[int, int] = {}
     last_seq, last_hash = 0, GENESIS
     pending: list[tuple[int, bytes, str]] = []
-    for number, raw, complete in lines:
-        if not complete:
-            report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
-            continue
-        try:
-            info = read_line(raw)
-        except LineError as exc:
-            pending.append((number, raw, str(exc)))
-            continue
-        _settle_pending(report, pending, info, number)
-        pending = []
-        problems = _chain_problems(info, last_seq, last_hash) + semantic_problems(info, builder)
-        if deep:
-            problems += _deep_problems(raw, info)
-        for problem in problems:
-            _error(report, number, problem)
-        builder.add(light_entry(info))
-        hashes[info.seq], line_of_seq[info.seq] = info.hash, number
-        last_seq, last_hash = info.seq, info.hash
-        report["entries"] += 1
+    for batch, flags in _hashed_ahead(lines):
+        for (number, raw, complete), hash_ok in zip(batch, flags):
+            if not complete:
+                report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
+                continue
+            try:
+                info = read_line(raw, check_hash=False)
+            except LineError as exc:
+                pending.append((number, raw, str(exc)))
+                continue
+            info.hash_ok = hash_ok
+            if pending or info.kind == "note":
+                _settle_pending(report, pending, info, number)
+                pending = []
+            if not (hash_ok and info.seq == last_seq + 1 and info.prev == last_hash):
+                for problem in _chain_problems(info, last_seq, last_hash):
+                    _error(report, number, problem)
+            for problem in semantic_problems(info, builder) + (_deep_problems(raw, info) if deep else []):
+                _error(report, number, problem)
+            builder.add(light_entry(info))
+            hashes[info.seq], line_of_seq[info.seq] = info.hash, number
+            last_seq, last_hash = info.seq, info.hash
+    report["entries"] = len(line_of_seq)
     torn = report["torn_tail"]
     if pending and torn is not None and len(pending) <= _MAX_SEAL_RUN:
         torn["interrupted_lines"] = [{"line": n, "bytes": len(raw)} for n, raw, _ in pending]
@@ -91,6 +98,34 @@ def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
     report["_hashes"] = hashes
     _settle_ok(report)
     return report
+
+
+def _hash_batch(batch: list) -> list[bool]:
+    return [complete and stored_hash_ok(raw) for _number, raw, complete in batch]
+
+
+def _hashed_ahead(lines: Lines) -> Iterator[tuple[list, list[bool]]]:
+    """Batches of lines with their `hash_ok` flags, hashed a few batches ahead in a thread.
+
+    Hashing is most of the cost of verifying a ledger of full records; hashlib releases the
+    GIL on large buffers, so a second core hashes while this one decodes.
+    """
+    queue: collections.deque = collections.deque()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        batch: list = []
+        for item in lines:
+            batch.append(item)
+            if len(batch) == _BATCH:
+                queue.append((batch, pool.submit(_hash_batch, batch)))
+                batch = []
+                if len(queue) > _AHEAD:
+                    done, future = queue.popleft()
+                    yield done, future.result()
+        if batch:
+            queue.append((batch, pool.submit(_hash_batch, batch)))
+        while queue:
+            done, future = queue.popleft()
+            yield done, future.result()
 
 
 def _torn_tail(number: int, raw: bytes, last_seq: int, last_hash: str) -> dict:

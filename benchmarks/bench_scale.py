@@ -1,0 +1,130 @@
+"""B2, Jacobian scale: our batched finite-difference comparison against gradcheck, n = 10..10^4.
+
+Workload: an elementwise function, sin(x) * x, and a reduction, sum(tanh(x)^2), at n input
+elements in float64, x evenly spaced in [-2, 2].
+
+- ours: `core.verdict.numerical_verdict`: one backward for v^T J (v = ones), the central
+  finite-difference estimate of each of its n elements from shifted copies evaluated with
+  `torch.func.vmap` a chunk at a time, and the comparison that reports the worst element and
+  its index.
+- gradcheck slow mode: the full n x m numerical and analytical Jacobians, compared entry by
+  entry (one backward per output, two forwards per input element).
+- gradcheck fast mode: one random projection u^T J w each way; it cannot say which element
+  is wrong.
+
+Goal: ours >= 20x faster than slow mode at n = 10^4, and peak memory <= 1 GiB there. Slow
+mode at 10^4 takes tens of seconds, so it is timed once in the full run; --quick stops at
+n = 10^2.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import device, format_seconds, graded, interleaved_medians, peak_memory, row
+
+SPEEDUP_GOAL = 20.0
+PEAK_GOAL_BYTES = 1 << 30
+SIZES = (10, 100, 1000, 10000)
+QUICK_SIZES = (10, 100)
+#: Interleaved rounds of ours and fast mode, and calls of slow mode, per n.
+ROUNDS = {10: 50, 100: 30, 1000: 6, 10000: 3}
+SLOW_CALLS = {10: 10, 100: 5, 1000: 2, 10000: 1}
+QUICK_ROUNDS = {10: 10, 100: 5}
+QUICK_SLOW_CALLS = {10: 3, 100: 2}
+
+
+def elementwise(x):
+    """sin(x) * x: a diagonal Jacobian with n outputs."""
+    import torch
+
+    return torch.sin(x) * x
+
+
+def reduction(x):
+    """sum(tanh(x)^2): one output, a dense 1 x n Jacobian."""
+    import torch
+
+    return torch.sum(torch.tanh(x) ** 2)
+
+
+FUNCTIONS = {"elementwise sin(x)*x": elementwise, "reduction sum(tanh(x)^2)": reduction}
+
+
+def _mib(count) -> str:
+    return "n/a" if count is None else f"{count / 2**20:.1f} MiB"
+
+
+def measure(function, n: int, quick: bool) -> dict:
+    """Times, peaks and our verdict for one function at n elements."""
+    import torch
+
+    from jupyterlab_gradcheck.core.verdict import numerical_verdict
+
+    x = torch.linspace(-2.0, 2.0, n, dtype=torch.float64, device=device())
+    leaf = x.clone().requires_grad_(True)
+    ours = lambda: numerical_verdict(function, {"x": x})  # noqa: E731
+    fast = lambda: torch.autograd.gradcheck(function, (leaf,), fast_mode=True)  # noqa: E731
+    slow = lambda: torch.autograd.gradcheck(function, (leaf,))  # noqa: E731
+
+    ours_peak, ours_once, verdict = peak_memory(ours)
+    rounds = (QUICK_ROUNDS if quick else ROUNDS)[n]
+    times = interleaved_medians({"ours": ours, "fast": fast}, rounds, warmup=1)
+    slow_calls = (QUICK_SLOW_CALLS if quick else SLOW_CALLS)[n]
+    slow_peak, slow_seconds, slow_passed = peak_memory(slow)
+    if slow_calls > 1:
+        slow_seconds = interleaved_medians({"slow": slow}, slow_calls - 1, warmup=0)["slow"]["median"]
+    fast_peak, _, _ = peak_memory(fast)
+    return {
+        "n": n, "ours": times["ours"]["median"], "fast": times["fast"]["median"], "slow": slow_seconds,
+        "slow_calls": slow_calls, "rounds": rounds, "ours_peak": ours_peak, "slow_peak": slow_peak,
+        "fast_peak": fast_peak, "verdict": verdict, "slow_passed": slow_passed,
+    }
+
+
+def _growth(points: list[dict], key: str) -> str:
+    """The exponent k in cost ~ n^k between the two largest sizes measured."""
+    if len(points) < 2:
+        return "n/a"
+    a, b = points[-2], points[-1]
+    return f"{math.log(b[key] / a[key]) / math.log(b['n'] / a['n']):.2f}"
+
+
+def run(quick: bool) -> list[dict]:
+    """B2 rows per function and n: speed-up over slow mode, and our peak memory."""
+    sizes = QUICK_SIZES if quick else SIZES
+    rows = []
+    for label, function in FUNCTIONS.items():
+        points = []
+        for n in sizes:
+            m = measure(function, n, quick)
+            points.append(m)
+            worst = m["verdict"]["worst"]
+            speedup = m["slow"] / m["ours"]
+            note = (
+                f"ours {format_seconds(m['ours'])} (median of {m['rounds']}), slow {format_seconds(m['slow'])} "
+                f"({m['slow_calls']} call{'s' if m['slow_calls'] > 1 else ''}), fast {format_seconds(m['fast'])}; "
+                f"ours reports worst element x[{worst['index'][0] if worst['index'] else ''}] "
+                f"abs err {worst['abs_err']:.2g} (passed={m['verdict']['passed']}), gradcheck slow "
+                f"passed={m['slow_passed']}; fast mode is {m['ours'] / m['fast']:.3g}x quicker than ours "
+                "and names no element"
+            )
+            name = f"B2 {label}, n={n}: gradcheck slow / ours"
+            if n == 10000:
+                note += (f"; cost ~ n^{_growth(points, 'ours')} (ours), n^{_growth(points, 'slow')} (slow) "
+                         "from 10^3 to 10^4")
+                rows.append(graded(name, round(speedup, 1), "x", f">= {SPEEDUP_GOAL:g}x", speedup >= SPEEDUP_GOAL,
+                                   note))
+            else:
+                rows.append(row(name, round(speedup, 1), "x", "-", "INFO", note))
+            peak_note = f"ours {_mib(m['ours_peak'])}, gradcheck slow {_mib(m['slow_peak'])}, fast {_mib(m['fast_peak'])}"
+            peak_name = f"B2 {label}, n={n}: peak memory (ours)"
+            peak_value = "n/a" if m["ours_peak"] is None else round(m["ours_peak"] / 2**20, 1)
+            if n == 10000:
+                measured = m["ours_peak"] is not None
+                rows.append(graded(peak_name, peak_value, "MiB", "<= 1024 MiB",
+                                   measured and m["ours_peak"] <= PEAK_GOAL_BYTES,
+                                   peak_note if measured else "no peak-memory counter on this platform"))
+            else:
+                rows.append(row(peak_name, peak_value, "MiB", "-", "INFO", peak_note))
+    return rows

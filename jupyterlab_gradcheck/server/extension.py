@@ -11,7 +11,7 @@ import asyncio
 import os
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Dict, Float, Integer, Unicode, validate
+from traitlets import Dict, Float, Integer, TraitError, Unicode, validate
 
 from ..core.limits import DEFAULT_LIMITS, Limits
 from ..core.errors import SpecError
@@ -76,27 +76,27 @@ class GradcheckExtension(ExtensionApp):
     @validate("workers")
     def _at_least_one_worker(self, proposal):
         if proposal["value"] < 1:
-            raise ValueError("GradcheckExtension.workers must be at least 1")
+            raise TraitError("GradcheckExtension.workers must be at least 1")
         return proposal["value"]
 
     @validate("timeout", "startup_timeout")
     def _positive_seconds(self, proposal):
         if proposal["value"] <= 0:
-            raise ValueError(f"GradcheckExtension.{proposal['trait'].name} must be positive")
+            raise TraitError(f"GradcheckExtension.{proposal['trait'].name} must be positive")
         return proposal["value"]
 
     @validate("queue_size", "max_input_elements")
     def _not_negative(self, proposal):
         if proposal["value"] < 0:
-            raise ValueError(f"GradcheckExtension.{proposal['trait'].name} must not be negative")
+            raise TraitError(f"GradcheckExtension.{proposal['trait'].name} must not be negative")
         return proposal["value"]
 
     @validate("default_device")
     def _known_device(self, proposal):
         try:
-            parse_spec({"function": "x", "x": 0.0, "device": proposal["value"]})
+            parse_spec({"function": "x", "x": 0.0, "analytical_gradient": 1.0, "device": proposal["value"]})
         except SpecError as exc:
-            raise ValueError(f"GradcheckExtension.default_device: {exc.message}") from None
+            raise TraitError(f"GradcheckExtension.default_device: {exc.message}") from None
         return proposal["value"]
 
     def initialize_settings(self):

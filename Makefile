@@ -40,8 +40,10 @@ $(STAMPS)/install: labextension/package.json pyproject.toml
 LAB_OPTS    ?=
 ROOT_OPT    := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# The server root is examples/; JupyterLab opens on the English notebook.
 lab: setup
-	jupyter lab $(ROOT_OPT) $(LAB_OPTS) $(NOTEBOOK)
+	jupyter lab $(ROOT_OPT) --ServerApp.root_dir=$(dir $(NOTEBOOK)) \
+		--LabApp.default_url=/lab/tree/$(notdir $(NOTEBOOK)) $(LAB_OPTS)
 
 test: setup test-python test-js test-wheel test-ui bench-quick
 

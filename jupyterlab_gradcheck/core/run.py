@@ -27,16 +27,7 @@ _TARGETS = (("tolerance", "tolerance_explicit", "tolerance"),
 
 def ledger_spec_dict(spec: CheckSpec) -> dict:
     """The normalised record as the ledger stores it (a callable is named, not stored)."""
-    record = spec.to_dict()
-    written = record.get("analytical_gradient")
-    if callable(written):
-        record["analytical_gradient"] = "<callable " + (getattr(written, "__qualname__", None) or repr(written)) + ">"
-    elif isinstance(written, dict):
-        record["analytical_gradient"] = {
-            name: ("<callable " + (getattr(v, "__qualname__", None) or repr(v)) + ">") if callable(v) else v
-            for name, v in written.items()
-        }
-    return record
+    return spec.to_dict()
 
 
 def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:

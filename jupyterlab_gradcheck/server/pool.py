@@ -58,7 +58,7 @@ class WorkerPool:
         self._idle: asyncio.Queue = asyncio.Queue()
         self._in_flight = 0  #: reserved places: running or waiting for a worker
         self._durations: deque = deque(maxlen=32)
-        self._hello: dict | None = None
+        self._hello: concurrent.futures.Future | None = None
         self.restarts = 0
         self.stopped = False
 
@@ -72,9 +72,17 @@ class WorkerPool:
 
     async def hello(self) -> dict:
         """What the first worker to start reported: torch and python versions, devices."""
-        if self._hello is None:
-            self._hello = await asyncio.wrap_future(self._threads.submit(self._first_hello))
-        return self._hello
+        if self._hello is None:  # every request waiting for start-up shares one wait
+            self._hello = self._threads.submit(self._first_hello)
+        try:
+            return await asyncio.wrap_future(self._hello)
+        except WorkerFailed:
+            # None started: start fresh ones, so a later request waits for them.
+            self._hello = None
+            for slot in self._slots:
+                if slot.ready.done() and slot.ready.exception() is not None:
+                    self._replace(slot)
+            raise
 
     def reserve(self) -> "Place":
         """A place for one request, or PoolBusy when every worker and queue place is taken.

@@ -98,3 +98,20 @@ async def test_a_full_queue_answers_503_with_retry_after_and_appends_nothing(
     assert int(headers["Retry-After"]) >= 1
     assert len(ledger_lines()) == entries_before
     assert [s for s, _, _ in await asyncio.gather(*slow)] == [200, 200, 200]
+
+
+@pytest.mark.parametrize("jp_server_config", [server_config(startup_timeout=0.01)])
+async def test_when_no_worker_can_start_status_says_why_and_checks_answer_500(api, lab1, ledger_lines, jp_server_config):
+    """Given workers that cannot start in time (a start-up timeout of 10 ms; importing torch
+    takes far longer),
+    when a client asks for the status and then runs a check,
+    then the status still answers (the handshake works without torch) with no torch version
+    and the reason, and the check answers 500 worker_error with nothing appended."""
+    status, _, info = await api("GET", "status")
+    assert status == 200
+    assert info["torch"] is None and info["devices"] == []
+    assert "did not start within" in info["error"]
+
+    status, _, body = await api("POST", "checks", {"notebook": lab1, "check": _check("x*x")})
+    assert (status, body["code"]) == (500, "worker_error"), body
+    assert ledger_lines() == []

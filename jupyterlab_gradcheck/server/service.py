@@ -113,13 +113,15 @@ class GradcheckService:
         text = await self.ledgers.run(_render, module, function, target)
         return text, media_type, f"{_stem(target)}.gradcheck.{export_format}"
 
-    async def verify(self, api_path, replay=False) -> dict:
-        """The CLI's verify report for a notebook, a ledger or a folder; replay runs in a worker."""
-        if not isinstance(replay, bool):
-            raise SpecError("replay must be true or false", field="replay")
+    async def verify(self, api_path, replay=False, deep=False) -> dict:
+        """The CLI's verify report for a notebook, a ledger or a folder, made in a worker
+        (replay re-runs checks; every verify parses files that may be hostile)."""
+        for name, value in (("replay", replay), ("deep", deep)):
+            if not isinstance(value, bool):
+                raise SpecError(f"{name} must be true or false", field=name)
         target = paths.resolve(self.root, api_path, field="path")
         await self.ledgers.run(self._confine_tree, target, "path")
-        return await self.pool.run({"op": "verify", "path": str(target), "replay": replay})
+        return await self.pool.run({"op": "verify", "path": str(target), "replay": replay, "deep": deep})
 
     # --- paths -------------------------------------------------------------------
     def _ledger_of(self, notebook, *, field: str) -> tuple[Path, Ledger]:

@@ -104,7 +104,7 @@ def _check(task: dict, options: dict) -> dict:
 def _verify(task: dict, options: dict) -> dict:
     from ..core.verify import verify_path
 
-    return verify_path(task["path"], replay=task.get("replay", False))
+    return verify_path(task["path"], replay=task["replay"], deep=task["deep"])
 
 
 _OPERATIONS = {"check": _check, "verify": _verify}

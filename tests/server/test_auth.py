@@ -120,6 +120,9 @@ async def test_with_a_token_every_route_works_under_the_base_url(api, lab1, jp_b
     assert status == 200
     assert verified["reports"][0]["chain_ok"] is True
     assert verified["reports"][0]["entries"] == 4
+    status, _, replayed = await api("POST", "verify", {"path": lab1, "replay": True})
+    assert status == 200 and replayed["ok"] is True, replayed
+    assert replayed["reports"][0]["replay"]["reproduced"] == 1  # the one observation, re-run in a worker
 
     status, _, document = await api("GET", "openapi.json")
     assert status == 200 and "/checks" in document["paths"]

@@ -20,10 +20,10 @@ class ExportHandler(GradcheckHandler):
 
 
 class VerifyHandler(GradcheckHandler):
-    """`POST verify`: `{"path", "replay"}`; the verify report of `jupyter gradcheck verify`."""
+    """`POST verify`: `{"path", "replay", "deep"}`; the report of `jupyter gradcheck verify --json`."""
 
     @web.authenticated
     @authorized
     async def post(self):
         body = self.json_body()
-        self.reply(await self.service.verify(body.get("path"), body.get("replay", False)))
+        self.reply(await self.service.verify(body.get("path"), body.get("replay", False), body.get("deep", False)))

@@ -32,6 +32,7 @@ def _generator():
     return module
 
 
+pytestmark = pytest.mark.slow
 GENERATOR = _generator()
 EDITIONS = GENERATOR.EDITIONS
 

@@ -175,6 +175,9 @@ def generate(recipe: str) -> bytes:
         return seed_head + b'"x": 3, ' + fields + b"}"
     if recipe == "garbage":
         return bytes(range(256)) * (TEN_MB // 256)
+    if recipe == "inputs_huge":  # what the inline panel's inputs field could be given
+        count = TEN_MB // 2
+        return b'{"x": [' + b",".join([b"0"] * count) + b"]}"
     if recipe == "many_records":
         record = b'{"function": "x*x", "x": 3, "analytical_gradient": 6}\n'
         count = TEN_MB // len(record)

@@ -16,6 +16,7 @@ so building 10^5 entries takes seconds, not minutes); appends are then timed thr
 from __future__ import annotations
 
 import hashlib
+import os
 import statistics
 import tempfile
 import time
@@ -51,7 +52,10 @@ def build_ledger(path: Path, count: int, record: dict) -> None:
         line, prev = make_line({"seq": seq, "time": "2026-01-01T00:00:00+00:00", "kind": kind,
                                 "check_id": check_id, "data": data, "prev": prev})
         lines.append(line)
-    path.write_bytes(b"".join(lines))
+    with open(path, "wb") as handle:
+        handle.write(b"".join(lines))
+        handle.flush()
+        os.fsync(handle.fileno())  # appends are then timed against a settled file, not its writeback
 
 
 def _baseline_seconds(path: Path) -> float:

@@ -25,7 +25,7 @@ h3{font-size:1.05em;margin:18px 0 4px 0}
 .status.bad{border-left-color:#d32f2f;background:#fff5f5}
 .status ul{margin:2px 0}
 .flag{display:inline-block;background:#fff3e0;border:1px solid #f57c00;border-radius:3px;padding:1px 6px;margin:2px}
-.failure-kept{border:1px solid #d32f2f;border-left:6px solid #d32f2f;background:#fff5f5;padding:4px 10px;margin:6px 0}
+.failure-kept{border:1px solid #d32f2f;border-left:6px solid #d32f2f;background:#fff5f5;padding:4px 10px;margin:6px 0;font-size:13px}
 .check{margin:10px 0 22px 0}
 """
 

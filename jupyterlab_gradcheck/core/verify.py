@@ -68,7 +68,7 @@ def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
                 report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
                 continue
             try:
-                info = read_line(raw, check_hash=False)
+                info = read_line(raw, check_hash=False, decode=deep)
             except LineError as exc:
                 pending.append((number, raw, str(exc)))
                 continue

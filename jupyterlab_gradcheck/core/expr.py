@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import unicodedata
+import warnings
 from dataclasses import dataclass, field
 
 from .errors import SpecError
@@ -250,6 +251,14 @@ def _refuse_invisible(text: str, field_name: str) -> None:
         )
 
 
+def _parse_quietly(text: str) -> ast.Expression:
+    """`ast.parse` in expression mode, without the SyntaxWarnings Python prints for text such as
+    `1if x else y`: the refusal that follows is the one line the user sees."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.parse(text, mode="eval")
+
+
 def parse_expression(
     text: str,
     names,
@@ -269,7 +278,7 @@ def parse_expression(
         raise SpecError(f"{field_name} is empty", field=field_name)
     _refuse_invisible(text, field_name)
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = _parse_quietly(text.strip())
     except SyntaxError as exc:
         raise SpecError(
             f"{field_name}: syntax error at column {exc.offset or 0}: {exc.msg}", field=field_name
@@ -298,7 +307,7 @@ def expression_names(text: str) -> set[str]:
     Returns an empty set when `text` does not parse; `parse_expression` reports that later.
     """
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = _parse_quietly(text.strip())
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     called = {

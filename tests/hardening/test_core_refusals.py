@@ -52,3 +52,13 @@ def test_a_lone_surrogate_in_free_text_from_python_is_refused(field):
     when parsed, then it is refused before the ledger could fail to encode it."""
     with pytest.raises(SpecError, match=f"{field} holds a lone surrogate"):
         parse_spec({**SEED, field: "d\udce9riv\u00e9e"})
+
+
+@pytest.mark.parametrize("text", ["x*1if x else x", "0x1for x in x"])
+def test_python_syntax_warnings_do_not_reach_the_user(text, recwarn):
+    """Given text on which Python's parser warns (`1if`: invalid decimal literal), when parsed,
+    then the refusal is the only thing said: no SyntaxWarning escapes to become a second line
+    on the command line's standard error."""
+    with pytest.raises(SpecError, match="is not allowed"):
+        parse_spec({"function": text, "x": 3, "analytical_gradient": 6})
+    assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]

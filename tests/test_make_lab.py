@@ -59,4 +59,8 @@ def test_make_lab_opens_the_example_notebook(tmp_path):
         assert f"/lab/tree/{Path(NOTEBOOK).name}?token=" in text
     finally:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a slow shutdown must not leave a server behind
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)

@@ -33,7 +33,8 @@ def compare(name: str, input_name: str, left, right, *, left_label: str, right_l
     passed = bool((excess <= 0).all())
     flat_excess = excess.reshape(-1)
     worst_flat = int(torch.argmax(flat_excess if not passed else error.reshape(-1).nan_to_num(nan=float("inf"))))
-    relative = error / right64.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
+    relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
     relative = torch.where(error == 0, torch.zeros_like(relative), relative)
     return {
         "name": name,

@@ -120,7 +120,7 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         if abs_err <= FLOOR_MARGIN * floor:
             return "precision_limited", (
                 f"the discrepancy {_fmt(abs_err)} at {where} is within what a {ctx.dtype} "
-                f"{ctx.scheme} difference with this step can resolve (rounding ≈ {_fmt(rounding)}, "
+                f"{ctx.scheme} difference with this step can resolve (rounding bound ≈ {_fmt(rounding)}, "
                 f"truncation ≈ {_fmt(truncation)}): choose the default step, not a tighter tolerance"
             )
         return "probable_bug", (

@@ -143,19 +143,21 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None):
     multiples = _SHIFTS[scheme]
     steps = torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
     rows = probe.rows_per_chunk(len(multiples))
-    pieces = []
+    imaginary = scheme == "complex_step"
+    # Allocated once, before the chunks: a small tensor kept alive between the chunks' large
+    # temporaries would split the freed blocks, and the allocator would take fresh memory
+    # for every chunk (the resident size then grows with n instead of staying at one chunk).
+    estimates = torch.empty(total, dtype=x.dtype, device=x.device)
     for start in range(0, total, rows):
         stop = min(start + rows, total)
         if indices is None:
-            stack = probe.shifted_range(start, stop, steps[:, start:stop], imaginary=scheme == "complex_step")
+            stack = probe.shifted_range(start, stop, steps[:, start:stop], imaginary=imaginary)
         else:
-            chunk = indices[start:stop]
-            stack = probe.shifted(steps[:, start:stop].reshape(-1), imaginary=scheme == "complex_step",
-                                  indices=chunk.repeat(len(multiples)))
-        pieces.append(_quotient(probe, scheme, probe.outputs(stack), h[start:stop], base))
-    if not pieces:
-        return torch.zeros(0, dtype=x.dtype, device=x.device)
-    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+            stack = probe.shifted(steps[:, start:stop].reshape(-1), imaginary=imaginary,
+                                  indices=indices[start:stop].repeat(len(multiples)))
+        estimates[start:stop] = _quotient(probe, scheme, probe.outputs(stack), h[start:stop], base)
+        del stack
+    return estimates
 
 
 def _quotient(probe: Probe, scheme: str, out, h, base):

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The checks that need a CUDA GPU, in one run of at most 5 minutes:
+#   1. the CUDA-marked tests (pytest -m cuda);
+#   2. benchmarks B1-B3 on cuda (python -m benchmarks --device cuda --only engine,scale,accuracy);
+#   3. the same checks observed on the CPU and on CUDA, compared within the dtype's tolerance
+#      (python -m benchmarks.agreement --devices cpu,cuda).
+# Everything it produces goes to $OUT when that is set, else to benchmarks/gpu/:
+# pytest-cuda.log, results.md/json (B1-B3), agreement.md/json and summary.txt.
+# Without a CUDA device it stops at once with exit status 2 and says why; nothing passes silently.
+# Exit status: 0 all passed, 1 a step failed or disagreed, 2 no GPU or missing packages.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+    if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+DEST=${OUT:-benchmarks/gpu}
+mkdir -p "$DEST"
+BUDGET=${GPU_CHECK_SECONDS:-300}
+START=$SECONDS
+SUMMARY="$DEST/summary.txt"
+: > "$SUMMARY"
+
+say() { echo "gpu-check: $*" | tee -a "$SUMMARY"; }
+left() { local rest=$(( BUDGET - (SECONDS - START) )); echo $(( rest > 1 ? rest : 1 )); }
+
+# 0. A GPU and the packages the checks import must be there; otherwise fail loudly, now.
+if ! "$PY" - <<'EOF' 2>&1 | tee -a "$SUMMARY"
+import importlib.util
+import sys
+missing = [name for name in ("torch", "numpy", "sympy", "pytest", "pytest_jupyter", "nbformat", "jupyter_server")
+           if importlib.util.find_spec(name) is None]
+if missing:
+    print(f"gpu-check: FAILED: missing Python packages {', '.join(missing)} "
+          "(install the project with its test extra: pip install -e '.[test]')")
+    sys.exit(2)
+import torch
+if not torch.cuda.is_available():
+    print(f"gpu-check: FAILED: no CUDA device: torch.cuda.is_available() is False "
+          f"(torch {torch.__version__}, CUDA build {torch.version.cuda}); nothing was checked")
+    sys.exit(2)
+print(f"gpu-check: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+EOF
+then
+    exit 2
+fi
+
+FAILED=0
+
+# 1. The CUDA-marked tests. Exit 5 means none were collected: reported, not hidden.
+say "pytest -m cuda (budget $(left) s)"
+timeout "$(left)" "$PY" -m pytest -q -p no:cacheprovider -m cuda > "$DEST/pytest-cuda.log" 2>&1
+rc=$?
+tail -n 3 "$DEST/pytest-cuda.log" | tee -a "$SUMMARY"
+case $rc in
+    0) say "cuda tests: passed" ;;
+    5) say "cuda tests: none collected (no test is marked cuda)"; FAILED=1 ;;
+    124) say "cuda tests: FAILED: ran past the 5-minute budget"; FAILED=1 ;;
+    *) say "cuda tests: FAILED (exit $rc), see pytest-cuda.log"; FAILED=1 ;;
+esac
+
+# 2. B1-B3 on cuda: the full sizes, so B2 reaches n = 10^4.
+say "benchmarks B1-B3 on cuda (budget $(left) s)"
+PYTHONUNBUFFERED=1 timeout "$(left)" "$PY" -m benchmarks --device cuda --only engine,scale,accuracy --out "$DEST" \
+    > "$DEST/benchmarks.log" 2>&1
+rc=$?
+tail -n 2 "$DEST/benchmarks.log" | tee -a "$SUMMARY"
+case $rc in
+    0) say "benchmarks: ran (PASS/MISS per figure in results.md)" ;;
+    124) say "benchmarks: FAILED: ran past the 5-minute budget"; FAILED=1 ;;
+    *) say "benchmarks: FAILED (exit $rc), see benchmarks.log"; FAILED=1 ;;
+esac
+
+# 3. CPU against CUDA, check by check, within the dtype's tolerance.
+say "agreement cpu vs cuda (budget $(left) s)"
+timeout "$(left)" "$PY" -m benchmarks.agreement --devices cpu,cuda --out "$DEST" > "$DEST/agreement.log" 2>&1
+rc=$?
+sed -n 3p "$DEST/agreement.log" | tee -a "$SUMMARY"
+case $rc in
+    0) say "agreement: every observation agrees" ;;
+    124) say "agreement: FAILED: ran past the 5-minute budget"; FAILED=1 ;;
+    *) say "agreement: FAILED (exit $rc), see agreement.md and agreement.log"; FAILED=1 ;;
+esac
+
+say "done in $((SECONDS - START)) s; results in $DEST"
+exit $FAILED

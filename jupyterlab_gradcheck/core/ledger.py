@@ -94,29 +94,19 @@ class Ledger:
 
     def raw_lines(self) -> tuple[list[bytes], bytes]:
         """All complete lines (without newlines) and the torn tail (b"" when none)."""
-        with self._locked_fd(exclusive=False) as fd:
-            if fd is None:
-                return [], b""
-            return _split(_read_all(fd))
+        complete, torn = [], b""
+        for _number, raw, done in self.iter_raw_lines():
+            if done:
+                complete.append(raw)
+            else:
+                torn = raw
+        return complete, torn
 
     def iter_raw_lines(self) -> Iterator[tuple[int, bytes, bool]]:
         """Stream `(line number, bytes, complete)` under a shared lock; the last may be torn."""
         with self._locked_fd(exclusive=False) as fd:
-            if fd is None:
-                return
-            number, carry, offset = 0, b"", 0
-            while True:
-                block = os.pread(fd, _CHUNK * 64, offset)
-                if not block:
-                    break
-                offset += len(block)
-                parts = (carry + block).split(b"\n") if carry else block.split(b"\n")
-                carry = parts.pop()
-                for raw in parts:
-                    number += 1
-                    yield number, raw, True
-            if carry:
-                yield number + 1, carry, False
+            if fd is not None:
+                yield from _fd_lines(fd)
 
     # -------------------------------------------------------------------- the head
     def _head_locked(self, fd: int) -> tuple[int, str, list[bytes], bytes]:
@@ -191,6 +181,8 @@ class Ledger:
                  "data": jsonable(data), "prev": prev}
         line, digest = make_line(entry)
         _write_all(fd, line, self.path)
+        if entry["seq"] == 1:
+            _fsync_folder(self.path.parent)  # the new file's name is durable too
         entry["hash"] = digest
         return entry
 
@@ -288,16 +280,18 @@ class Ledger:
 
     def _iter_light_unlocked(self) -> Iterator[LineInfo]:
         try:
-            handle = open(self.path, "rb", buffering=_CHUNK)
+            fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return
-        with handle:
-            for raw in handle:
-                if raw.endswith(b"\n"):
+        try:
+            for _number, raw, complete in _fd_lines(fd):
+                if complete:
                     try:
-                        yield read_line(raw[:-1])
+                        yield read_line(raw)
                     except LineError:
                         continue
+        finally:
+            os.close(fd)
 
     def entries(self) -> list[dict]:
         """Every valid entry, decoded, in order (invalid and torn lines are left to verify)."""
@@ -365,19 +359,21 @@ def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
     return builder.checks[check_id]
 
 
-def _read_all(fd: int) -> bytes:
-    chunks, offset = [], 0
+def _fd_lines(fd: int) -> Iterator[tuple[int, bytes, bool]]:
+    """`(line number, bytes, complete)` of a file read in large blocks."""
+    number, carry, offset = 0, b"", 0
     while True:
-        chunk = os.pread(fd, _CHUNK * 16, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
-def _split(content: bytes) -> tuple[list[bytes], bytes]:
-    parts = content.split(b"\n")
-    return parts[:-1], parts[-1]
+        block = os.pread(fd, _CHUNK * 64, offset)
+        if not block:
+            break
+        offset += len(block)
+        parts = (carry + block).split(b"\n") if carry else block.split(b"\n")
+        carry = parts.pop()
+        for raw in parts:
+            number += 1
+            yield number, raw, True
+    if carry:
+        yield number + 1, carry, False
 
 
 def _count_lines(fd: int) -> int:
@@ -389,6 +385,19 @@ def _count_lines(fd: int) -> int:
             return count
         count += chunk.count(b"\n")
         offset += len(chunk)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the entry itself is on disk
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, payload: bytes, path: Path) -> None:

@@ -110,7 +110,7 @@ class Probe:
         base = flat.to(_complex_of(flat.dtype)) if imaginary else flat
         blocks, rows = steps.shape[0], stop - start
         stack = base.expand(blocks * rows, flat.numel()).clone()
-        shift = steps.to(stack.dtype) * (1j if imaginary else 1)
+        shift = steps.to(stack.dtype) * 1j if imaginary else steps
         stack.view(blocks, rows, -1).diagonal(offset=start, dim1=1, dim2=2).add_(shift)
         return stack.reshape(blocks * rows, *x.shape)
 
@@ -143,21 +143,27 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None):
     multiples = _SHIFTS[scheme]
     steps = torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
     rows = probe.rows_per_chunk(len(multiples))
-    imaginary = scheme == "complex_step"
+    if total <= rows:  # one chunk: nothing to assemble
+        return _chunk_estimates(probe, scheme, steps, h, indices, 0, total, base)
     # Allocated once, before the chunks: a small tensor kept alive between the chunks' large
     # temporaries would split the freed blocks, and the allocator would take fresh memory
     # for every chunk (the resident size then grows with n instead of staying at one chunk).
     estimates = torch.empty(total, dtype=x.dtype, device=x.device)
     for start in range(0, total, rows):
         stop = min(start + rows, total)
-        if indices is None:
-            stack = probe.shifted_range(start, stop, steps[:, start:stop], imaginary=imaginary)
-        else:
-            stack = probe.shifted(steps[:, start:stop].reshape(-1), imaginary=imaginary,
-                                  indices=indices[start:stop].repeat(len(multiples)))
-        estimates[start:stop] = _quotient(probe, scheme, probe.outputs(stack), h[start:stop], base)
-        del stack
+        estimates[start:stop] = _chunk_estimates(probe, scheme, steps, h, indices, start, stop, base)
     return estimates
+
+
+def _chunk_estimates(probe: Probe, scheme: str, steps, h, indices, start: int, stop: int, base):
+    """Estimates for elements start..stop-1 (of `indices` when given): one batch of copies."""
+    imaginary = scheme == "complex_step"
+    if indices is None:
+        stack = probe.shifted_range(start, stop, steps[:, start:stop], imaginary=imaginary)
+    else:
+        stack = probe.shifted(steps[:, start:stop].reshape(-1), imaginary=imaginary,
+                              indices=indices[start:stop].repeat(steps.shape[0]))
+    return _quotient(probe, scheme, probe.outputs(stack), h[start:stop], base)
 
 
 def _quotient(probe: Probe, scheme: str, out, h, base):

@@ -25,7 +25,7 @@ from pathlib import Path
 from jupyterlab_gradcheck.core.engine import run_check
 from jupyterlab_gradcheck.core.ledger import Ledger
 from jupyterlab_gradcheck.core.ledger_format import GENESIS, make_line
-from jupyterlab_gradcheck.core.verify import verify_lines
+from jupyterlab_gradcheck.core.chain import verify_lines
 
 VERIFY_GOAL_S = 1.0
 APPEND_RATIO_GOAL = 2.0

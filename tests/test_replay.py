@@ -153,3 +153,21 @@ def test_cuda_observation_replays_on_cuda(tmp_path):
     assert record["observations"]["backward_pass_1"]["gradients"]["x"]["device"] == "cuda:0"
     result = replay_lines(ledger.iter_raw_lines())
     assert result["ok"] and result["reproduced"] == 1 and result["notes"] == []
+
+
+def test_a_folder_replays_in_worker_processes_with_the_same_reports(tmp_path):
+    """Given a folder of three students' notebooks, one of them with a forged value and a
+    recomputed chain, when verified with replay in two worker processes and in this one,
+    then both give identical reports, in the same order, and both fail on that notebook only."""
+    for student in ("ann", "ben", "cat"):
+        notebook, ledger = notebook_with_three_checks(tmp_path / "submitted" / student / "ps1",
+                                                      tolerance_change=False)
+        if student == "ben":
+            rechain(ledger.path, lambda e: e["data"]["record"].update(observed_gradient=7.0)
+                    if e["kind"] == "observation" and e["check_id"] == "square" else None)
+            update_binding(notebook, Ledger(ledger.path))
+    pooled = verify_path(tmp_path, replay=True, jobs=2)
+    alone = verify_path(tmp_path, replay=True, jobs=1)
+    assert pooled == alone
+    assert [(r["path"].split("/")[-3], r["ok"]) for r in pooled["reports"]] == [
+        ("ann", True), ("ben", False), ("cat", True)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from ..core.errors import SpecError
 from ..core.verify import verify_path
 from .common import EXIT_FINDING, EXIT_OK
 
@@ -27,6 +28,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--deep", action="store_true",
                         help="also decode every record and check each line is in canonical form "
                         "(implied by --replay)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="with --replay over a folder: worker processes sharing the submissions "
+                        "(default: one per CPU; 1 replays in this process)")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.set_defaults(handler=run)
 
@@ -56,7 +60,9 @@ def _lines(report: dict) -> list[str]:
 
 
 def run(args) -> int:
-    result = verify_path(args.path, replay=args.replay, deep=args.deep)
+    if args.jobs is not None and args.jobs < 1:
+        raise SpecError(f"--jobs must be at least 1, got {args.jobs}", field="jobs")
+    result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

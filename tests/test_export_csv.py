@@ -7,8 +7,9 @@ import io
 import json
 
 import pytest
-from ledger_support import THREE_CHECKS, lines_of, notebook_with_three_checks, write_lines
+from ledger_support import THREE_CHECKS, lines_of, notebook_with_three_checks, rechain, write_lines
 
+from jupyterlab_gradcheck.core.binding import update_binding
 from jupyterlab_gradcheck.core.ledger import Ledger
 from jupyterlab_gradcheck.core.run import run_and_record
 from jupyterlab_gradcheck.core.submissions import collect, nbgrader_identity
@@ -103,3 +104,30 @@ def test_a_check_that_never_ran_has_an_empty_verdict(tmp_path):
 
     [row] = [r for r in rows(collect([tmp_path])) if r["check_id"] == "declared"]
     assert (row["passed"], row["runs"], row["analytical"], row["observed"]) == (None, 0, 6, None)
+
+
+def test_export_with_replay_adds_a_replay_ok_column(tmp_path, gradcheck_cli):
+    """Given two students, one of whom hand-edited an observed value and recomputed the chain
+    and the binding (hashing cannot see it), when exported with --replay to CSV and HTML,
+    then the CSV has the issue's columns plus replay_ok, false only for the forger's rows,
+    and the HTML names the line and the value that did not reproduce."""
+    root = tmp_path / "submitted"
+    for student in ("eve", "fay"):
+        notebook, ledger = notebook_with_three_checks(root / student / "ps1", tolerance_change=False)
+        if student == "eve":
+            rechain(ledger.path, lambda e: e["data"]["record"].update(observed_gradient=5.0)
+                    if e["kind"] == "observation" and e["check_id"] == "square" else None)
+            update_binding(notebook, Ledger(ledger.path))
+    csv_out, html_out = tmp_path / "grades.csv", tmp_path / "grades.html"
+    for fmt, out in (("csv", csv_out), ("html", html_out)):
+        code, _out, err = gradcheck_cli("export", str(root), "--format", fmt, "--replay", "--jobs", "1",
+                                        "-o", str(out))
+        assert code == 0, err
+    reader = csv.DictReader(io.StringIO(csv_out.read_text(encoding="utf-8")))
+    assert reader.fieldnames == COLUMNS + ["replay_ok"]
+    rows = list(reader)
+    assert {(r["student"], r["chain_ok"], r["binding_ok"], r["replay_ok"]) for r in rows} == {
+        ("eve", "true", "true", "false"), ("fay", "true", "true", "true")}
+    html = html_out.read_text(encoding="utf-8")
+    assert "observed_gradient: recorded 5.0, replayed 6.0 (rtol=1e-07, atol=1e-10)" in html
+    assert html.count("replay <span") == 2

@@ -1,9 +1,10 @@
-"""`jupyter gradcheck export PATH... --format csv|json|html|notebook [-o OUT]`.
+"""`jupyter gradcheck export PATH... --format csv|json|html|notebook [--replay] [-o OUT]`.
 
 CSV, JSON and HTML take ledgers, notebooks or folders (a folder in nbgrader's layout
 `submitted/<student>/<assignment>/` fills in student and assignment) and write one file, to
 standard output without `-o`. `notebook` takes one notebook and writes a copy with its whole
-ledger embedded in the metadata, which `verify` accepts on its own.
+ledger embedded in the metadata, which `verify` accepts on its own. `--replay` re-runs every
+observation first, so one export also shows a forgery whose hashes were recomputed.
 """
 
 from __future__ import annotations
@@ -24,12 +25,19 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="ledgers, notebooks or folders")
     parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
+    parser.add_argument("--replay", action="store_true",
+                        help="csv/json/html: also re-run every observation (as verify --replay) and "
+                        "report it (CSV column replay_ok)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="with --replay: worker processes sharing the submissions (default: one per CPU)")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="file to write (default: standard output; for notebook, NAME.submission.ipynb)")
     parser.set_defaults(handler=run)
 
 
 def run(args) -> int:
+    if args.jobs is not None and args.jobs < 1:
+        raise SpecError(f"--jobs must be at least 1, got {args.jobs}", field="jobs")
     for path in args.paths:
         if not Path(path).exists():
             raise SpecError(f"no file or folder at {path}", field="path")
@@ -38,6 +46,9 @@ def run(args) -> int:
 
         if len(args.paths) != 1:
             raise SpecError("--format notebook takes exactly one notebook", field="path")
+        if args.replay:
+            raise SpecError("--replay applies to csv, json and html; verify the notebook export with "
+                            "`jupyter gradcheck verify --replay`", field="replay")
         source = Path(args.paths[0])
         out = Path(args.output) if args.output else source.with_name(source.stem + ".submission.ipynb")
         export_notebook(source, out)
@@ -45,7 +56,7 @@ def run(args) -> int:
         return EXIT_OK
     from ..core.submissions import collect
 
-    submissions = collect(args.paths)
+    submissions = collect(args.paths, replay=args.replay, jobs=args.jobs)
     if args.format == "csv":
         from ..core.export_csv import to_csv as render
     elif args.format == "json":

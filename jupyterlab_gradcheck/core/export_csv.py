@@ -18,6 +18,8 @@ COLUMNS = (
     "failures_kept", "tolerance_edits", "widened_after_failure",
     "expectation_revised_after_observation", "chain_ok", "binding_ok",
 )
+#: Added after COLUMNS when the export replayed the observations (`export --replay`).
+REPLAY_COLUMN = "replay_ok"
 
 
 def _cell(value) -> str:
@@ -96,6 +98,7 @@ def check_row(submission: dict, history: dict) -> dict:
         "expectation_revised_after_observation": bool(history.get("expectation_revised_after_observation")),
         "chain_ok": submission["chain_ok"],
         "binding_ok": submission["binding_ok"],
+        REPLAY_COLUMN: submission.get("replay_ok"),
     }
 
 
@@ -105,9 +108,12 @@ def rows(submissions: list[dict]) -> list[dict]:
 
 
 def to_csv(submissions: list[dict]) -> str:
-    """The CSV text (header, then one row per check)."""
+    """The CSV text (header, then one row per check); `replay_ok` is the last column when the
+    submissions were replayed."""
+    replayed = any(s.get("replay_ok") is not None for s in submissions)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS + ((REPLAY_COLUMN,) if replayed else ()),
+                            lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for row in rows(submissions):
         writer.writerow({key: _cell(value) for key, value in row.items()})

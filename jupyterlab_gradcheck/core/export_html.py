@@ -44,9 +44,20 @@ def _status_block(submission: dict) -> str:
         items.append(f"<li>{escape(where + error['reason'])}</li>")
     for warning in report["warnings"]:
         items.append(f'<li class="meta">{escape(warning)}</li>')
-    bad = " bad" if report["errors"] else ""
+    replay, replayed = report.get("replay"), ""
+    if replay is not None:
+        replayed = (f" · replay {badge('passed' if replay['ok'] else 'failed')} {replay['reproduced']} of "
+                    f"{replay['observations']} observations reproduced")
+        for item in replay["differs"]:
+            items += [f"<li>replay: line {item['line']} ({escape(item['check_id'])}): {escape(d)}</li>"
+                      for d in item["differences"]]
+        items += [f'<li class="meta">replay: line {n["line"]}: {escape(n["note"])}</li>' for n in replay["notes"]]
+        items += [f'<li class="meta">replay skipped: line {n["line"]}: {escape(n["reason"])}</li>'
+                  for n in replay["skipped"]]
+    bad = " bad" if not report["ok"] else ""
     listing = f"<ul>{''.join(items)}</ul>" if items else ""
-    return f'<div class="status{bad}" data-chain-ok="{str(chain_ok).lower()}">{chain} · {binding}{listing}</div>'
+    return (f'<div class="status{bad}" data-chain-ok="{str(chain_ok).lower()}">{chain} · {binding}{replayed}'
+            f"{listing}</div>")
 
 
 def _flags_block(submission: dict) -> str:

@@ -30,6 +30,7 @@ def export_document(submissions: list[dict]) -> dict:
                 "ledger": s["ledger"],
                 "chain_ok": s["chain_ok"],
                 "binding_ok": s["binding_ok"],
+                "replay_ok": s.get("replay_ok"),
                 "verify": s["verify"],
                 "checks": {check_id: public_history(h) for check_id, h in s["checks"].items()},
                 "entries": s["entries"],

@@ -12,10 +12,8 @@ import os
 from pathlib import Path
 
 from .history import build_history
-from .binding import read_binding
-from .ledger import Ledger
 from .ledger_format import LineError, read_entry
-from .verify import discover, embedded_lines, verify_ledger_file, verify_notebook
+from .verify import discover, ledger_lines, verify_items
 
 NBGRADER_FOLDERS = ("submitted", "autograded")
 
@@ -49,24 +47,15 @@ def _decode(lines) -> list[dict]:
     return entries
 
 
-def load(kind: str, path: Path, root: str | os.PathLike | None = None) -> dict:
-    """One submission: identity, entries, histories and the verify report (no replay)."""
+def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = None) -> dict:
+    """One submission: identity, entries, histories, and its verify report (from verify_items)."""
     student, assignment = nbgrader_identity(path, root)
     if kind == "notebook":
-        report = verify_notebook(path)
-        embedded = embedded_lines(read_binding(path))
-        if embedded is not None:
-            lines = embedded[1]
-        else:
-            ledger_path = Path(report["ledger"])
-            lines = Ledger(ledger_path).iter_raw_lines() if ledger_path.is_file() else []
         notebook_name = path.name
     else:
-        report = verify_ledger_file(path)
-        lines = Ledger(path).iter_raw_lines()
         notebook_name = Path(report["notebook"]).name if report.get("notebook") else ""
-    report.pop("_hashes", None)
-    entries = _decode(lines)
+    entries = _decode(ledger_lines(kind, path))
+    replay = report.get("replay")
     return {
         "student": student,
         "assignment": assignment,
@@ -78,15 +67,16 @@ def load(kind: str, path: Path, root: str | os.PathLike | None = None) -> dict:
         "verify": report,
         "chain_ok": report["chain_ok"],
         "binding_ok": report["binding_ok"],
+        "replay_ok": replay["ok"] if replay is not None else None,
     }
 
 
-def collect(paths) -> list[dict]:
-    """Every submission under `paths` (files or folders), in a stable order."""
-    submissions = []
+def collect(paths, *, replay: bool = False, jobs: int | None = 1) -> list[dict]:
+    """Every submission under `paths` (files or folders), in a stable order; with `replay`,
+    each one's observations are re-run too (in `jobs` worker processes)."""
+    found = []
     for given in paths:
         root = given if Path(given).is_dir() else None
-        for kind, item in discover(given):
-            submissions.append(load(kind, item, root))
-    return submissions
-
+        found += [(kind, item, root) for kind, item in discover(given)]
+    reports = verify_items([(kind, item) for kind, item, _root in found], replay=replay, jobs=jobs)
+    return [load(kind, item, report, root) for (kind, item, root), report in zip(found, reports)]

@@ -20,8 +20,8 @@ from .chain import Lines, _error, _new_report, _settle_ok, verify_lines
 from .errors import LedgerError
 from .ledger import LEDGER_SUFFIX, Ledger
 
-__all__ = ["Lines", "discover", "embedded_lines", "verify_item", "verify_ledger_file", "verify_lines",
-           "verify_notebook", "verify_path"]
+__all__ = ["Lines", "discover", "embedded_lines", "ledger_lines", "verify_item", "verify_items", "verify_ledger_file",
+           "verify_lines", "verify_notebook", "verify_path"]
 
 
 def embedded_lines(meta: dict | None) -> tuple[str, list[tuple[int, bytes, bool]]] | None:
@@ -123,29 +123,34 @@ def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False)
     if replay:
         from .replay import replay_lines
 
-        report["replay"] = replay_lines(_lines_of(item, kind))
+        report["replay"] = replay_lines(ledger_lines(kind, item))
         report["ok"] = report["ok"] and report["replay"]["ok"]
     report.pop("_hashes", None)
     return report
 
 
-def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1) -> dict:
-    """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations.
+def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: bool = False,
+                 jobs: int | None = 1) -> list[dict]:
+    """The report of each `(kind, path)` from `discover`, in order.
 
     With `replay` and several submissions, `jobs` worker processes (None: one per CPU) share
-    them; each report is the same as one made alone, in the same order.
+    them; each report is the same as one made alone.
     """
-    items = list(discover(path))
     workers = min(len(items), jobs if jobs is not None else os.cpu_count() or 1)
     if replay and workers > 1:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            reports = list(pool.map(verify_item, *zip(*items), [replay] * len(items), [deep] * len(items)))
-    else:
-        reports = [verify_item(kind, item, replay, deep) for kind, item in items]
+            return list(pool.map(verify_item, *zip(*items), [replay] * len(items), [deep] * len(items)))
+    return [verify_item(kind, item, replay, deep) for kind, item in items]
+
+
+def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1) -> dict:
+    """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations."""
+    reports = verify_items(list(discover(path)), replay=replay, deep=deep, jobs=jobs)
     return {"ok": all(r["ok"] for r in reports), "reports": reports}
 
 
-def _lines_of(item: Path, kind: str) -> list[tuple[int, bytes, bool]]:
+def ledger_lines(kind: str, item: Path) -> list[tuple[int, bytes, bool]]:
+    """The lines of a ledger file, or of the ledger a notebook embeds or names."""
     if kind == "notebook":
         meta = read_binding(item)
         embedded = embedded_lines(meta)

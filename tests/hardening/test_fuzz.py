@@ -8,7 +8,7 @@ language (declared names and listed functions only, printable ASCII, no dunder) 
 writable to a ledger (strict JSON, UTF-8).
 
 1,000 examples per property in `make test`; `HYPOTHESIS_PROFILE=fuzz` (used by `make fuzz`)
-runs 100,000.
+runs 100,000 (`GRADCHECK_FUZZ_EXAMPLES` changes that number for a shorter or longer run).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from jupyterlab_gradcheck.core.limits import DEFAULT_LIMITS
 from jupyterlab_gradcheck.core.spec import INPUT_FIELDS, OUTPUT_FIELDS, _DEVICE, parse_spec
 from jupyterlab_gradcheck.core.values import numel
 
-for _name, _examples in (("hardening", 1_000), ("fuzz", 100_000)):
+for _name, _examples in (("hardening", 1_000), ("fuzz", int(os.environ.get("GRADCHECK_FUZZ_EXAMPLES", 100_000)))):
     settings.register_profile(_name, max_examples=_examples, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                      HealthCheck.filter_too_much])

@@ -146,7 +146,7 @@ def profile_text(function: Callable[[], object], repeat: int, title: str) -> str
             function()
         profiler.stop()
         text = profiler.output_text(unicode=False, color=False, show_all=False)
-        return f"{title} (pyinstrument, {repeat} calls)\n{text}"
+        return _without_paths(f"{title} (pyinstrument, {repeat} calls)\n{text}")
     import cProfile
     import io
     import pstats
@@ -158,4 +158,25 @@ def profile_text(function: Callable[[], object], repeat: int, title: str) -> str
     profiler.disable()
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("cumulative").print_stats(30)
-    return f"{title} (cProfile, {repeat} calls; install pyinstrument for a call tree)\n{buffer.getvalue()}"
+    return _without_paths(f"{title} (cProfile, {repeat} calls; install pyinstrument for a call tree)\n"
+                          f"{buffer.getvalue()}")
+
+
+def _without_paths(text: str) -> str:
+    """A profile without this machine's folders: paths are kept relative to the repository
+    or to site-packages, so a committed report names no machine."""
+    import re
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    prefixes = [root] + sorted({p.rstrip("/") + "/" for p in sys.path if p and p.startswith("/")}, key=len,
+                               reverse=True)
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("Profile at "):
+            continue
+        for prefix in prefixes:
+            line = line.replace(prefix, "")
+        lines.append(re.sub(r"(/[^\s/:]+)+/(site-packages|dist-packages)/", "", line))
+    return "\n".join(lines)

@@ -160,7 +160,8 @@ def report(rows: list[dict], info: dict, *, quick: bool, device: str, seconds: f
         "",
         "## Machine and versions",
         "",
-        f"- CPU: {info['cpu']}, {info['cores']} cores (torch uses {info['torch_threads']} threads), "
+        f"- CPU: {info['cpu']}, {info['cores']} cores (torch ran with {info['torch_threads']} "
+        f"thread{'s' if info['torch_threads'] != 1 else ''}, see --threads), "
         f"{info['memory_gib']} GiB memory; {info['platform']}",
         f"- Load average (1, 5, 15 min) at start: {load[0]}; at end: {load[1]}",
         f"- Device: {device}" + (f" ({info['gpu']}, CUDA {info['cuda']})" if info.get("gpu") else ""),
@@ -186,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the report (default: this folder; --quick writes only with --out)")
     parser.add_argument("--only", default="", help="comma-separated modules, e.g. engine,scale,accuracy")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads for every figure (default 1, 0 keeps torch's default): on a "
+                             "shared machine a parallel region waits for whichever of its threads another process "
+                             "has descheduled, which times the neighbours, not the code")
     args = parser.parse_args(argv)
 
     if args.device == "cuda":
@@ -196,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"(torch {torch.__version__}, CUDA build {torch.version.cuda}); nothing was run", file=sys.stderr)
             return 2
     os.environ[DEVICE_VARIABLE] = args.device
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
     names = discover([n.strip() for n in args.only.split(",") if n.strip()])
     load_start = _load()
     started = time.perf_counter()

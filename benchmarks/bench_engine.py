@@ -21,6 +21,7 @@ wrapping the engine's and the ledger's functions for a few hundred calls.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -151,11 +152,12 @@ def run(quick: bool) -> list[dict]:
     """B1 rows: the baseline, the two graded ratios, the SymPy opinion and the breakdown."""
     import torch
 
+    from jupyterlab_gradcheck.core.engine import run_check
     from jupyterlab_gradcheck.core.run import run_and_record
     from jupyterlab_gradcheck.core.verdict import numerical_verdict
 
     dev = device()
-    rounds = 300 if quick else 2000
+    rounds = 200 if quick else 2000
     x = torch.tensor(3.0, dtype=torch.float64, device=dev)
     leaf = x.clone().requires_grad_(True)
     callable_record = {"function": square, "inputs": {"x": 3}, "analytical_gradient": 6, "device": dev}
@@ -170,10 +172,20 @@ def run(quick: bool) -> list[dict]:
         def full():
             return run_and_record(callable_record, ledgers(), sweep=False)
 
+        sink = open(folder / "fsync-floor.bin", "ab")  # noqa: SIM115 - closed below
+        line = b"x" * 511 + b"\n"
+
+        def fsync_floor():
+            sink.write(line)
+            sink.flush()
+            os.fsync(sink.fileno())
+
         candidates = {
             "gradcheck": lambda: torch.autograd.gradcheck(square, (leaf,)),
             "verdict": lambda: numerical_verdict(square, {"x": x}),
             "full": full,
+            "engine": lambda: run_check(callable_record, sweep=False),
+            "fsync": fsync_floor,
             "expression": lambda: run_and_record(expression_record, expression_ledgers(), sweep=False),
             "failing": lambda: run_and_record({**callable_record, "analytical_gradient": 5}, failing_ledgers(),
                                               sweep=False),
@@ -181,7 +193,10 @@ def run(quick: bool) -> list[dict]:
         verdict = numerical_verdict(square, {"x": x})
         record = full()
         failing = candidates["failing"]()
-        times = interleaved_medians(candidates, rounds)
+        try:
+            times = interleaved_medians(candidates, rounds)
+        finally:
+            sink.close()
         base = times["gradcheck"]["median"]
         ratio = {name: t["median"] / base for name, t in times.items()}
         uncached, cached = _sympy_opinion_timers(dev)
@@ -206,13 +221,20 @@ def run(quick: bool) -> list[dict]:
             f"<= {RATIO_GOAL_FULL:g}x", met,
             f"{format_seconds(times['full']['median'])}; {len(observations)} observations "
             f"({', '.join(observations)}), {len(record['comparisons'])} comparisons, passed={record['passed']}; "
-            "callable form (no SymPy opinion by contract), sweep off"
+            "callable form (no SymPy opinion by contract), sweep off; of which the engine alone "
+            f"{ratio['engine']:.2f}x and one bare 512-byte write+fsync {ratio['fsync']:.2f}x"
             + ("" if met else "; largest stages: " + ", ".join(
                 f"{label} {format_seconds(seconds)}" for label, seconds in stages[:4])),
         )
         if not met and not quick:
             full_row["profile"] = profile_text(full, 300, "B1(b) run_and_record on square, sweep off")
         rows.append(full_row)
+        rows.append(row(
+            "B1(b) engine alone, no ledger (run_check) / gradcheck", round(ratio["engine"], 2), "x", "-", "INFO",
+            f"{format_seconds(times['engine']['median'])}; the same check without the two appends"))
+        rows.append(row(
+            "B1 fsync floor: one 512-byte write + fsync / gradcheck", round(ratio["fsync"], 2), "x", "-", "INFO",
+            f"{format_seconds(times['fsync']['median'])}; each ledger append pays at least this, on this disk"))
         rows.append(row(
             "B1(b) expression form \"x*x\" with cached SymPy opinion / gradcheck", round(ratio["expression"], 2),
             "x", "-", "INFO", f"{format_seconds(times['expression']['median'])}; the seed record as written"))

@@ -23,35 +23,40 @@ def test_elementwise_estimate_does_not_degrade_with_many_elements():
     assert verdict["comparisons"][0]["max_abs_err"] < 1e-9
 
 
-class _SquareWrongAt(torch.autograd.Function):
-    """x*x with a hand-written backward that is wrong at one element only."""
+class _CubeWrongAt(torch.autograd.Function):
+    """x**3 with a hand-written backward that adds 1 at one element only (new-style Function,
+    no vmap rule: vmap refuses it, so the finite differences fall back to the loop)."""
 
-    index = 123
+    wrong_at = 123
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
+    def forward(x):
+        return x**3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        result = grad * 2 * x
-        result[_SquareWrongAt.index] += 1.0
-        return result
+        slope = 3 * x**2
+        slope[_CubeWrongAt.wrong_at] += 1.0
+        return grad * slope
 
 
 def test_wrong_backward_is_named_by_its_index_through_the_loop_fallback():
-    """Given a custom autograd.Function whose backward adds 1 at element 123 of 300,
+    """Given a custom autograd.Function for x**3 whose backward adds 1 at element 123 of 300,
     when the numerical verdict runs (vmap cannot trace this Function, so the loop is used),
-    then it fails pointing at index [123] with finite differences at 2x and autograd at 2x + 1."""
+    then it fails pointing at index [123], finite differences at 3x^2 and autograd at 3x^2 + 1."""
     x = torch.linspace(0.5, 3.5, 300, dtype=torch.float64)
-    verdict = numerical_verdict(lambda x: _SquareWrongAt.apply(x), {"x": x})
+    verdict = numerical_verdict(lambda x: _CubeWrongAt.apply(x), {"x": x})
     assert verdict["passed"] is False
     worst = verdict["worst"]
     assert worst["index"] == [123]
-    expected = 2 * float(x[123])
-    assert worst["left"] == pytest.approx(expected, abs=1e-8)  # a central difference of x^2 is exact up to rounding
+    expected = 3 * float(x[123]) ** 2
+    # The central difference of x^3 errs by exactly h^2 (h = 6e-6 * 1.73 here): ~1e-10.
+    assert worst["left"] == pytest.approx(expected, abs=1e-8)
     assert worst["right"] == pytest.approx(expected + 1.0, abs=1e-12)
     assert verdict["finite_difference"]["inputs"]["x"]["batched"] is False
 

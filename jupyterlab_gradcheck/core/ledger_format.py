@@ -36,13 +36,13 @@ _TAIL = re.compile(
     rb',"kind":"([a-z_]{1,40})","prev":"([0-9a-f]{64})","seq":(0|[1-9][0-9]{0,17}),'
     rb'"time":"([^"\\]{1,64})","hash":"([0-9a-f]{64})"\}\Z'
 )
-_HEAD = re.compile(rb'\A\{"check_id":(null|"(?:[^"\\]|\\.){0,4096}"),"data":\{')
+#: The start of a line, and for an observation the fixed front of its data.
+_HEAD = re.compile(
+    rb'\A\{"check_id":(null|"(?:[^"\\]|\\.){0,4096}"),"data":\{'
+    rb'(?:"expectation_seq":(0|[1-9][0-9]{0,17}),("failed_to_run":true,)?"passed":(true|false),)?'
+)
 _TOLERANCE_KEYS = (("tolerance", b'"tolerance":{'), ("finite_difference", b'"finite_difference":{'))
 _ATOL_RTOL = re.compile(rb'"atol":([-0-9.eE+]{1,40}),"rtol":([-0-9.eE+]{1,40})[,}]')
-_OBSERVATION_FRONT = re.compile(
-    rb'"data":\{"expectation_seq":(0|[1-9][0-9]{0,17}),("failed_to_run":true,)?'
-    rb'"passed":(true|false),'
-)
 
 
 def canonical_json(obj: Any) -> str:
@@ -90,7 +90,7 @@ def make_line(entry_without_hash: dict) -> tuple[bytes, str]:
     return line, digest
 
 
-@dataclass
+@dataclass(slots=True)
 class LineInfo:
     """What a reader learns from one line without decoding its record.
 
@@ -166,26 +166,24 @@ def read_line(raw: bytes, *, check_hash: bool = True, decode: bool = True) -> Li
     if tail is None or head is None:
         raise LineError(_why_malformed(raw))
     kind, prev, seq, time, digest = tail.groups()
-    hash_ok = stored_hash_ok(raw) if check_hash else False
-    quoted = head.group(1)
+    quoted, expectation_seq, failed_to_run, passed = head.groups()
     check_id = quoted[1:-1].decode("utf-8") if b"\\" not in quoted and quoted != b"null" else json.loads(quoted)
     kind = kind.decode("ascii")
     info = LineInfo(int(seq), kind, check_id, prev.decode("ascii"), time.decode("utf-8"), digest.decode("ascii"),
-                    hash_ok)
+                    stored_hash_ok(raw) if check_hash else False)
     if kind == "observation":
-        front = _OBSERVATION_FRONT.match(raw, head.end() - len(b'"data":{'))
-        if front is None:
+        if expectation_seq is None:
             raise LineError("observation entry without expectation_seq and passed at the front of its data")
-        info.expectation_seq = int(front.group(1))
-        info.failed_to_run = front.group(2) is not None
-        info.passed = front.group(3) == b"true"
+        info.expectation_seq, info.failed_to_run, info.passed = (
+            int(expectation_seq), failed_to_run is not None, passed == b"true")
     else:
+        data_start = head.end() - 1  # the optional observation front did not match: just past "data":
         if not decode and kind == "expectation":
-            info.data = _expectation_tolerances(raw, head.end() - 1, tail.start())
+            info.data = _expectation_tolerances(raw, data_start, tail.start())
             if info.data is not None:
                 return info
         try:
-            info.data = json.loads(raw[head.end() - 1 : tail.start()])
+            info.data = json.loads(raw[data_start : tail.start()])
         except ValueError as exc:
             raise LineError(f"its data is not valid JSON ({exc})") from None
     return info

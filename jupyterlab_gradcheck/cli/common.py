@@ -11,13 +11,19 @@ EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT = 0, 1, 2
 
 def read_text(path: str) -> str:
     """The text of a file, or of standard input for `-`."""
-    if path == "-":
-        return sys.stdin.read()
+    source = "standard input" if path == "-" else path
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
+    except OSError as exc:
+        raise SpecError(f"cannot read {source}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{source} is not UTF-8 text (byte {exc.start})") from None
 
 
 def open_ledger(ledger: str | None, notebook: str | None):

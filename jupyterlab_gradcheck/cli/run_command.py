@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ..core.devices import available_devices, resolve_device
+from ..core.devices import available_devices
 from ..core.jsonio import loads_records
+from ..core.preflight import preflight
 from ..core.spec import parse_spec
 from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
@@ -43,13 +44,9 @@ def _summary_line(record: dict) -> str:
 
 def run(args) -> int:
     records = loads_records(read_text(args.spec))
-    specs = []
-    for number, record in enumerate(records, start=1):
-        spec = parse_spec(record)
-        specs.append(spec)
+    specs = [parse_spec(record) for record in records]
     devices = available_devices()
-    for spec in specs:
-        resolve_device(spec.device, devices)
+    specs = [preflight(spec, devices=devices) for spec in specs]
     ledger = open_ledger(args.ledger, args.notebook)
     sweep = False if args.no_sweep else None
     results = []

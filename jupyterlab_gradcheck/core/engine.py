@@ -37,7 +37,8 @@ _COMPARISON_ORDER = (
 )
 
 
-def _analytical_tensors(spec: CheckSpec, function_inputs: dict, leaves: dict) -> dict:
+def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
+    """The expectation as a tensor per input, broadcast to that input's shape."""
     import torch
 
     result = {}
@@ -123,7 +124,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
     observations, raw, v = observe_autograd(function, leaves, spec.grad_output)
-    analytical = _analytical_tensors(spec, spec.inputs, leaves)
+    analytical = analytical_tensors(spec, leaves)
 
     fd_dtype = defaults.FD_DTYPE[spec.dtype]
     fd_values = {n: t.detach().to(getattr(torch, fd_dtype)) for n, t in leaves.items()}

@@ -62,11 +62,10 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
     written. An error raised once the expectation is written is recorded as a failed run
     (`failed_to_run`) and then re-raised, so the attempt is never lost.
     """
-    from .devices import resolve_device
     from .engine import run_check
+    from .preflight import preflight
 
-    parsed = parse_spec(spec)
-    resolve_device(parsed.device, devices)
+    parsed = preflight(spec, devices=devices)
     history = ledger.checks(records=False).get(parsed.id)
     parsed = apply_ledger_tolerance(parsed, history)
     spec_dict = ledger_spec_dict(parsed)

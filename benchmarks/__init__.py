@@ -49,7 +49,8 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], rounds: int
 
     Every round calls each candidate once, in an order that rotates from round to round, so a
     burst of load from another process lands on all of them alike and their ratio survives
-    it. Returns `{name: {"median", "samples", "min"}}`.
+    it. Returns `{name: {"median", "cpu_median", "samples", "min"}}`; `cpu_median` is this
+    process's CPU time per call, which another process taking the core does not inflate.
     """
     names = list(candidates)
     for _ in range(warmup):
@@ -57,28 +58,31 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], rounds: int
             candidates[name]()
     synchronize()
     samples: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(rounds):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             candidates[name]()
             synchronize()
             samples[name].append(time.perf_counter() - started)
-    return {name: {"median": statistics.median(times), "samples": len(times), "min": min(times)}
+            cpu[name].append(time.process_time() - cpu_started)
+    return {name: {"median": statistics.median(times), "cpu_median": statistics.median(cpu[name]),
+                   "samples": len(times), "min": min(times)}
             for name, times in samples.items()}
 
 
-def timed_once(function: Callable[[], object]) -> tuple[float, object]:
-    """Seconds taken by one call, and what it returned."""
+def timed_once(function: Callable[[], object]) -> tuple[float, float, object]:
+    """(seconds, CPU seconds of this process) taken by one call, and what it returned."""
     synchronize()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = function()
     synchronize()
-    return time.perf_counter() - started, result
+    return time.perf_counter() - started, time.process_time() - cpu_started, result
 
 
-def peak_memory(function: Callable[[], object]) -> tuple[int | None, float, object]:
-    """(peak bytes above the level before the call, seconds, result) of one call.
+def peak_memory(function: Callable[[], object]) -> tuple[int | None, float, float, object]:
+    """(peak bytes above the level before the call, seconds, CPU seconds, result) of one call.
 
     On CUDA: torch's peak allocated-memory counter. On the CPU: the process's resident peak
     (VmHWM), reset just before the call after returning freed heap memory to the system, so
@@ -90,17 +94,16 @@ def peak_memory(function: Callable[[], object]) -> tuple[int | None, float, obje
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
-        seconds, result = timed_once(function)
-        return torch.cuda.max_memory_allocated() - before, seconds, result
+        seconds, cpu_seconds, result = timed_once(function)
+        return torch.cuda.max_memory_allocated() - before, seconds, cpu_seconds, result
     if not _can_reset_peak():
-        seconds, result = timed_once(function)
-        return None, seconds, result
+        return None, *timed_once(function)
     _trim_heap()
     with open("/proc/self/clear_refs", "w") as handle:
         handle.write("5")
     before = _status_bytes("VmRSS:")
-    seconds, result = timed_once(function)
-    return max(0, _status_bytes("VmHWM:") - before), seconds, result
+    seconds, cpu_seconds, result = timed_once(function)
+    return max(0, _status_bytes("VmHWM:") - before), seconds, cpu_seconds, result
 
 
 def _can_reset_peak() -> bool:

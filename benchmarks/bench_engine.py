@@ -157,7 +157,7 @@ def run(quick: bool) -> list[dict]:
     from jupyterlab_gradcheck.core.verdict import numerical_verdict
 
     dev = device()
-    rounds = 200 if quick else 2000
+    rounds = 200 if quick else (500 if dev.startswith("cuda") else 2000)  # cuda: gpu-check has 5 minutes
     x = torch.tensor(3.0, dtype=torch.float64, device=dev)
     leaf = x.clone().requires_grad_(True)
     callable_record = {"function": square, "inputs": {"x": 3}, "analytical_gradient": 6, "device": dev}

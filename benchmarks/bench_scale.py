@@ -68,16 +68,18 @@ def measure(function, n: int, quick: bool) -> dict:
     slow = lambda: torch.autograd.gradcheck(function, (leaf,))  # noqa: E731
 
     ours()  # the first call pays for lazy imports and vmap's set-up, not for n
-    ours_peak, _, verdict = peak_memory(ours)
+    ours_peak, _, _, verdict = peak_memory(ours)
     rounds = (QUICK_ROUNDS if quick else ROUNDS)[n]
     times = interleaved_medians({"ours": ours, "fast": fast}, rounds, warmup=1)
     slow_calls = (QUICK_SLOW_CALLS if quick else SLOW_CALLS)[n]
-    slow_peak, slow_seconds, slow_passed = peak_memory(slow)
+    slow_peak, slow_seconds, slow_cpu, slow_passed = peak_memory(slow)
     if slow_calls > 1:
-        slow_seconds = interleaved_medians({"slow": slow}, slow_calls - 1, warmup=0)["slow"]["median"]
-    fast_peak, _, _ = peak_memory(fast)
+        again = interleaved_medians({"slow": slow}, slow_calls - 1, warmup=0)["slow"]
+        slow_seconds, slow_cpu = again["median"], again["cpu_median"]
+    fast_peak, _, _, _ = peak_memory(fast)
     return {
         "n": n, "ours": times["ours"]["median"], "fast": times["fast"]["median"], "slow": slow_seconds,
+        "ours_cpu": times["ours"]["cpu_median"], "slow_cpu": slow_cpu,
         "slow_calls": slow_calls, "rounds": rounds, "ours_peak": ours_peak, "slow_peak": slow_peak,
         "fast_peak": fast_peak, "verdict": verdict, "slow_passed": slow_passed,
     }
@@ -141,7 +143,7 @@ def run(quick: bool) -> list[dict]:
                 f"ours reports worst element x[{worst['index'][0] if worst['index'] else ''}] "
                 f"abs err {worst['abs_err']:.2g} (passed={m['verdict']['passed']}), gradcheck slow "
                 f"passed={m['slow_passed']}; fast mode takes {m['fast'] / m['ours']:.3g}x our time "
-                "and names no element"
+                f"and names no element; CPU-time ratio slow/ours {m['slow_cpu'] / max(m['ours_cpu'], 1e-9):.3g}"
             )
             if not m["verdict"]["passed"]:
                 note += "; " + _why_not_passed(function, m["verdict"], n)

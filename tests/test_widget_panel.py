@@ -231,20 +231,19 @@ def test_a_record_the_core_refuses_is_filled_in_with_the_reason_shown(notebook):
     assert panel.run_button.disabled is False
 
 
-def test_a_check_that_fails_to_run_is_kept_and_shown(notebook):
-    """Given x > 1, which parses but gives a boolean that has no gradient,
+@pytest.mark.parametrize("function, reason", [
+    ("x > 1", "(dtype bool) does not depend differentiably"),
+    ("x[5]", "index 5 is out of bounds"),
+])
+def test_input_that_only_torch_can_refuse_is_still_bad_input(notebook, function, reason):
+    """Given a function that parses but cannot be differentiated or evaluated on the inputs,
     when Run is clicked,
-    then the message says the check failed to run with the core's reason, and the ledger keeps
-    the expectation and a failed-to-run observation, which the history in the panel lists."""
+    then the panel shows the core's one-line reason and no ledger line is written: the
+    core's preflight evaluates the expression before the expectation is recorded."""
     panel = seed_panel()
-    panel.function.value = "x > 1"
+    panel.function.value = function
     panel.run_button.click()
     shown = html.unescape(re.sub(r"<[^>]+>", "", panel.message.value))
-    assert shown.startswith("the check failed to run; the attempt is kept in the ledger: function output")
-    assert "(dtype bool) does not depend differentiably" in shown
-    entries = Ledger.for_notebook(notebook).entries()
-    assert [(e["kind"], e["data"].get("failed_to_run")) for e in entries] == [
-        ("expectation", None), ("observation", True)]
-    history = tables_in(panel.result.value)["jp-gradcheck-history-table"]
-    assert [(row[0]["text"], row[2]["text"]) for row in history["rows"]] == [("2", "FAILED TO RUN")]
+    assert reason in shown and "\n" not in shown
+    assert not notebook.with_name("lab1.gradcheck.jsonl").exists()
     assert panel.record is None

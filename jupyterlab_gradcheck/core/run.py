@@ -55,6 +55,22 @@ def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
+def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
+    """Write the expectation of a check about to run; return (spec as run, as recorded, entry).
+
+    The ledger's current tolerance applies (an explicit contradicting one is refused before
+    anything is written), and an analytical gradient that differs from the recorded one is
+    first recorded as an `expectation_change`.
+    """
+    history = ledger.checks(records=False).get(parsed.id)
+    parsed = apply_ledger_tolerance(parsed, history)
+    spec_dict = ledger_spec_dict(parsed)
+    if history and history["expectation"] is not None and \
+            history["analytical_gradient"] != spec_dict["analytical_gradient"]:
+        ledger.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
+    return parsed, spec_dict, ledger.record_expectation(spec_dict)
+
+
 def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None) -> dict:
     """Record the expectation, run the check, record the observation; return the record.
 
@@ -65,15 +81,7 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
     from .engine import run_check
     from .preflight import preflight
 
-    parsed = preflight(spec, devices=devices)
-    history = ledger.checks(records=False).get(parsed.id)
-    parsed = apply_ledger_tolerance(parsed, history)
-    spec_dict = ledger_spec_dict(parsed)
-    if history and history["expectation"] is not None and history["analytical_gradient"] != spec_dict[
-            "analytical_gradient"]:
-        ledger.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun",
-                                  justification=None)
-    expectation = ledger.record_expectation(spec_dict)
+    parsed, spec_dict, expectation = declare(ledger, preflight(spec, devices=devices))
     try:
         record = run_check(parsed, sweep=sweep, devices=devices)
     except BaseException as exc:

@@ -141,7 +141,7 @@ class WorkerPool:
             slot.worker.terminate()
         deadline = time.monotonic() + grace
         for slot in self._slots:
-            slot.worker.process.join(max(0.0, deadline - time.monotonic()))
+            slot.worker.wait(max(0.0, deadline - time.monotonic()))
             slot.worker.kill()
         self._threads.shutdown(wait=False, cancel_futures=True)
 

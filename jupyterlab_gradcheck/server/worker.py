@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 
 from ..core.errors import GradcheckError
@@ -114,7 +115,12 @@ _OPERATIONS = {"check": _check, "verify": _verify}
 
 
 class WorkerProcess:
-    """A started worker and the server's end of its pipe. Its blocking methods run in a thread."""
+    """A started worker and the server's end of its pipe. Its blocking methods run in a thread.
+
+    The pipe is used by one thread at a time (the hello, then one task after another) and
+    is never closed from another thread, where its descriptor could be reused under a
+    reader: it closes when the handle is dropped. The process may be killed from any thread.
+    """
 
     def __init__(self, name: str, options: dict):
         context = multiprocessing.get_context("spawn")
@@ -124,6 +130,7 @@ class WorkerProcess:
         # Only the child holds its end now, so its death reads as end-of-file here.
         child_end.close()
         self.hello: dict | None = None
+        self._reaping = threading.Lock()  #: one thread at a time waits for the process
 
     @property
     def pid(self) -> int | None:
@@ -170,8 +177,9 @@ class WorkerProcess:
 
     def exit_reason(self) -> str:
         """How the process ended, in words (`killed by SIGKILL`, `exit status 1`)."""
-        self.process.join(timeout=2)
-        code = self.process.exitcode
+        with self._reaping:
+            self.process.join(timeout=2)
+            code = self.process.exitcode
         if code is None:
             return "it is still running"
         if code < 0:
@@ -183,12 +191,18 @@ class WorkerProcess:
 
     def terminate(self) -> None:
         """Send SIGTERM (the worker's default action: exit at once)."""
-        if self.process.is_alive():
-            self.process.terminate()
+        with self._reaping:
+            if self.process.exitcode is None:
+                self.process.terminate()
+
+    def wait(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the process to end."""
+        with self._reaping:
+            self.process.join(timeout)
 
     def kill(self) -> None:
-        """Kill the process (if alive), reap it and close the pipe."""
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=5)
-        self._conn.close()
+        """Kill the process if it still runs, and reap it. Safe from any thread, repeatedly."""
+        with self._reaping:
+            if self.process.exitcode is None:
+                self.process.kill()
+            self.process.join(timeout=5)

@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
         return
     reason = pytest.mark.skip(reason="no CUDA device: torch.cuda.is_available() is False on this machine")
     for item in items:
-        if "cuda" in item.keywords:
+        if item.get_closest_marker("cuda") is not None:
             item.add_marker(reason)
 
 

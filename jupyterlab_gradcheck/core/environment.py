@@ -18,7 +18,7 @@ def capture_environment(device: str) -> dict:
         device_name = "cpu" if device == "cpu" else device
         cuda = None
     return {
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "executable_bits": 64 if sys.maxsize > 2**32 else 32,

@@ -18,7 +18,7 @@ from ..core.devices import resolve_device
 from ..core.errors import GradcheckError, LedgerError, SpecError
 from ..core.ledger import Ledger, ledger_path_for
 from ..core.limits import Limits
-from ..core.run import apply_ledger_tolerance, ledger_spec_dict
+from ..core.run import declare
 from ..core.spec import parse_spec
 from ..core.verify import discover, verify_ledger_file
 from . import paths
@@ -62,10 +62,13 @@ class GradcheckService:
             raise SpecError("check must be a JSON object holding the check record", field="check")
         parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
         resolve_device(parsed.device, (await self.pool.hello())["devices"])
+        # A worker evaluates the record once before anything is written, so a shape or index
+        # error is a 400 with the ledger untouched (core.preflight).
+        await self.pool.run({"op": "preflight", "record": parsed.to_dict()})
         # The place in the queue is taken before anything is written: a full queue answers
         # 503 with the ledger untouched.
         with self.pool.reserve() as place:
-            spec_dict, expectation = await self.ledgers.call(ledger.path, _declare, ledger, parsed)
+            _, spec_dict, expectation = await self.ledgers.call(ledger.path, declare, ledger, parsed)
             try:
                 completed = await place.run({"op": "check", "record": spec_dict})
             except GradcheckError as exc:
@@ -156,18 +159,6 @@ class GradcheckService:
 
 
 # --- the ledger work, run in the ledger threads ----------------------------------------
-
-
-def _declare(ledger: Ledger, parsed) -> tuple[dict, dict]:
-    """Write the expectation of a check about to run (the core's policy on tolerances and
-    changed expectations applies); return the spec as recorded and its entry."""
-    history = ledger.checks(records=False).get(parsed.id)
-    parsed = apply_ledger_tolerance(parsed, history)
-    spec_dict = ledger_spec_dict(parsed)
-    if history and history["expectation"] is not None and \
-            history["analytical_gradient"] != spec_dict["analytical_gradient"]:
-        ledger.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
-    return spec_dict, ledger.record_expectation(spec_dict)
 
 
 def _observe(ledger: Ledger, notebook_path: Path, record: dict, expectation_seq: int) -> dict:

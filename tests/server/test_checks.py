@@ -50,7 +50,8 @@ async def test_a_wrong_derivative_is_a_finding_recorded_with_http_200(api, lab1,
 
 
 async def test_bad_input_is_400_naming_the_field_and_nothing_is_appended(api, lab1, ledger_lines):
-    """Given records with an unknown name, a forbidden construct and a missing function,
+    """Given records with an unknown name, a forbidden construct, a missing function, and
+    shapes that only torch can refuse,
     when each is POSTed,
     then each answers 400 with a one-line message naming the field, and no ledger appears."""
     bad = [
@@ -58,6 +59,11 @@ async def test_bad_input_is_400_naming_the_field_and_nothing_is_appended(api, la
         ({"function": "__import__('os').system('true')", "x": 3, "analytical_gradient": 0}, "function"),
         ({"x": 3, "analytical_gradient": 6}, "function"),
         ({"function": "x*x", "x": 3, "analytical_gradient": 6, "dtype": "float128"}, "dtype"),
+        # Only torch can refuse these: a worker's preflight does, before anything is written.
+        ({"function": "x[5]*x", "x": [1, 2, 3], "analytical_gradient": 0}, "function"),
+        ({"function": "x @ y", "inputs": {"x": [1, 2], "y": [1, 2, 3]},
+          "analytical_gradient": {"x": 1, "y": 1}}, "function"),
+        ({"function": "x*x", "x": [1, 2], "analytical_gradient": "2*x", "grad_output": [1, 2, 3]}, "grad_output"),
     ]
     for check, field in bad:
         status, _, body = await api("POST", "checks", {"notebook": lab1, "check": check})

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..core.devices import available_devices
+from ..core.devices import available_devices, resolve_device
 from ..core.jsonio import loads_records
-from ..core.preflight import preflight
 from ..core.spec import parse_spec
 from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
@@ -46,7 +45,8 @@ def run(args) -> int:
     records = loads_records(read_text(args.spec))
     specs = [parse_spec(record) for record in records]
     devices = available_devices()
-    specs = [preflight(spec, devices=devices) for spec in specs]
+    for spec in specs:
+        resolve_device(spec.device, devices)
     ledger = open_ledger(args.ledger, args.notebook)
     sweep = False if args.no_sweep else None
     results = []

@@ -78,10 +78,12 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
     written. An error raised once the expectation is written is recorded as a failed run
     (`failed_to_run`) and then re-raised, so the attempt is never lost.
     """
+    from .devices import resolve_device
     from .engine import run_check
-    from .preflight import preflight
 
-    parsed, spec_dict, expectation = declare(ledger, preflight(spec, devices=devices))
+    parsed = parse_spec(spec)
+    resolve_device(parsed.device, devices)
+    parsed, spec_dict, expectation = declare(ledger, parsed)
     try:
         record = run_check(parsed, sweep=sweep, devices=devices)
     except BaseException as exc:

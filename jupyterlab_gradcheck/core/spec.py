@@ -20,6 +20,7 @@ from .expr import Expression, parse_expression
 from .jsonio import _encodable
 from .functions import RESERVED_NAMES
 from .limits import DEFAULT_LIMITS, Limits
+from .shapes import broadcast, output_shape
 from .values import numel, shape_of
 
 INPUT_FIELDS = (
@@ -262,6 +263,27 @@ def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
     return {"scheme": scheme, "step": step, **tolerance}, explicit
 
 
+def _check_shapes(expression: Expression, analytical: dict, shapes: dict) -> tuple[int, ...]:
+    """The function's output shape; SpecError when a shape cannot work (core.shapes)."""
+    output = output_shape(expression, shapes)
+    for name, written in analytical.items():
+        if isinstance(written, Expression):
+            field_name = "analytical_gradient" if len(analytical) == 1 else f"analytical_gradient.{name}"
+            produced = output_shape(written, shapes, field_name)
+            target = tuple(shapes[name])
+            try:
+                fits = broadcast(produced, target) == target
+            except ValueError:
+                fits = False
+            if not fits:
+                raise SpecError(
+                    f"{field_name} gives shape {list(produced)}, which does not fit input {name!r} "
+                    f"of shape {list(target)}",
+                    field=field_name,
+                )
+    return output
+
+
 def make_check_id(function_text: str, inputs: dict, dtype: str, device: str) -> str:
     """A stable name: the function, then a digest of what it is evaluated at."""
     canonical = json.dumps(
@@ -307,9 +329,16 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
             f"{refused} is not (use central or richardson)",
             field="finite_difference.scheme",
         )
+    output = None
+    if expression is not None:
+        output = _check_shapes(expression, analytical, shapes)
     grad_output = record.get("grad_output")
     if grad_output is not None:
-        shape_of(grad_output, "grad_output", limits)
+        given = shape_of(grad_output, "grad_output", limits)
+        if output is not None and given != list(output) and numel(given) != 1:
+            raise SpecError(
+                f"grad_output has shape {given} but the output has shape {list(output)}", field="grad_output"
+            )
     for flag in ("executed",):
         if flag in record and not isinstance(record[flag], bool):
             raise SpecError(f"{flag} must be true or false", field=flag)

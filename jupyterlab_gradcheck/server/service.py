@@ -62,9 +62,6 @@ class GradcheckService:
             raise SpecError("check must be a JSON object holding the check record", field="check")
         parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
         resolve_device(parsed.device, (await self.pool.hello())["devices"])
-        # A worker evaluates the record once before anything is written, so a shape or index
-        # error is a 400 with the ledger untouched (core.preflight).
-        await self.pool.run({"op": "preflight", "record": parsed.to_dict()})
         # The place in the queue is taken before anything is written: a full queue answers
         # 503 with the ledger untouched.
         with self.pool.reserve() as place:

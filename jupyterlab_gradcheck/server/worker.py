@@ -102,24 +102,13 @@ def _check(task: dict, options: dict) -> dict:
     return _run_check(task["record"], options)
 
 
-def _preflight(task: dict, options: dict) -> dict:
-    """Evaluate the record once, so input only torch can refuse is refused before any write."""
-    from ..core.limits import Limits
-    from ..core.preflight import preflight
-    from ..core.spec import parse_spec
-
-    preflight(parse_spec(task["record"], limits=Limits(**options.get("limits", {}))),
-              devices=options.get("devices"))
-    return {"preflight": "ok"}
-
-
 def _verify(task: dict, options: dict) -> dict:
     from ..core.verify import verify_path
 
     return verify_path(task["path"], replay=task["replay"], deep=task["deep"])
 
 
-_OPERATIONS = {"check": _check, "preflight": _preflight, "verify": _verify}
+_OPERATIONS = {"check": _check, "verify": _verify}
 
 
 # --- the server's handle ----------------------------------------------------------------

@@ -18,6 +18,7 @@ import ipywidgets as widgets
 from ..core import defaults
 from ..core.devices import available_devices, resolve_device
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
+from ..core.jsonio import loads_strict
 from ..core.record_html import FONT_DIM, history_html, record_html
 from ..core.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from .kernel_run import run_in_kernel
@@ -43,8 +44,8 @@ def _number_or_text(text: str):
     if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
         return text
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return loads_strict(text)
+    except SpecError:
         pass
     try:
         return float(text)
@@ -179,9 +180,9 @@ class GradcheckPanel(widgets.VBox):
     def spec_from_fields(self) -> dict:
         """The check record the fields describe; SpecError when the inputs are not JSON."""
         try:
-            inputs = json.loads(self.inputs.value)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"inputs is not valid JSON: {exc.msg} at column {exc.colno}", field="inputs") from None
+            inputs = loads_strict(self.inputs.value)
+        except SpecError as exc:
+            raise SpecError(f"inputs is not valid JSON: {exc.message}", field="inputs") from None
         record = {"function": self.function.value.strip(), "inputs": inputs,
                   "analytical_gradient": _number_or_text(self.analytical_gradient.value),
                   "dtype": self.dtype.value, "device": self.device.value,

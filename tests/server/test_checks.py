@@ -59,7 +59,7 @@ async def test_bad_input_is_400_naming_the_field_and_nothing_is_appended(api, la
         ({"function": "__import__('os').system('true')", "x": 3, "analytical_gradient": 0}, "function"),
         ({"x": 3, "analytical_gradient": 6}, "function"),
         ({"function": "x*x", "x": 3, "analytical_gradient": 6, "dtype": "float128"}, "dtype"),
-        # Only torch can refuse these: a worker's preflight does, before anything is written.
+        # Shapes that cannot work: refused from the record's shapes, before anything is written.
         ({"function": "x[5]*x", "x": [1, 2, 3], "analytical_gradient": 0}, "function"),
         ({"function": "x @ y", "inputs": {"x": [1, 2], "y": [1, 2, 3]},
           "analytical_gradient": {"x": 1, "y": 1}}, "function"),

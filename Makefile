@@ -66,6 +66,7 @@ bench-quick: setup
 	$(PY) -m benchmarks --quick
 
 fuzz: setup
+	$(PIP) install -e '.[test,fuzz]' --no-build-isolation
 	bash scripts/fuzz.sh
 
 clean:

@@ -27,9 +27,9 @@ trap cleanup EXIT
 cd "$REPO"
 echo "== Hypothesis: $EXAMPLES examples per property (parser and JSON reader beside the validator)"
 export HYPOTHESIS_PROFILE=fuzz GRADCHECK_FUZZ_EXAMPLES="$EXAMPLES"
-"$PY" -m pytest -q -p no:cacheprovider tests/hardening/test_fuzz.py -k "not validator" > "$WORK/parser.log" 2>&1 &
+"$PY" -m pytest -q -p no:cacheprovider --timeout=0 tests/hardening/test_fuzz.py -k "not validator" > "$WORK/parser.log" 2>&1 &
 PARSER_PID=$!
-"$PY" -m pytest -q -p no:cacheprovider tests/hardening/test_fuzz.py -k validator > "$WORK/validator.log" 2>&1 &
+"$PY" -m pytest -q -p no:cacheprovider --timeout=0 tests/hardening/test_fuzz.py -k validator > "$WORK/validator.log" 2>&1 &
 VALIDATOR_PID=$!
 status=0
 wait "$PARSER_PID" || status=1

@@ -26,27 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402  (the folder above is put on the path first)
 
 
-def _engine_counter() -> dict:
-    """Count every entry into the engine (the only place a check runs)."""
-    from jupyterlab_gradcheck.core import engine, expr_eval
-
-    counts = {"run_check": 0, "compile_expression": 0}
-    original_run, original_compile = engine.run_check, expr_eval.compile_expression
-
-    def counted_run(*args, **kwargs):
-        counts["run_check"] += 1
-        return original_run(*args, **kwargs)
-
-    def counted_compile(*args, **kwargs):
-        counts["compile_expression"] += 1
-        return original_compile(*args, **kwargs)
-
-    engine.run_check = counted_run
-    engine.compile_expression = counted_compile
-    expr_eval.compile_expression = counted_compile
-    return counts
-
-
 def run_case(case: corpus.Case, ledger: Path, counts: dict, markers: list[Path]) -> dict:
     """One case through main(); what happened, as plain data."""
     from jupyterlab_gradcheck.cli.app import main
@@ -90,7 +69,7 @@ def run_case(case: corpus.Case, ledger: Path, counts: dict, markers: list[Path])
 def main(argv: list[str]) -> int:
     ledger = Path(argv[0])
     wanted = set(argv[1:])
-    counts = _engine_counter()
+    counts = corpus.count_engine_entries()
     markers = [Path.cwd() / corpus.MARKER, ledger.parent / corpus.MARKER]
     results = []
     for case in corpus.all_cases():

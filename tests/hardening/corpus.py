@@ -209,3 +209,28 @@ def _dumps(value) -> bytes:
 def all_cases() -> list[Case]:
     """Every case of the corpus, in file order."""
     return expression_cases() + expression_cases("shapes.txt") + record_cases() + body_cases()
+
+
+def count_engine_entries(set_attribute=setattr) -> dict:
+    """Wrap every way into the engine with a counter; a refused case must leave it at zero.
+
+    `set_attribute` is `setattr` in a driver process, or pytest's `monkeypatch.setattr`.
+    """
+    from jupyterlab_gradcheck.core import engine, expr_eval
+    from jupyterlab_gradcheck.widget import kernel_run
+
+    counts = {"run_check": 0, "compile_expression": 0}
+
+    def counted(name, original):
+        def wrapper(*args, **kwargs):
+            counts[name] += 1
+            return original(*args, **kwargs)
+        return wrapper
+
+    run_check = counted("run_check", engine.run_check)
+    compile_expression = counted("compile_expression", expr_eval.compile_expression)
+    for module, name, wrapper in ((engine, "run_check", run_check), (kernel_run, "run_check", run_check),
+                                  (engine, "compile_expression", compile_expression),
+                                  (expr_eval, "compile_expression", compile_expression)):
+        set_attribute(module, name, wrapper)
+    return counts

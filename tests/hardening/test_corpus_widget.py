@@ -16,7 +16,6 @@ import pytest
 
 import corpus
 from figures import record
-from jupyterlab_gradcheck.core import engine, expr_eval
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger import Ledger
 
@@ -26,24 +25,7 @@ _MESSAGE = re.compile(r'<div class="jp-gradcheck-message"[^>]*>(.*)</div>', re.S
 @pytest.fixture
 def engine_entries(monkeypatch):
     """Count every entry into the engine: a refused case must never reach it."""
-    from jupyterlab_gradcheck.widget import kernel_run
-
-    counts = {"run_check": 0, "compile_expression": 0}
-    original_run, original_compile = engine.run_check, expr_eval.compile_expression
-
-    def counted_run(*args, **kwargs):
-        counts["run_check"] += 1
-        return original_run(*args, **kwargs)
-
-    def counted_compile(*args, **kwargs):
-        counts["compile_expression"] += 1
-        return original_compile(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "run_check", counted_run)
-    monkeypatch.setattr(kernel_run, "run_check", counted_run)
-    monkeypatch.setattr(engine, "compile_expression", counted_compile)
-    monkeypatch.setattr(expr_eval, "compile_expression", counted_compile)
-    return counts
+    return corpus.count_engine_entries(monkeypatch.setattr)
 
 
 @pytest.fixture(scope="module")

@@ -130,7 +130,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     fd_values = {n: t.detach().to(getattr(torch, fd_dtype)) for n, t in leaves.items()}
     fd_v = v.detach().to(getattr(torch, fd_dtype))
     fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
-    fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step)
+    fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme,
+                                   step=fd_step, work_elements=spec.work_elements)
     fd = {n: g.to(leaves[n].dtype) for n, g in fd_raw.items()}
     half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
     observations["finite_difference"] = {

@@ -43,6 +43,8 @@ class Probe:
     v: object  #: grad_output, in the finite-difference dtype
     name: str
     batched: bool = True
+    #: Elements of the largest tensor one evaluation builds; bounds a chunk's memory.
+    work: int = 1
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
     _mapped: object = field(default=None, init=False, repr=False)
 
@@ -84,7 +86,7 @@ class Probe:
 
     def rows_per_chunk(self, copies: int) -> int:
         """Input elements whose `copies` shifted copies fit in one chunk."""
-        width = max(self.values[self.name].numel(), self.v.numel(), 1)
+        width = max(self.values[self.name].numel(), self.v.numel(), self.work, 1)
         return max(1, CHUNK_ELEMENTS // (copies * width))
 
     def shifted(self, steps, *, imaginary: bool = False, indices=None):
@@ -220,11 +222,12 @@ def adaptive(probe: Probe, scheme: str, dtype: str):
     }
 
 
-def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step) -> tuple[dict, dict]:
+def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
+                 work_elements: int = 1) -> tuple[dict, dict]:
     """Finite-difference gradient per input (in the values' dtype) and what was done."""
     grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "inputs": {}}
     for name, x in values.items():
-        probe = Probe(function, values, v, name)
+        probe = Probe(function, values, v, name, work=work_elements)
         telemetry = None
         if step == "adaptive":
             flat, used, telemetry = adaptive(probe, scheme, dtype)

@@ -26,6 +26,10 @@ class Limits:
     #: Elements over all inputs of one check: finite differences cost two forward passes
     #: per element, so this bounds the work of one check.
     max_input_elements: int = 100_000
+    #: Elements of any intermediate result the function builds (inferred from the shapes):
+    #: broadcasting a 20000x1 input against a 1x20000 one stays within the input limit but
+    #: would build 4e8 elements (3.2 GB in float64). 5e7 elements is 400 MB in float64.
+    max_intermediate_elements: int = 50_000_000
     #: Nesting depth of an input list (a tensor of rank 8 is plenty for a gradient check).
     max_input_rank: int = 8
     #: Number of named inputs.

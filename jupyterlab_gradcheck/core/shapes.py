@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .errors import SpecError
 from .expr import Expression
+from .limits import DEFAULT_LIMITS
 
 _INT_LIMIT = 2**63
 
@@ -52,9 +53,11 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class _Inference:
-    def __init__(self, shapes: dict, field: str):
+    def __init__(self, shapes: dict, field: str, limit: int):
         self.shapes = {name: tuple(shape) for name, shape in shapes.items()}
         self.field = field
+        self.limit = limit
+        self.largest = max((math.prod(s) for s in self.shapes.values()), default=1)
 
     def fail(self, message: str, node: ast.AST) -> None:
         column = getattr(node, "col_offset", 0) + 1
@@ -62,11 +65,18 @@ class _Inference:
 
     def infer(self, node: ast.AST, where_condition: bool = False) -> _Value:
         try:
-            return self._infer(node, where_condition)
+            value = self._infer(node, where_condition)
         except SpecError:
             raise
         except ValueError as exc:  # a broadcast that does not fit
             self.fail(str(exc), node)
+        if value.is_tensor:
+            size = math.prod(value.shape)
+            if size > self.limit:
+                self.fail(f"an intermediate result of shape {list(value.shape)} has {size} elements; "
+                          f"the limit is {self.limit}", node)
+            self.largest = max(self.largest, size)
+        return value
 
     def _infer(self, node, where_condition):
         if isinstance(node, ast.Constant):
@@ -210,7 +220,23 @@ def _constant_number(node: ast.AST):
     return node.value
 
 
+@dataclass(frozen=True)
+class ShapeReport:
+    """What shape inference found: the result's shape and the largest tensor built on the way."""
+
+    shape: tuple[int, ...]
+    largest: int
+
+
+def infer_shapes(expression: Expression, shapes: dict, field: str = "function",
+                 limit: int = DEFAULT_LIMITS.max_intermediate_elements) -> ShapeReport:
+    """The shapes `expression` builds on inputs of `shapes`; SpecError when torch would refuse
+    them or one is larger than `limit` elements."""
+    inference = _Inference(shapes, field, limit)
+    value = inference.infer(expression.tree.body)
+    return ShapeReport(value.as_tensor_shape, inference.largest)
+
+
 def output_shape(expression: Expression, shapes: dict, field: str = "function") -> tuple[int, ...]:
     """The shape `expression` has on inputs of `shapes`; SpecError when torch would refuse it."""
-    value = _Inference(shapes, field).infer(expression.tree.body)
-    return value.as_tensor_shape
+    return infer_shapes(expression, shapes, field).shape

@@ -20,7 +20,7 @@ from .expr import Expression, parse_expression
 from .jsonio import _encodable
 from .functions import RESERVED_NAMES
 from .limits import DEFAULT_LIMITS, Limits
-from .shapes import broadcast, output_shape
+from .shapes import broadcast, infer_shapes
 from .values import numel, shape_of
 
 INPUT_FIELDS = (
@@ -56,6 +56,9 @@ class CheckSpec:
     expression: Expression | None = None
     tolerance_explicit: bool = False
     fd_tolerance_explicit: bool = False
+    #: Elements of the largest tensor one evaluation builds (inputs or, for an expression,
+    #: any intermediate): finite differences size their batches by it.
+    work_elements: int = 1
     extra: dict = field(default_factory=dict)
 
     @property
@@ -263,13 +266,13 @@ def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
     return {"scheme": scheme, "step": step, **tolerance}, explicit
 
 
-def _check_shapes(expression: Expression, analytical: dict, shapes: dict) -> tuple[int, ...]:
-    """The function's output shape; SpecError when a shape cannot work (core.shapes)."""
-    output = output_shape(expression, shapes)
+def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits: Limits):
+    """The function's ShapeReport; SpecError when a shape cannot work (core.shapes)."""
+    report = infer_shapes(expression, shapes, limit=limits.max_intermediate_elements)
     for name, written in analytical.items():
         if isinstance(written, Expression):
             field_name = "analytical_gradient" if len(analytical) == 1 else f"analytical_gradient.{name}"
-            produced = output_shape(written, shapes, field_name)
+            produced = infer_shapes(written, shapes, field_name, limits.max_intermediate_elements).shape
             target = tuple(shapes[name])
             try:
                 fits = broadcast(produced, target) == target
@@ -281,7 +284,7 @@ def _check_shapes(expression: Expression, analytical: dict, shapes: dict) -> tup
                     f"of shape {list(target)}",
                     field=field_name,
                 )
-    return output
+    return report
 
 
 def make_check_id(function_text: str, inputs: dict, dtype: str, device: str) -> str:
@@ -329,9 +332,10 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
             f"{refused} is not (use central or richardson)",
             field="finite_difference.scheme",
         )
-    output = None
+    output, work = None, sum(numel(s) for s in shapes.values())
     if expression is not None:
-        output = _check_shapes(expression, analytical, shapes)
+        report = _check_shapes(expression, analytical, shapes, limits)
+        output, work = report.shape, max(work, report.largest)
     grad_output = record.get("grad_output")
     if grad_output is not None:
         given = shape_of(grad_output, "grad_output", limits)
@@ -366,4 +370,5 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         expression=expression,
         tolerance_explicit=tolerance_explicit,
         fd_tolerance_explicit=fd_explicit,
+        work_elements=work,
     )

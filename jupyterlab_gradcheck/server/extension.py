@@ -59,6 +59,14 @@ class GradcheckExtension(ExtensionApp):
         "(the first GPU torch reports, else cpu).",
     ).tag(config=True)
 
+    worker_memory_limit = Integer(
+        0,
+        help="Bytes of address space each worker may take beyond what it holds once torch is "
+        "loaded (RLIMIT_AS, set in the worker after start-up); 0 sets no limit. A check that "
+        "needs more fails with a clear error, is recorded as failed to run, and the worker "
+        "and the server stay up.",
+    ).tag(config=True)
+
     startup_timeout = Float(
         120.0,
         help="Seconds a new worker may take to import torch and say hello before it is "
@@ -106,7 +114,8 @@ class GradcheckExtension(ExtensionApp):
             size=self.workers, timeout=self.timeout, queue_size=self.queue_size,
             startup_timeout=self.startup_timeout,
             options={"limits": {"max_input_elements": self.max_input_elements},
-                     "slow_functions": dict(self.test_slow_functions)},
+                     "slow_functions": dict(self.test_slow_functions),
+                     "memory_limit": self.worker_memory_limit},
         )
         self.pool.start()
         self.ledger_io = LedgerIO()

@@ -31,6 +31,23 @@ _WARM_UP = {"function": "x*x", "x": 3, "analytical_gradient": 6}
 # --- the child ------------------------------------------------------------------------
 
 
+def _limit_memory(extra: int) -> None:
+    """Cap this worker's address space at what it holds now (torch loaded) plus `extra` bytes.
+
+    An allocation past the cap fails inside torch with a clear "can't allocate memory" error,
+    which is answered like any other worker error: the worker stays up for the next check.
+    """
+    if extra <= 0:
+        return
+    import resource
+
+    with open("/proc/self/statm") as statm:
+        held = int(statm.read().split()[0]) * resource.getpagesize()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = held + extra
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+
+
 def serve(conn, options: dict) -> None:
     """Entry point of the worker process."""
     # Ctrl-C in the server's terminal reaches the whole process group; the server decides
@@ -47,6 +64,7 @@ def serve(conn, options: dict) -> None:
         hello = {"ok": True, "pid": os.getpid(), "torch": torch.__version__,
                  "python": platform.python_version(), "devices": options["devices"]}
         _run_check(dict(_WARM_UP), options)
+        _limit_memory(options.get("memory_limit") or 0)
     except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
         _send(conn, {"ok": False, "pid": os.getpid(),
                      "error": {"code": "worker_error", "field": None,

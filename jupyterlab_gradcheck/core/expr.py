@@ -277,6 +277,11 @@ def parse_expression(
     if not text.strip():
         raise SpecError(f"{field_name} is empty", field=field_name)
     _refuse_invisible(text, field_name)
+    comment = text.find("#")  # outside a string (strings are refused anyway) it starts a comment
+    if comment >= 0:
+        raise SpecError(f"{field_name}: a comment (#) is not allowed at column {comment + 1}: only the "
+                        "expression is checked, yet a comment would be kept and shown as if it were",
+                        field=field_name)
     try:
         tree = _parse_quietly(text.strip())
     except SyntaxError as exc:

@@ -62,3 +62,12 @@ def test_python_syntax_warnings_do_not_reach_the_user(text, recwarn):
     with pytest.raises(SpecError, match="is not allowed"):
         parse_spec({"function": text, "x": 3, "analytical_gradient": 6})
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
+
+
+@pytest.mark.parametrize("text", ["x*x # = 2*x, checked by hand", "0#__"])
+def test_a_comment_is_refused(text):
+    """Given an expression with a comment (found by fuzzing: `0#__` was accepted and kept
+    verbatim), when parsed, then it is refused: a comment checks nothing, yet the ledger and the
+    exports would show it beside the expression as if it were part of it."""
+    with pytest.raises(SpecError, match=r"a comment \(#\) is not allowed"):
+        parse_spec({"function": text, "x": 3, "analytical_gradient": 6})

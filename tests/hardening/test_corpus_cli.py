@@ -107,10 +107,11 @@ def test_bytes_that_are_not_utf8_are_refused_under_the_posix_locale(tmp_path, le
 
 
 def _expression_case(text: str, where: str) -> str:
-    """The name of the case trying the expression `text` in `where`."""
+    """The name of the case trying the expression `text` as the function or as x's gradient."""
     for case in corpus.expression_cases():
-        if case.widget_field == where and text in json.loads(case.body)["function" if where == "function"
-                                                                         else "analytical_gradient"].__str__():
+        written = json.loads(case.body)
+        tried = written["function"] if where == "function" else written["analytical_gradient"]["x"]
+        if case.widget_field == where and tried == text:
             return case.name
     raise LookupError(text)
 

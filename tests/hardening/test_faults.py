@@ -163,14 +163,12 @@ def _has_memory_option() -> bool:
     return "worker_memory_limit" in GradcheckExtension.class_traits()
 
 
-@pytest.mark.xfail(not _has_memory_option(), strict=True,
-                   reason="GradcheckExtension has no worker_memory_limit option yet (RLIMIT_AS in each worker)")
 @pytest.mark.parametrize("jp_server_config", [_config(worker_memory_limit=256 * 2**20)])
 async def test_a_worker_out_of_memory_leaves_the_server_answering(api, lab):
     """Given workers limited to 256 MiB of address space beyond what they hold with torch loaded,
-    when a check's forward pass needs 392 MB (the outer product of a 7000x1 and a 1x7000
-    input: 4.9e7 elements, within the intermediate limit of 5e7), then the request answers a clear 5xx, the server keeps
-    answering, the next check works and no earlier entry is lost."""
+    when a check's forward pass needs 392 MB (the outer product of a 7000x1 and a 1x7000 input:
+    4.9e7 elements, within the intermediate limit of 5e7), then the request answers a clear 5xx,
+    the server keeps answering, the next check works and no earlier entry is lost."""
     assert _has_memory_option(), "no worker_memory_limit option: refusing to run a 392 MB check unprotected"
     status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(1.0)})
     assert status == 200, body

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import collections
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .history import TARGETS, HistoryBuilder, direction
 from .ledger import _MAX_SEAL_RUN, _line_sha, light_entry
@@ -44,11 +44,13 @@ def _settle_ok(report: dict) -> None:
     report["ok"] = not report["errors"]
 
 
-def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
+def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: bool = False) -> dict:
     """The chain report of a sequence of `(line number, bytes, complete)` lines.
 
     `deep` also decodes every record and checks that each line is byte for byte the
     canonical form of its entry (slower: it decodes every observation record).
+    `hashes_checked_elsewhere` takes every stored hash as correct: only for a caller that
+    has them checked by another process and verifies again without it if one is wrong.
     """
     report = _new_report()
     builder = HistoryBuilder()
@@ -57,8 +59,14 @@ def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
     last_seq, last_hash = 0, GENESIS
     pending: list[tuple[int, bytes, str]] = []
     read, add, rules = read_line, builder.add, semantic_problems  # locals: this loop runs 10^5 times
-    for batch, flags in _hashed_ahead(lines):
+    if hashes_checked_elsewhere:
+        batches = (([item], [item[2]]) for item in lines)
+    else:
+        batches = _hashed_ahead(lines)
+    last_complete = 0
+    for batch, flags in batches:
         for (number, raw, complete), hash_ok in zip(batch, flags):
+            last_complete = number if complete else last_complete
             if not complete:
                 report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
                 continue
@@ -95,6 +103,7 @@ def verify_lines(lines: Lines, *, deep: bool = False) -> dict:
     _collect_flags(report, builder, line_of_seq)
     report["head"], report["last_seq"] = last_hash, last_seq
     report["_hashes"] = hashes
+    report["_last_complete_line"] = last_complete
     _settle_ok(report)
     return report
 
@@ -125,6 +134,57 @@ def _hashed_ahead(lines: Lines) -> Iterator[tuple[list, list[bool]]]:
         while queue:
             done, future = queue.popleft()
             yield done, future.result()
+
+
+def hash_in_child(lines_of_file: Callable[[], Lines]) -> Callable[[], tuple[int, list[int]] | None]:
+    """Fork a child that checks the stored hash of every complete line of a ledger file.
+
+    On a large ledger a hashing thread still competes with the decoding loop for the
+    interpreter lock (everything around each hashlib call holds it); a second process does
+    not. Returns a function that waits for the child and gives `(last complete line, line
+    numbers whose hash is wrong)`, or None when no child could run (the caller then verifies
+    with hashing in a thread).
+    """
+    import json
+    import os
+
+    if not hasattr(os, "fork"):
+        return lambda: None
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return lambda: None
+    if pid == 0:  # the child: hash, report, and leave without running any cleanup
+        status = 1
+        try:
+            os.close(read_end)
+            upto, bad = 0, []
+            for number, raw, complete in lines_of_file():
+                if not complete:
+                    break
+                upto = number
+                if not stored_hash_ok(raw):
+                    bad.append(number)
+            with os.fdopen(write_end, "w") as out:
+                json.dump([upto, bad], out)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+
+    def collect() -> tuple[int, list[int]] | None:
+        with os.fdopen(read_end) as answer:
+            text = answer.read()
+        _, status = os.waitpid(pid, 0)
+        if status != 0 or not text:
+            return None
+        upto, bad = json.loads(text)
+        return upto, bad
+
+    return collect
 
 
 def _torn_tail(number: int, raw: bytes, last_seq: int, last_hash: str) -> dict:

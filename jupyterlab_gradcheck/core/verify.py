@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .binding import compare_binding, notebook_beside, read_binding
-from .chain import Lines, _error, _new_report, _settle_ok, verify_lines
+from .chain import Lines, _error, _new_report, _settle_ok, hash_in_child, verify_lines
 from .errors import LedgerError
 from .ledger import LEDGER_SUFFIX, Ledger
 
@@ -49,12 +49,32 @@ def _finish(report: dict, binding: dict | None, where: str) -> dict:
     return report
 
 
+#: Ledgers above this size have their hashes checked in a forked process (see chain.hash_in_child).
+HASH_IN_CHILD_ABOVE = 32 * 2**20
+
+
+def _verify_file_lines(ledger: Ledger, deep: bool) -> dict:
+    """The chain report of a ledger file; large files hash in a second process meanwhile.
+
+    When the child finds a wrong hash, or did not see every line this process saw (an append
+    in between), the file is verified again the ordinary way, so the report is the same.
+    """
+    if deep or ledger.path.stat().st_size <= HASH_IN_CHILD_ABOVE:
+        return verify_lines(ledger.iter_raw_lines(), deep=deep)
+    collect = hash_in_child(Ledger(ledger.path).iter_raw_lines)
+    report = verify_lines(ledger.iter_raw_lines(), hashes_checked_elsewhere=True)
+    child = collect()
+    if child is None or child[1] or child[0] < report["_last_complete_line"]:
+        return verify_lines(ledger.iter_raw_lines(), deep=deep)
+    return report
+
+
 def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False) -> dict:
     """Verify a ledger file, and its binding when the notebook beside it names it."""
     ledger = Ledger(path)
     if not ledger.path.is_file():
         raise LedgerError(f"no ledger at {path}")
-    report = verify_lines(ledger.iter_raw_lines(), deep=deep)
+    report = _verify_file_lines(ledger, deep)
     report.update(path=str(ledger.path), ledger=str(ledger.path), notebook=None)
     notebook = notebook_beside(ledger.path)
     binding = None
@@ -126,6 +146,7 @@ def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False)
         report["replay"] = replay_lines(ledger_lines(kind, item))
         report["ok"] = report["ok"] and report["replay"]["ok"]
     report.pop("_hashes", None)
+    report.pop("_last_complete_line", None)
     return report
 
 

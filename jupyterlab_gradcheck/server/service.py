@@ -168,6 +168,7 @@ def _read_view(ledger: Ledger, notebook_path: Path) -> dict:
     chain = verify_ledger_file(ledger.path) if exists else None
     if chain is not None:
         chain.pop("_hashes", None)
+        chain.pop("_last_complete_line", None)
     return {
         "entries": ledger.entries(),
         "checks": ledger.checks(),

@@ -7,7 +7,6 @@ or the reason.
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest

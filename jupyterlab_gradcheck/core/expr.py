@@ -304,22 +304,3 @@ def parse_expression(
         has_comparison=checker.comparison,
         subscripts=checker.subscripts,
     )
-
-
-def expression_names(text: str) -> set[str]:
-    """Every bare name in `text` that is not a function, used to tell inputs from typos.
-
-    Returns an empty set when `text` does not parse; `parse_expression` reports that later.
-    """
-    try:
-        tree = _parse_quietly(text.strip())
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    called = {
-        id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    }
-    return {
-        node.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and id(node) not in called and node.id != "torch"
-    }

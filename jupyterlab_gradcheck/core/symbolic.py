@@ -180,10 +180,6 @@ def _numeric(expr, env: dict) -> float:
     raise _Unsupported(f"{type(expr).__name__} in the derivative")
 
 
-def _evaluate(derivative, symbols, values: dict, index_values) -> float:
-    return _numeric(derivative, index_values)
-
-
 def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> dict:
     """Whether SymPy's derivative agrees with the hand derivation and with autograd."""
     import torch
@@ -213,7 +209,7 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
     try:
         for n in names:
             per_element = torch.tensor([
-                _evaluate(derivatives[n], symbols, inputs, {m: float(expanded[m][k]) for m in names})
+                _numeric(derivatives[n], {m: float(expanded[m][k]) for m in names})
                 for k in range(count)
             ], dtype=torch.float64) * scale
             if shapes[n] == full:
@@ -252,7 +248,6 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
 
 def _symbolic_equal(spec, derivatives, names):
     """Whether each hand-written formula equals SymPy's derivative identically (None if unknown)."""
-    import sympy as sp
 
     verdicts = []
     for n in names:

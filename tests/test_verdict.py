@@ -47,10 +47,11 @@ class _CubeWrongAt(torch.autograd.Function):
 
 def test_wrong_backward_is_named_by_its_index_through_the_loop_fallback():
     """Given a custom autograd.Function for x**3 whose backward adds 1 at element 123 of 300,
-    when the numerical verdict runs (vmap cannot trace this Function, so the loop is used),
+    when the numerical verdict runs on the general path (vmap cannot trace this Function, so
+    the loop is used),
     then it fails pointing at index [123], finite differences at 3x^2 and autograd at 3x^2 + 1."""
     x = torch.linspace(0.5, 3.5, 300, dtype=torch.float64)
-    verdict = numerical_verdict(lambda x: _CubeWrongAt.apply(x), {"x": x})
+    verdict = numerical_verdict(lambda x: _CubeWrongAt.apply(x), {"x": x}, structured=False)
     assert verdict["passed"] is False
     worst = verdict["worst"]
     assert worst["index"] == [123]
@@ -59,28 +60,37 @@ def test_wrong_backward_is_named_by_its_index_through_the_loop_fallback():
     assert worst["left"] == pytest.approx(expected, abs=1e-8)
     assert worst["right"] == pytest.approx(expected + 1.0, abs=1e-12)
     assert verdict["finite_difference"]["inputs"]["x"]["batched"] is False
+    assert verdict["finite_difference"]["inputs"]["x"]["structure"] == "general"
 
 
 @pytest.mark.parametrize("scheme", defaults.SCHEMES)
 def test_chunk_size_does_not_change_an_estimate(monkeypatch, scheme):
-    """Given sin(x) @ w with two inputs and a random grad_output, always evaluated with vmap,
+    """Given sin(x) * w with x of shape [7, 3], w of shape [3] broadcast over its rows, and a
+    random grad_output, on the general path and always evaluated with vmap,
     when the finite differences are taken in one chunk and in chunks of one element,
-    then every estimate is bit for bit the same."""
+    then every estimate is bit for bit the same (a chunk assembled at a wrong offset would
+    put another element's estimate there)."""
     generator = torch.Generator().manual_seed(0)
     values = {"x": torch.randn(7, 3, dtype=torch.float64, generator=generator),
-              "w": torch.randn(3, 2, dtype=torch.float64, generator=generator)}
-    v = torch.randn(7, 2, dtype=torch.float64, generator=generator)
+              "w": torch.randn(3, dtype=torch.float64, generator=generator)}
+    v = torch.randn(7, 3, dtype=torch.float64, generator=generator)
 
     def function(x, w):
-        return torch.sin(x) @ w
+        return torch.sin(x) * w
 
-    # vmap's batched matmul and a loop of single ones round differently; chunking must not.
+    # Elementwise operations round the same whatever the batch; a batched matmul does not on
+    # every CPU (its kernel is chosen by batch size), so it would test BLAS, not the chunking.
     monkeypatch.setattr(finite_difference, "LOOP_BELOW", 1)
-    whole, _ = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None)
+    whole, _ = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
     monkeypatch.setattr(finite_difference, "CHUNK_ELEMENTS", 1)
-    chunked, _ = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None)
+    chunked, info = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
+    assert info["inputs"]["x"]["forward_evaluations"] == 21 * len(finite_difference._SHIFTS[scheme])
     for name in values:
         assert torch.equal(whole[name], chunked[name])
+    # Both are estimates of sum_rows(v * cos(x)) * w and v * sin(x) summed over rows: one
+    # element's error is ~1e-10 for central differences (the worst scheme, forward, ~1e-7).
+    assert torch.allclose(whole["x"], v * torch.cos(values["x"]) * values["w"], atol=1e-6, rtol=0)
+    assert torch.allclose(whole["w"], (v * torch.sin(values["x"])).sum(0), atol=1e-6, rtol=0)
 
 
 def test_adaptive_step_counts_rounding_where_phi_is_zero():

@@ -5,16 +5,17 @@
 - `kink`: one-sided forward and backward differences at the worst element disagree, and the
   disagreement does not shrink when the step does (a smooth function's does, linearly).
 - `precision_limited`: the discrepancy is within what the dtype and step can resolve: the
-  rounding floor eps*|phi|/h (plus the step's own representation error and a truncation
+  rounding floor eps*|phi|/h (eps*|w_i g_i|/h where the estimate came from a diagonal chain,
+  core/diagonal.py) (plus the step's own representation error and a truncation
   estimate) for a finite difference, or a few dozen ulps for exact derivatives.
 - `probable_bug`: none of the above. The reason says which side the evidence points to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from . import defaults
+from . import defaults, diagonal
 from .finite_difference import Probe, difference_quotient
 
 #: Multiple of the estimated floor within which a discrepancy is called precision-limited.
@@ -36,6 +37,8 @@ class DiagnosisContext:
     fd_tolerance: dict
     grads: dict  #: observation name -> {input name -> tensor}
     nondeterminism: str = ""
+    #: input name -> the finite-difference path taken ("general", or a diagonal chain's kind)
+    fd_structure: dict = field(default_factory=dict)
 
 
 def _fmt(value) -> str:
@@ -75,7 +78,11 @@ def _rounding_floor(ctx: DiagnosisContext, input_name: str, flat_index: int, gra
     eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
     probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
     x = ctx.fd_values[input_name]
-    magnitude = float(torch.sum((ctx.fd_v * ctx.function(**ctx.fd_values)).abs()))
+    magnitude = None
+    if ctx.fd_structure.get(input_name, "general") != "general":  # element i's quotient rounds like |w_i g_i|
+        magnitude = diagonal.element_magnitude(probe, flat_index)
+    if magnitude is None:
+        magnitude = float(torch.sum((ctx.fd_v * ctx.function(**ctx.fd_values)).abs()))
     x_i = float(x.reshape(-1)[flat_index])
     if isinstance(ctx.step, float):
         h = ctx.step

@@ -150,6 +150,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         step=fd_info["step"] if fd_step is not None else None,
         fd_tolerance=spec.finite_difference, grads=raw,
         nondeterminism=_nondeterminism(function, leaves),
+        fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
     )
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
     verdict = observations["torch_gradcheck"]["status"]

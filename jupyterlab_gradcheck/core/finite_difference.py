@@ -22,13 +22,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import defaults
+from . import defaults, diagonal
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
 #: bounds the memory a chunk needs, and so the peak, independently of n.
 CHUNK_ELEMENTS = 1 << 20
 #: Below this many stacked copies a plain loop is cheaper than vmap's tracing.
 LOOP_BELOW = 24
+#: From this many elements a diagonal chain is worth recognising (one element gains nothing).
+DIAGONAL_FROM = 2
 #: Shifted copies per element for each scheme: the signed multiples of h evaluated.
 _SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,),
            "richardson": (1.0, -1.0, 0.5, -0.5)}
@@ -45,16 +47,24 @@ class Probe:
     batched: bool = True
     #: Elements of the largest tensor one evaluation builds; bounds a chunk's memory.
     work: int = 1
+    #: Whether to look for a diagonal (elementwise) chain before the general path.
+    structured: bool = True
+    #: Which path the estimates came from: "general", or the chain core/diagonal.py observed.
+    structure: str = "general"
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
     _mapped: object = field(default=None, init=False, repr=False)
 
-    def output(self, x):
-        """f with input `name` replaced by x (any dtype, real or complex)."""
+    def arguments(self, x) -> dict:
+        """The keyword arguments of f with input `name` replaced by x (any dtype, real or complex)."""
         others = {
             k: (t.to(x.dtype) if x.is_complex() and not t.is_complex() else t)
             for k, t in self.values.items() if k != self.name
         }
-        return self.function(**others, **{self.name: x})
+        return {**others, self.name: x}
+
+    def output(self, x):
+        """f with input `name` replaced by x (any dtype, real or complex)."""
+        return self.function(**self.arguments(x))
 
     def phi(self, x):
         """phi at one point (any dtype, real or complex)."""
@@ -78,7 +88,9 @@ class Probe:
     def contract(self, outputs):
         """sum(v * output) for each output stacked along dimension 0."""
         v = self.v.to(outputs.dtype) if outputs.is_complex() else self.v
-        return outputs.reshape(outputs.shape[0], -1) @ v.reshape(-1)
+        # A product and a row sum, not a matrix-vector product: BLAS picks its gemv kernel by the
+        # number of rows, so a row's rounding would depend on the chunk it landed in.
+        return (outputs.reshape(outputs.shape[0], -1) * v.reshape(-1)).sum(1)
 
     def phi_batch(self, xs):
         """phi for each x stacked along dimension 0."""
@@ -140,6 +152,11 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None):
     import torch
 
     x = probe.values[probe.name]
+    if indices is None and probe.structured and x.numel() >= DIAGONAL_FROM:
+        estimates = diagonal.estimates(probe, scheme, h)
+        if estimates is not None:
+            return estimates
+        probe.structured = False  # not a diagonal chain: do not look again for this input
     total = x.numel() if indices is None else len(indices)
     base = probe.output(x) if scheme == "forward" else None
     multiples = _SHIFTS[scheme]
@@ -223,11 +240,15 @@ def adaptive(probe: Probe, scheme: str, dtype: str):
 
 
 def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
-                 work_elements: int = 1) -> tuple[dict, dict]:
-    """Finite-difference gradient per input (in the values' dtype) and what was done."""
+                 work_elements: int = 1, structured: bool = True) -> tuple[dict, dict]:
+    """Finite-difference gradient per input (in the values' dtype) and what was done.
+
+    `structured=False` forces the general path (one shifted copy per element) even where the
+    function is an elementwise chain; the benchmarks use it to show both costs.
+    """
     grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "inputs": {}}
     for name, x in values.items():
-        probe = Probe(function, values, v, name, work=work_elements)
+        probe = Probe(function, values, v, name, work=work_elements, structured=structured)
         telemetry = None
         if step == "adaptive":
             flat, used, telemetry = adaptive(probe, scheme, dtype)
@@ -239,7 +260,7 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
             kind = "relative to max(1, |x|)" if step is None else "fixed"
         grads[name] = flat.reshape(x.shape).real
         info["inputs"][name] = {
-            "step": used, "step_kind": kind, "batched": probe.batched,
+            "step": used, "step_kind": kind, "batched": probe.batched, "structure": probe.structure,
             "forward_evaluations": probe.stats["forward_evaluations"],
             **({"telemetry": telemetry} if telemetry else {}),
         }

@@ -26,7 +26,8 @@ def _dtype_name(tensor) -> str:
 
 
 def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, scheme: str = "central",
-                      step=None, rtol: float | None = None, atol: float | None = None) -> dict:
+                      step=None, rtol: float | None = None, atol: float | None = None,
+                      structured: bool = True) -> dict:
     """Whether finite differences of `function` agree with autograd at `inputs`.
 
     `inputs` maps keyword names to floating-point tensors (all of one dtype). The tolerance
@@ -34,6 +35,8 @@ def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, sch
     Returns `{"passed", "dtype", "scheme", "step", "rtol", "atol", "comparisons", "worst"}`,
     where each comparison is the engine's `autograd_vs_finite_difference` row for one input
     and `worst` is the worst element of the first failing input (else of the largest error).
+    `structured=False` forces the general finite-difference path even for an elementwise chain
+    (core/diagonal.py).
     """
     import torch
 
@@ -54,7 +57,8 @@ def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, sch
 
     fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
     fd_values = {name: t.detach().to(fd_dtype) for name, t in inputs.items()}
-    fd_raw, info = fd_gradients(function, fd_values, v.detach().to(fd_dtype), dtype=dtype, scheme=scheme, step=step)
+    fd_raw, info = fd_gradients(function, fd_values, v.detach().to(fd_dtype), dtype=dtype, scheme=scheme, step=step,
+                                structured=structured)
     tolerance = defaults.fd_tolerance(dtype, scheme)
     rtol = tolerance["rtol"] if rtol is None else rtol
     atol = tolerance["atol"] if atol is None else atol

@@ -1,0 +1,210 @@
+"""Finite differences of a function whose Jacobian is observed to be diagonal, in a few evaluations.
+
+When every operation that input x flows through is elementwise and keeps x's shape, output
+element i depends on input element i alone. Shifting every element at once, each by its own
+step, then yields all n difference quotients from the few evaluations one element would need,
+instead of 2n evaluations of an n-element function (O(n^2) work). The same holds for a full sum
+or mean of such a body, optionally scaled by constants: d phi / d x_i is the body's derivative
+at element i times the weight, so the quotients come from the body's values, which the
+evaluation captures as they enter the reduction.
+
+The structure is observed, not assumed. Every evaluation of the real function runs under a
+dispatch mode that follows each tensor derived from x through the aten operations actually
+executed, and the shortcut is used only when the evaluation at x and every shifted evaluation
+are such a chain, with the same operations. Anything else (an operation not known to be
+elementwise, a view or broadcast that changes x's shape, an in-place update, a second reduction,
+an output that is not the chain's end) leaves the general path to run instead. It is also the
+more accurate estimate: element i's quotient rounds like |g_i|, not like the whole sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: aten operations (by overload packet) whose every overload maps element i to element i when
+#: the result keeps the input's shape; dtype conversions and copies are identities.
+ELEMENTWISE = frozenset({
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "clamp", "clamp_max",
+    "clamp_min", "clone", "cos", "cosh", "div", "eq", "erf", "erfc", "exp", "exp2", "expm1", "ge",
+    "gt", "hypot", "le", "log", "log10", "log1p", "log2", "logaddexp", "lt", "maximum", "minimum",
+    "mul", "ne", "neg", "pow", "reciprocal", "relu", "rsqrt", "rsub", "sigmoid", "sign", "sin",
+    "sinh", "softplus", "sqrt", "square", "sub", "tan", "tanh", "where", "_to_copy", "alias",
+    "detach", "lift_fresh", "lift_fresh_copy",
+})
+#: Full reductions: the chain's body enters one of these and the result has one element.
+REDUCTIONS = {"sum": "sum", "mean": "mean"}
+#: What may follow the reduction: a constant factor keeps d phi / d x_i a multiple of g'(x_i).
+_SCALE = {"mul", "div", "neg"}
+_SHIFT = {"add", "sub"}
+_IDENTITY = {"clone", "alias", "detach", "_to_copy"}
+
+
+class _NotDiagonal(Exception):
+    """Raised inside the recorder: this evaluation is not an elementwise chain."""
+
+
+@dataclass
+class Trace:
+    """What one evaluation showed: the chain's operations, its body values and output weight."""
+
+    kind: str  #: "elementwise" or "elementwise then " + the reduction's name
+    operations: tuple
+    body: object  #: values whose element i depends on x_i alone (the reduction's input, or the output)
+    factor: complex = 1.0 + 0j  #: d output / d sum(body) for a reduction (1/n for a mean, times constants)
+
+
+def _mode_class():
+    """The recording mode, defined on first use so that importing the core never loads torch."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        """Follows tensors derived from x; refuses anything that is not an elementwise chain."""
+
+        @classmethod
+        def _should_skip_dynamo(cls):  # nothing here is compiled: do not load the compiler
+            return False
+
+        def __init__(self, x):
+            super().__init__()
+            self.shape, self.numel = tuple(x.shape), x.numel()
+            self.derived = {id(x): ("body", x)}  #: id -> (role, tensor kept alive so ids stay unique)
+            self.operations, self.reduced, self.body, self.reduction = [], None, None, None
+            self.factor = complex(1.0)
+
+        def role(self, value):
+            entry = self.derived.get(id(value)) if isinstance(value, torch.Tensor) else None
+            return entry[0] if entry and entry[1] is value else None
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            flat = list(args) + [v for item in args if isinstance(item, (list, tuple)) for v in item]
+            flat += list(kwargs.values())
+            roles = [self.role(value) for value in flat]
+            if not any(roles):
+                return out
+            name = func._overloadpacket.__name__
+            if name.endswith("_") or not isinstance(out, torch.Tensor) or any(
+                    isinstance(item, (list, tuple)) and any(self.role(v) for v in item) for item in args):
+                raise _NotDiagonal(name)
+            self.operations.append(name)
+            if "reduced" in roles:
+                self._after_reduction(name, args, kwargs, roles, out)
+            elif name in ELEMENTWISE and tuple(out.shape) == self.shape:
+                self.derived[id(out)] = ("body", out)
+            elif name in REDUCTIONS and self.reduced is None and out.numel() == 1 and roles.count("body") == 1 \
+                    and roles[0] == "body" and tuple(args[0].shape) == self.shape \
+                    and (args[0].is_floating_point() or args[0].is_complex()):
+                self.reduced, self.body, self.reduction = out, args[0], name
+                self.factor = complex(1.0 / self.numel if name == "mean" else 1.0)
+                self.derived[id(out)] = ("reduced", out)
+            else:
+                raise _NotDiagonal(name)
+            return out
+
+        def _after_reduction(self, name, args, kwargs, roles, out):
+            """Only constant scales and shifts of the reduced value, which keep its derivative's form."""
+            if out.numel() != 1 or roles.count("reduced") != 1 or "body" in roles or args[0] is not self.reduced:
+                raise _NotDiagonal(name)
+            others = [a for a in args[1:] if isinstance(a, (int, float, complex, torch.Tensor))]
+            constants = [complex(a.item()) if isinstance(a, torch.Tensor) else complex(a) for a in others]
+            if any(isinstance(a, torch.Tensor) and a.numel() != 1 for a in others):
+                raise _NotDiagonal(name)
+            if name in _SCALE and not kwargs and len(constants) == (name != "neg"):
+                if name == "mul":
+                    self.factor *= constants[0]
+                elif name == "div":
+                    self.factor /= constants[0]
+                else:
+                    self.factor = -self.factor
+            elif not ((name in _SHIFT and set(kwargs) <= {"alpha"} and kwargs.get("alpha", 1) == 1)
+                      or name in _IDENTITY):
+                raise _NotDiagonal(name)
+            self.reduced = out
+            self.derived[id(out)] = ("reduced", out)
+
+    return Recorder
+
+
+_RECORDER: list = []
+
+
+def record(function, arguments: dict, name: str):
+    """Evaluate function(**arguments) once; the Trace if it is an elementwise chain in `name`, else None."""
+    import torch
+
+    if not _RECORDER:
+        _RECORDER.append(_mode_class())
+    x = arguments[name]
+    recorder = _RECORDER[0](x)
+    try:
+        with torch.no_grad(), recorder:
+            out = function(**arguments)
+    except Exception:  # not a chain, or the function fails here: the general path runs it and reports
+        return None
+    if not isinstance(out, torch.Tensor) or not (out.is_floating_point() or out.is_complex()):
+        return None
+    if out is x or recorder.role(out) == "body":
+        if recorder.reduced is not None:
+            return None  # a reduction whose value was dropped: the output is the body itself
+        return Trace("elementwise", tuple(recorder.operations), out)
+    if recorder.role(out) == "reduced" and out is recorder.reduced:
+        return Trace(f"elementwise then {recorder.reduction}", tuple(recorder.operations), recorder.body,
+                     recorder.factor)
+    return None
+
+
+def estimates(probe, scheme: str, h):
+    """The scheme's d phi / d x_i for every flat element i, or None where x's chain is not diagonal.
+
+    `h` holds each element's absolute step. The evaluation at x establishes the chain; every
+    shifted evaluation must repeat it exactly (same operations, same constant factor), else the
+    estimate is abandoned and None tells the caller to take the general path.
+    """
+    import torch
+
+    x = probe.values[probe.name]
+    base = record(probe.function, probe.arguments(x), probe.name)
+    if base is None or base.factor.imag != 0:
+        return None
+    evaluations = [base]
+
+    def body(multiple: float, imaginary: bool = False):
+        shift = (h * multiple).reshape(x.shape)
+        point = x.to(torch.promote_types(x.dtype, torch.complex64)) + 1j * shift if imaginary else x + shift
+        trace = record(probe.function, probe.arguments(point), probe.name)
+        if trace is None or (trace.kind, trace.operations, trace.factor) != (base.kind, base.operations, base.factor):
+            raise _NotDiagonal(f"the chain changed at the point shifted by {multiple} h")
+        evaluations.append(trace)
+        return trace.body.reshape(-1)
+
+    v = probe.v.reshape(-1)
+    weight = v if base.kind == "elementwise" else v[0] * base.factor.real
+    try:
+        if scheme == "complex_step":
+            result = (weight * body(1.0, imaginary=True)).imag / h
+        elif scheme == "forward":
+            result = weight * (body(1.0) - base.body.reshape(-1)) / h
+        else:
+            result = weight * (body(1.0) - body(-1.0)) / (2 * h)
+            if scheme == "richardson":
+                half = weight * (body(0.5) - body(-0.5)) / h
+                result = (4 * half - result) / 3
+    except _NotDiagonal:
+        return None
+    finally:
+        probe.stats["forward_evaluations"] += len(evaluations)
+    probe.structure = base.kind
+    return result
+
+
+def element_magnitude(probe, flat_index: int):
+    """|w_i g_i| at x, what element i's diagonal quotient rounds like; None if the chain is not diagonal."""
+    x = probe.values[probe.name]
+    trace = record(probe.function, probe.arguments(x), probe.name)
+    if trace is None:
+        return None
+    v = probe.v.reshape(-1)
+    weight = v[flat_index] if trace.kind == "elementwise" else v[0] * trace.factor.real
+    return float(abs(weight * trace.body.reshape(-1)[flat_index]))

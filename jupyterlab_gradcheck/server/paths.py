@@ -57,3 +57,19 @@ def to_api_path(root: str | os.PathLike, path: str | os.PathLike) -> str:
     """The API path (relative, with `/`) of a file inside `root`."""
     relative = os.path.relpath(os.path.abspath(path), os.path.realpath(root))
     return PurePosixPath(*Path(relative).parts).as_posix()
+
+
+def without_root(value, root: str | os.PathLike):
+    """`value` (JSON-shaped) with the server root's absolute prefix taken out of every string.
+
+    A report made from files under the root names them by absolute path; a client only ever
+    sees API paths, and learns nothing of where the server keeps its files.
+    """
+    prefix = os.path.realpath(root).rstrip(os.sep) + os.sep
+    if isinstance(value, str):
+        return value.replace(prefix, "")
+    if isinstance(value, list):
+        return [without_root(item, root) for item in value]
+    if isinstance(value, dict):
+        return {key: without_root(item, root) for key, item in value.items()}
+    return value

@@ -121,7 +121,8 @@ class GradcheckService:
                 raise SpecError(f"{name} must be true or false", field=name)
         target = paths.resolve(self.root, api_path, field="path")
         await self.ledgers.run(self._confine_tree, target, "path")
-        return await self.pool.run({"op": "verify", "path": str(target), "replay": replay, "deep": deep})
+        report = await self.pool.run({"op": "verify", "path": str(target), "replay": replay, "deep": deep})
+        return paths.without_root(report, self.root)
 
     # --- paths -------------------------------------------------------------------
     def _ledger_of(self, notebook, *, field: str) -> tuple[Path, Ledger]:

@@ -54,6 +54,10 @@ class WorkerCrashed(GradcheckError):
     code = "worker_crashed"
 
 
+class WorkerGone(WorkerCrashed):
+    """The worker process had died before it took the request: nothing ran, so it may be retried."""
+
+
 class WorkerTimeout(GradcheckError):
     """The worker did not answer within the timeout and was killed."""
 

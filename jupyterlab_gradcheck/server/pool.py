@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from .errors import PoolBusy, WorkerCrashed, WorkerFailed, WorkerTimeout, from_json
+from .errors import PoolBusy, WorkerCrashed, WorkerFailed, WorkerGone, WorkerTimeout, from_json
 from .worker import WorkerProcess
 
 
@@ -158,20 +158,28 @@ class WorkerPool:
         self._spawn(slot)
 
     async def _run_in(self, slot: _Slot, task: dict) -> dict:
+        """The task's answer from the slot's worker; once more on a fresh one if the worker was
+        found dead before it took the task (it died idle: nothing ran)."""
         try:
-            worker = await self._started(slot)
-            slot.busy = True
-            began = time.monotonic()
-            try:
-                answer = await asyncio.wrap_future(self._threads.submit(worker.call, task, self.timeout))
-            except (WorkerCrashed, WorkerTimeout):
-                self._replace(slot)
-                raise
-            finally:
-                slot.busy = False
-            self._durations.append(time.monotonic() - began)
-            slot.tasks += 1
-            return answer
+            for attempt in range(2):
+                worker = await self._started(slot)
+                slot.busy = True
+                began = time.monotonic()
+                try:
+                    answer = await asyncio.wrap_future(self._threads.submit(worker.call, task, self.timeout))
+                except WorkerGone:
+                    self._replace(slot)
+                    if attempt:
+                        raise
+                    continue
+                except (WorkerCrashed, WorkerTimeout):
+                    self._replace(slot)
+                    raise
+                finally:
+                    slot.busy = False
+                self._durations.append(time.monotonic() - began)
+                slot.tasks += 1
+                return answer
         finally:
             self._idle.put_nowait(slot)
 

@@ -6,7 +6,9 @@ waits for its hello, sends it tasks, and kills it when it dies, hangs or overrun
 
 Only JSON text crosses the pipe, never pickles: the server does not unpickle what a process
 running user expressions made (nor import what unpickling would import, torch included). A
-task is `{"op": ..., ...}`; an answer is `{"ok": true, "result": ...}` or
+task is `{"op": ..., ...}`; the worker acknowledges it as it arrives (so a worker found dead
+before the acknowledgement never started the task, which may then go to a fresh worker), and
+then answers with `{"ok": true, "result": ...}` or
 `{"ok": false, "error": {"code", "message", "field"}}`, with non-finite numbers spelt as the
 ledger spells them ("NaN", "Infinity").
 """
@@ -21,11 +23,13 @@ import threading
 import time
 
 from ..core.errors import GradcheckError
-from .errors import WorkerCrashed, WorkerFailed, WorkerTimeout
+from .errors import WorkerCrashed, WorkerFailed, WorkerGone, WorkerTimeout
 
 #: A tiny check each new worker runs once, so that the first real check does not pay for
 #: torch's lazy initialisation of autograd and the engine's own imports.
 _WARM_UP = {"function": "x*x", "x": 3, "analytical_gradient": 6}
+#: What a worker sends the moment a task arrives, before it starts on it.
+_ACK = b'{"ack": true}'
 
 
 # --- the child ------------------------------------------------------------------------
@@ -76,6 +80,7 @@ def serve(conn, options: dict) -> None:
             task = json.loads(conn.recv_bytes())
         except (EOFError, OSError):  # the server went away
             return
+        conn.send_bytes(_ACK)
         _send(conn, _perform(task, options))
 
 
@@ -175,23 +180,36 @@ class WorkerProcess:
         return message
 
     def call(self, task: dict, timeout: float) -> dict:
-        """Send one task and wait for its answer; the worker is killed if it dies or overruns."""
+        """Send one task and wait for its answer; the worker is killed if it dies or overruns.
+
+        WorkerGone when the worker was dead before it acknowledged the task (nothing ran),
+        WorkerCrashed when it died afterwards, WorkerTimeout when the answer is late.
+        """
+        deadline = time.monotonic() + timeout
         try:
             self._conn.send_bytes(json.dumps(task).encode("utf-8"))
-            answered = self._conn.poll(timeout)
-        except OSError:
-            answered = True  # a broken pipe: the recv below reports how the worker ended
-        if not answered:
+            self._wait(deadline, timeout)
+            self._conn.recv_bytes()  # the acknowledgement
+        except (EOFError, OSError):
+            raise self._ended(WorkerGone, "had died before the request reached it") from None
+        try:
+            self._wait(deadline, timeout)
+            return json.loads(self._conn.recv_bytes())
+        except (EOFError, OSError):
+            raise self._ended(WorkerCrashed, "died while running the request") from None
+
+    def _wait(self, deadline: float, timeout: float) -> None:
+        """Return once a message (or end-of-file) is there; kill and WorkerTimeout at the deadline."""
+        if not self._conn.poll(max(0.0, deadline - time.monotonic())):
             self.kill()
             raise WorkerTimeout(f"the worker did not finish within the {timeout:g} s timeout and was "
                                 f"killed; a fresh worker replaces it")
-        try:
-            return json.loads(self._conn.recv_bytes())
-        except (EOFError, OSError):
-            reason = self.exit_reason()
-            self.kill()
-            raise WorkerCrashed(f"the worker process died while running the request ({reason}); "
-                                f"a fresh worker replaces it") from None
+
+    def _ended(self, error: type, what: str) -> Exception:
+        """`error` saying how the worker ended, after making sure it has."""
+        reason = self.exit_reason()
+        self.kill()
+        return error(f"the worker process {what} ({reason}); a fresh worker replaces it")
 
     def exit_reason(self) -> str:
         """How the process ended, in words (`killed by SIGKILL`, `exit status 1`)."""

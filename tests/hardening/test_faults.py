@@ -157,6 +157,30 @@ async def test_worker_faults_in_a_row_lose_nothing(api, lab):
     record("faults survived: worker killed mid-check, past timeout, idle worker killed", f"{survived} of 3, entries lost 0")
 
 
+async def test_a_worker_that_died_idle_unnoticed_costs_the_request_nothing(api, lab, jp_serverapp, monkeypatch):
+    """Given a server with one worker that is killed while idle, and a pool that still sees it
+    alive (the request arrives before the death is noticed),
+    when a check is POSTed,
+    then the task, never started, goes to a fresh worker: 200, the check passes, and the ledger
+    holds its expectation and observation with no failed-to-run entry."""
+    from jupyterlab_gradcheck.server.routes import SERVICE_SETTING
+
+    pool = await _pool(api, lambda p: p["workers"][0]["state"] == "idle", "an idle worker")
+    worker = jp_serverapp.web_app.settings[SERVICE_SETTING].pool._slots[0].worker
+    os.kill(pool["workers"][0]["pid"], signal.SIGKILL)
+    worker.process.join(timeout=10)  # dead for certain, and reaped
+    monkeypatch.setattr(worker, "is_alive", lambda: True)  # the liveness check came just before
+    status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(3.0)})
+    assert status == 200, body
+    assert body["record"]["passed"] is True
+    entries = [json.loads(line) for line in lab.path.read_text().splitlines()]
+    assert [e["kind"] for e in entries] == ["expectation", "observation"]
+    assert not entries[1]["data"].get("failed_to_run")
+    status, body = await api("GET", "status")
+    assert body["pool"]["restarts"] == 1 and body["pool"]["workers"][0]["pid"] != pool["workers"][0]["pid"]
+    record("faults survived: idle worker dead before the pool noticed", "1 of 1, entries lost 0")
+
+
 def _has_memory_option() -> bool:
     from jupyterlab_gradcheck.server.extension import GradcheckExtension
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import defaults
-from .comparison import compare
+from .comparison import Operand, compare
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
@@ -42,8 +42,10 @@ def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
     import torch
 
     result = {}
-    detached = {n: t.detach() for n, t in leaves.items()}
+    detached = None
     for name, written in spec.analytical.items():
+        if detached is None and (isinstance(written, Expression) or callable(written)):
+            detached = {n: t.detach() for n, t in leaves.items()}
         if isinstance(written, Expression):
             with torch.no_grad():
                 value = compile_expression(written)(**detached)
@@ -54,8 +56,9 @@ def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
                                         device=leaves[name].device)
         else:
             value = to_tensor(written, spec.dtype, str(leaves[name].device))
+        shape = leaves[name].shape
         try:
-            result[name] = value.broadcast_to(leaves[name].shape)
+            result[name] = value if value.shape == shape else value.broadcast_to(shape)
         except RuntimeError:
             raise SpecError(
                 f"analytical_gradient for {name!r} has shape {list(value.shape)}, which does not "
@@ -80,16 +83,19 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict) -> list
     tol, fd_tol = spec.tolerance, spec.finite_difference
     rows = []
     for name in spec.inputs:
-        pass_1, autograd = raw["backward_pass_1"][name], raw["autograd_grad"][name]
+        # each tensor is read once, however many comparisons it takes part in
+        expected, autograd = Operand(analytical[name]), Operand(raw["autograd_grad"][name])
+        pass_1 = raw["backward_pass_1"][name]
+        twice, pass_1 = Operand(2 * pass_1), Operand(pass_1)
         rows += [
-            compare("analytical_vs_backward_pass_1", name, analytical[name], pass_1,
+            compare("analytical_vs_backward_pass_1", name, expected, pass_1,
                     left_label="analytical", right_label="backward_pass_1", **tol),
-            compare("analytical_vs_autograd_grad", name, analytical[name], autograd,
+            compare("analytical_vs_autograd_grad", name, expected, autograd,
                     left_label="analytical", right_label="autograd_grad", **tol),
             compare("autograd_vs_finite_difference", name, fd[name], autograd,
                     left_label="finite_difference", right_label="autograd_grad",
                     rtol=fd_tol["rtol"], atol=fd_tol["atol"]),
-            compare("pass_2_vs_twice_pass_1", name, raw["backward_pass_2_accumulated"][name], 2 * pass_1,
+            compare("pass_2_vs_twice_pass_1", name, raw["backward_pass_2_accumulated"][name], twice,
                     left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
             compare("after_clear_none_vs_pass_1", name, raw["after_clear_none"][name], pass_1,
                     left_label="after_clear_none", right_label="backward_pass_1", **tol),

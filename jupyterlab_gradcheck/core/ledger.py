@@ -13,42 +13,36 @@ it only adds the missing newline; otherwise it ends them with a newline and appe
 new entry. `verify` then lists the sealed write as a warning, not an error. A complete line
 that is not a valid entry and is not followed by such a note is corruption: appends are
 refused with a LedgerError until someone looks at it.
+
+This process keeps what it has read and written of each ledger (`core.ledger_read`), so a
+check's history and the head an append chains onto come from the lines added since, not
+from the whole file; whatever another writer did to the file in between is noticed first.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import fcntl
-import hashlib
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 from .errors import JustificationRequired, LedgerError, SpecError
 from .history import TARGETS, HistoryBuilder, direction
 from .ledger_format import GENESIS, KINDS, LineError, LineInfo, jsonable, make_line, read_entry, read_line
+from .ledger_read import appended, fd_lines, known_head, light_entry, light_histories
+from .ledger_tail import MAX_SEAL_RUN, fsync_folder, line_sha, now_utc, read_head, seal_torn_tail, write_all
+
+__all__ = ["LEDGER_SUFFIX", "Ledger", "ledger_path_for", "light_entry", "now_utc"]
 
 LEDGER_SUFFIX = ".gradcheck.jsonl"
-_CHUNK = 1 << 16
-#: How many unsealed invalid lines before a torn tail one seal may cover (an interrupted seal).
-_MAX_SEAL_RUN = 16
+#: Kept for chain.py, which judges seals by the same rule.
+_MAX_SEAL_RUN, _line_sha = MAX_SEAL_RUN, line_sha
 
 
 def ledger_path_for(notebook_path: str | os.PathLike) -> Path:
     """`lab1.ipynb` -> `lab1.gradcheck.jsonl`, in the same folder."""
     path = Path(notebook_path)
     return path.with_name(path.stem + LEDGER_SUFFIX)
-
-
-def now_utc() -> str:
-    """The entry timestamp: ISO 8601 in UTC."""
-    return datetime.now(timezone.utc).isoformat()
-
-
-def _line_sha(raw: bytes) -> str:
-    return hashlib.sha256(raw).hexdigest()
 
 
 class Ledger:
@@ -70,27 +64,14 @@ class Ledger:
         return f"Ledger({str(self.path)!r})"
 
     # ----------------------------------------------------------------- locking and I/O
-    @contextlib.contextmanager
-    def _locked_fd(self, exclusive: bool) -> Iterator[int | None]:
-        """An fd of the ledger under a shared or exclusive lock (None if it does not exist)."""
-        try:
-            if exclusive:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            else:
-                fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            if exclusive:
-                raise LedgerError(f"cannot create the ledger {self.path}: its folder is missing") from None
-            yield None
-            return
-        except OSError as exc:
-            raise LedgerError(f"cannot open the ledger {self.path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield fd
-        finally:
-            os.close(fd)  # closing releases the lock
+    def _locked_fd(self, exclusive: bool) -> "_LockedFd":
+        """`with` an fd of the ledger under a shared or exclusive lock (None if it does not exist)."""
+        return _LockedFd(self.path, exclusive)
+
+    def locked(self) -> "LockedLedger":
+        """`with` this ledger under its exclusive lock, for reading a check's history and
+        appending what follows from it, with no other writer in between (`run.declare`)."""
+        return LockedLedger(self)
 
     def raw_lines(self) -> tuple[list[bytes], bytes]:
         """All complete lines (without newlines) and the torn tail (b"" when none)."""
@@ -106,48 +87,12 @@ class Ledger:
         """Stream `(line number, bytes, complete)` under a shared lock; the last may be torn."""
         with self._locked_fd(exclusive=False) as fd:
             if fd is not None:
-                yield from _fd_lines(fd)
+                yield from fd_lines(fd)
 
     # -------------------------------------------------------------------- the head
     def _head_locked(self, fd: int) -> tuple[int, str, list[bytes], bytes]:
-        """(head seq, head hash, unsealed invalid lines before a torn tail, torn tail bytes).
-
-        Reads backwards from the end only as far as the last valid entry, so an append costs
-        the same on a ledger of 10 entries as on one of 10^5.
-        """
-        size = os.fstat(fd).st_size
-        buffer, start, chunk = b"", size, _CHUNK
-        found: LineInfo | None = None
-        invalid: list[bytes] = []
-        torn = b""
-        while start > 0:
-            read_from = max(0, start - chunk)
-            buffer = os.pread(fd, start - read_from, read_from) + buffer
-            start, chunk = read_from, chunk * 2
-            last_newline = buffer.rfind(b"\n")
-            torn = buffer[last_newline + 1 :]
-            complete = buffer[: last_newline + 1].split(b"\n")[:-1]
-            judged = complete if start == 0 else complete[1:]  # the first may be cut off
-            invalid = []
-            for raw in reversed(judged):
-                try:
-                    found = read_line(raw)
-                    break
-                except LineError:
-                    invalid.append(raw)
-                    if len(invalid) > _MAX_SEAL_RUN:
-                        break
-            if found is not None or len(invalid) > _MAX_SEAL_RUN:
-                break
-        invalid.reverse()
-        if invalid and (not torn or len(invalid) > _MAX_SEAL_RUN):
-            raise LedgerError(
-                f"the last line of {self.path.name} is not a valid entry and is not a torn write: "
-                "run `jupyter gradcheck verify` on it; appends are refused"
-            )
-        if found is None:
-            return 0, GENESIS, invalid, torn
-        return found.seq, found.hash, invalid, torn
+        """(head seq, head hash, unsealed invalid lines before a torn tail, torn tail bytes)."""
+        return read_head(fd, self.path)
 
     def head(self) -> dict:
         """`{"entries", "head"}`: the number of entries and the hash of the last one."""
@@ -174,39 +119,22 @@ class Ledger:
             raise SpecError("ledger entry data must be a JSON object", field="data")
 
     def _append_locked(self, fd: int, kind: str, check_id: str | None, data: dict) -> dict:
-        seq, prev, invalid, torn = self._head_locked(fd)
-        if torn or invalid:
-            seq, prev = self._seal_locked(fd, seq, prev, invalid, torn)
+        known = known_head(fd)  # this process read or wrote every line, and the last is valid
+        if known is not None:
+            seq, prev = known
+        else:
+            seq, prev, invalid, torn = self._head_locked(fd)
+            if torn or invalid:
+                seq, prev = seal_torn_tail(fd, self.path, seq, prev, invalid, torn)
         entry = {"seq": seq + 1, "time": now_utc(), "kind": kind, "check_id": check_id,
                  "data": jsonable(data), "prev": prev}
         line, digest = make_line(entry)
-        _write_all(fd, line, self.path)
+        write_all(fd, line, self.path)
         if entry["seq"] == 1:
-            _fsync_folder(self.path.parent)  # the new file's name is durable too
+            fsync_folder(self.path.parent)  # the new file's name is durable too
+        appended(fd, line)
         entry["hash"] = digest
         return entry
-
-    def _seal_locked(self, fd: int, seq: int, prev: str, invalid: list[bytes], torn: bytes) -> tuple[int, str]:
-        """Apply the torn tail policy; return the new head (seq, hash)."""
-        if not invalid:
-            try:
-                info = read_line(torn)
-            except LineError:
-                info = None
-            if info is not None and info.hash_ok and info.prev == prev and info.seq == seq + 1:
-                _write_all(fd, b"\n", self.path)  # a complete entry missing only its newline
-                return info.seq, info.hash
-        first_number = _count_lines(fd) - len(invalid) + 1
-        pieces = invalid + ([torn] if torn else [])
-        sealed = [{"line": first_number + i, "bytes": len(raw), "sha256": _line_sha(raw)}
-                  for i, raw in enumerate(pieces)]
-        note = {"seq": seq + 1, "time": now_utc(), "kind": "note", "check_id": None,
-                "data": {"event": "torn_tail_sealed", "lines": sealed,
-                         "text": "an interrupted write left these bytes; they are kept in place"},
-                "prev": prev}
-        line, digest = make_line(note)
-        _write_all(fd, (b"\n" if torn else b"") + line, self.path)
-        return seq + 1, digest
 
     # ---------------------------------------------------------- the entry kinds
     def record_expectation(self, spec_dict: dict) -> dict:
@@ -261,15 +189,18 @@ class Ledger:
         if via == "change":
             justification = _require_justification(justification)
         with self._locked_fd(exclusive=True) as fd:
-            builder = self._history_locked()
-            history = _existing_check(builder, check_id, self.path)
-            old = history["analytical_gradient"]
-            if old == analytical_gradient:
-                raise SpecError(f"check {check_id!r} already expects {old!r}: nothing to change",
-                                field="analytical_gradient")
-            data = {"old": old, "new": analytical_gradient, "justification": justification,
-                    "after_observation": builder.has_observation(check_id), "via": via}
-            return self._append_locked(fd, "expectation_change", check_id, data)
+            return self._change_expectation_locked(fd, check_id, analytical_gradient, justification, via)
+
+    def _change_expectation_locked(self, fd: int, check_id: str, analytical_gradient, justification, via) -> dict:
+        builder = self._history_locked()
+        history = _existing_check(builder, check_id, self.path)
+        old = history["analytical_gradient"]
+        if old == analytical_gradient:
+            raise SpecError(f"check {check_id!r} already expects {old!r}: nothing to change",
+                            field="analytical_gradient")
+        data = {"old": old, "new": analytical_gradient, "justification": justification,
+                "after_observation": builder.has_observation(check_id), "via": via}
+        return self._append_locked(fd, "expectation_change", check_id, data)
 
     # -------------------------------------------------------------------- reading
     def _history_locked(self) -> HistoryBuilder:
@@ -284,7 +215,7 @@ class Ledger:
         except FileNotFoundError:
             return
         try:
-            for _number, raw, complete in _fd_lines(fd):
+            for _number, raw, complete in fd_lines(fd):
                 if complete:
                     try:
                         yield read_line(raw)
@@ -306,16 +237,20 @@ class Ledger:
         return result
 
     def checks(self, *, records: bool = True) -> dict[str, dict]:
-        """Each check's history; `records=False` skips decoding observation records (faster)."""
+        """Each check's history; `records=False` skips decoding observation records (faster,
+        and only the lines appended since this process last read the file are decoded)."""
+        if not records:
+            with self._locked_fd(exclusive=False) as fd:
+                return {} if fd is None else light_histories(fd)
         builder = HistoryBuilder()
-        if records:
-            for entry in self.entries():
-                builder.add(entry)
-        else:
-            with self._locked_fd(exclusive=False):
-                for info in self._iter_light_unlocked():
-                    builder.add(light_entry(info))
+        for entry in self.entries():
+            builder.add(entry)
         return builder.checks
+
+    def history(self, check_id: str) -> dict | None:
+        """One check's light history (`checks(records=False).get(check_id)`), or None."""
+        with self._locked_fd(exclusive=False) as fd:
+            return None if fd is None else light_histories(fd, check_id).get(check_id)
 
     def verify(self, *, deep: bool = False) -> dict:
         """The verify report of this ledger: chain, and binding when its notebook has one."""
@@ -325,14 +260,76 @@ class Ledger:
         return verify_path(target, deep=deep)["reports"][0]
 
 
-def light_entry(info: LineInfo) -> dict:
-    """An entry dict from a LineInfo; an observation's data has no record."""
-    if info.kind == "observation":
-        data = {"expectation_seq": info.expectation_seq, "passed": info.passed, "failed_to_run": info.failed_to_run}
-    else:
-        data = info.data
-    return {"seq": info.seq, "time": info.time, "kind": info.kind, "check_id": info.check_id,
-            "data": data, "prev": info.prev, "hash": info.hash}
+class _LockedFd:
+    """An fd of a ledger under a shared or exclusive flock for the `with` block."""
+
+    __slots__ = ("path", "exclusive", "fd")
+
+    def __init__(self, path: Path, exclusive: bool):
+        self.path, self.exclusive, self.fd = path, exclusive, None
+
+    def __enter__(self) -> int | None:
+        try:
+            if self.exclusive:
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                except OSError:  # perhaps no folder yet: make it, then open (or fail) once more
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            else:
+                fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if self.exclusive:
+                raise LedgerError(f"cannot create the ledger {self.path}: its folder is missing") from None
+            return None
+        except OSError as exc:
+            raise LedgerError(f"cannot open the ledger {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return fd
+
+    def __exit__(self, *exc_info) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)  # closing releases the lock
+
+
+class LockedLedger:
+    """A ledger held under its exclusive lock (`with ledger.locked() as held:`): what `history`
+    reads cannot change before the entries appended through it are written."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger, self._fd = ledger, _LockedFd(ledger.path, True)
+        self.fd: int | None = None
+
+    def __enter__(self) -> "LockedLedger":
+        self.fd = self._fd.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.fd = None
+        self._fd.__exit__(*exc_info)
+
+    def history(self, check_id: str) -> dict | None:
+        """One check's light history, as `Ledger.history` reads it."""
+        return light_histories(self.fd, check_id).get(check_id)
+
+    def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
+                           via: str = "change") -> dict:
+        """`Ledger.change_expectation` under the lock already held."""
+        if via == "change":
+            justification = _require_justification(justification)
+        return self.ledger._change_expectation_locked(self.fd, check_id, analytical_gradient, justification, via)
+
+    def record_expectation(self, spec_dict: dict) -> dict:
+        """`Ledger.record_expectation` under the lock already held."""
+        check_id = _check_id_of(spec_dict)
+        self.ledger._check_kind("expectation", check_id, spec_dict)
+        return self.ledger._append_locked(self.fd, "expectation", check_id, spec_dict)
 
 
 def _check_id_of(record: dict) -> str:
@@ -357,57 +354,3 @@ def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
         known = ", ".join(sorted(builder.checks)) or "none"
         raise SpecError(f"no check {check_id!r} in {path.name} (checks: {known})", field="check_id")
     return builder.checks[check_id]
-
-
-def _fd_lines(fd: int) -> Iterator[tuple[int, bytes, bool]]:
-    """`(line number, bytes, complete)` of a file read in large blocks."""
-    number, carry, offset = 0, b"", 0
-    while True:
-        block = os.pread(fd, _CHUNK * 64, offset)
-        if not block:
-            break
-        offset += len(block)
-        parts = (carry + block).split(b"\n") if carry else block.split(b"\n")
-        carry = parts.pop()
-        for raw in parts:
-            number += 1
-            yield number, raw, True
-    if carry:
-        yield number + 1, carry, False
-
-
-def _count_lines(fd: int) -> int:
-    """Complete lines in the file (used only when sealing a torn write)."""
-    count, offset = 0, 0
-    while True:
-        chunk = os.pread(fd, _CHUNK * 16, offset)
-        if not chunk:
-            return count
-        count += chunk.count(b"\n")
-        offset += len(chunk)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a folder; the entry itself is on disk
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, payload: bytes, path: Path) -> None:
-    """Write every byte, then fsync; a short write leaves a torn tail for the policy."""
-    view = memoryview(payload)
-    try:
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    except OSError as exc:
-        reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
-        raise LedgerError(f"cannot write the ledger {path}: {reason}") from None

@@ -45,9 +45,13 @@ _TOLERANCE_KEYS = (("tolerance", b'"tolerance":{'), ("finite_difference", b'"fin
 _ATOL_RTOL = re.compile(rb'"atol":([-0-9.eE+]{1,40}),"rtol":([-0-9.eE+]{1,40})[,}]')
 
 
+#: The encoder `json.dumps` would build for these options on every call, built once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(obj: Any) -> str:
     """The one serialisation that is hashed: sorted keys, no spaces, UTF-8 unescaped."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(obj)
 
 
 def entry_hash(entry_without_hash: dict) -> str:
@@ -61,7 +65,36 @@ def jsonable(value: Any) -> Any:
     Non-finite floats become the strings "NaN", "Infinity" and "-Infinity" (a gradient can be
     NaN, and strict JSON has no spelling for it); tuples become lists; anything else that JSON
     cannot hold is refused with a LedgerError naming its type.
+
+    A check record is a few hundred plain dicts, lists, strings and numbers, so those exact
+    types are handled first and their plain leaves copied without a call; every other value
+    (subclasses included) goes through `_jsonable_other`.
     """
+    kind = type(value)
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise LedgerError(f"ledger data keys must be strings, got {type(key).__name__} {key!r}")
+            item_kind = type(item)
+            if item_kind is str or item_kind is int or item_kind is bool or item is None or \
+                    (item_kind is float and _isfinite(item)):
+                out[key] = item
+            else:
+                out[key] = jsonable(item)
+        return out
+    if kind is list:
+        return [item if type(item) in _PLAIN_LEAVES and (type(item) is not float or _isfinite(item))
+                else jsonable(item) for item in value]
+    return _jsonable_other(value)
+
+
+_PLAIN_LEAVES = frozenset((str, int, bool, float, type(None)))
+_isfinite = math.isfinite
+
+
+def _jsonable_other(value: Any) -> Any:
+    """`jsonable` for everything but a plain dict or list."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):

@@ -62,9 +62,14 @@ def _grads(leaves: dict) -> dict:
     import torch
 
     return {
-        name: (leaf.grad.detach().clone() if leaf.grad is not None else torch.zeros_like(leaf))
+        name: (_copy(leaf.grad) if leaf.grad is not None else torch.zeros_like(leaf))
         for name, leaf in leaves.items()
     }
+
+
+def _copy(gradient):
+    """A copy of a gradient that is cut from any graph (`.grad` normally has none to cut)."""
+    return gradient.detach().clone() if gradient.requires_grad else gradient.clone()
 
 
 def _observation(name: str, grads: dict, note: str = "", **extra) -> dict:
@@ -105,7 +110,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     )
     untouched = all(leaves[n].grad is None for n in names)
     by_grad = {
-        n: (g.detach().clone() if g is not None else torch.zeros_like(leaves[n]))
+        n: (_copy(g) if g is not None else torch.zeros_like(leaves[n]))
         for n, g in zip(names, returned)
     }
     unused_note = (

@@ -60,15 +60,17 @@ def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
 
     The ledger's current tolerance applies (an explicit contradicting one is refused before
     anything is written), and an analytical gradient that differs from the recorded one is
-    first recorded as an `expectation_change`.
+    first recorded as an `expectation_change`. The history is read and the entries written
+    under one exclusive lock, so no other writer's entry can come in between.
     """
-    history = ledger.checks(records=False).get(parsed.id)
-    parsed = apply_ledger_tolerance(parsed, history)
-    spec_dict = ledger_spec_dict(parsed)
-    if history and history["expectation"] is not None and \
-            history["analytical_gradient"] != spec_dict["analytical_gradient"]:
-        ledger.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
-    return parsed, spec_dict, ledger.record_expectation(spec_dict)
+    with ledger.locked() as held:
+        history = held.history(parsed.id)
+        parsed = apply_ledger_tolerance(parsed, history)
+        spec_dict = ledger_spec_dict(parsed)
+        if history and history["expectation"] is not None and \
+                history["analytical_gradient"] != spec_dict["analytical_gradient"]:
+            held.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
+        return parsed, spec_dict, held.record_expectation(spec_dict)
 
 
 def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None) -> dict:

@@ -135,3 +135,20 @@ def test_a_whole_check_records_the_same_comparisons_on_both_paths(record, monkey
     for key in ("comparisons", "failures", "failure", "passed"):
         assert _text(fast[key]) == _text(slow[key]), key
     assert fast["comparisons"][0]["name"] == "analytical_vs_backward_pass_1"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16])
+def test_a_doubled_operand_compares_as_twice_the_tensor(dtype):
+    """Given pass-1 gradients with an element near the dtype's largest value (which doubles to
+    inf), NaN, -0.0 and a subnormal, when the doubled Operand is compared with 2 x pass 1 in
+    torch on both sides, then the records are identical, and so is its tensor."""
+    big = torch.finfo(dtype).max
+    pass_1 = torch.tensor([big, float("nan"), -0.0, 5e-324, 3.0], dtype=torch.float64).to(dtype)
+    pass_2 = torch.tensor([big, 1.0, 0.0, 1e-323, 6.0], dtype=torch.float64).to(dtype)
+    twice = comparison.Operand.doubled(comparison.Operand(pass_1))
+    assert torch.equal(twice.tensor.nan_to_num(0.0), (2 * pass_1).nan_to_num(0.0))
+    kwargs = {"left_label": "l", "right_label": "r", "rtol": 1e-7, "atol": 1e-10}
+    fast = compare("c", "x", pass_2, twice, **kwargs)
+    slow = comparison._compare_tensors("c", "x", pass_2, 2 * pass_1, **kwargs)
+    assert _text(fast) == _text(slow)
+    assert json.loads(_text(fast))["worst"]["index"] == [0]

@@ -277,3 +277,31 @@ def test_a_rerun_with_a_new_derivation_records_the_change_under_the_same_lock(tm
     change = ledger.entries()[4]["data"]
     assert (change["old"], change["new"], change["via"], change["after_observation"]) == (6, 7, "rerun", True)
     assert ledger.history("square")["analytical_gradient"] == 7
+
+
+def test_an_expectation_written_here_is_kept_as_reading_it_back_would_give(tmp_path):
+    """Given a ledger this process has read, when expectations are appended whose data holds
+    nested lists, non-ASCII text, -0.0, a large integer, NaN (stored as "NaN"), a tuple,
+    and an int and a str subclass, then the kept history equals a read from the first line,
+    value for value and type for type (the subclasses come back as plain int and str)."""
+    class Level(int):
+        pass
+
+    class Label(str):
+        pass
+
+    ledger = _ledger(tmp_path)
+    ledger.history("square")
+    rich = {"id": "rich", "inputs": {"w": [[1.5, -0.0], [2**70, 3]]}, "origin": "∂f/∂w",
+            "analytical_gradient": [float("nan"), (1, 2)], "tolerance": {"rtol": 1e-07, "atol": 0.0},
+            "finite_difference": {"rtol": 1e-06, "atol": 1e-09}}
+    ledger.append("expectation", "rich", rich)
+    ledger.append("expectation", "odd", {**rich, "id": "odd", "level": Level(3), "origin": Label("hand")})
+    kept, read = ledger.checks(records=False), _from_first_line(ledger)
+    assert kept == read
+    assert kept["rich"]["expectation"]["analytical_gradient"] == ["NaN", [1, 2]]
+    assert repr(kept["rich"]["expectation"]["inputs"]["w"][0][1]) == "-0.0"
+    odd = kept["odd"]["expectation"]
+    assert (type(odd["level"]), type(odd["origin"]), odd["level"], odd["origin"]) == (int, str, 3, "hand")
+    assert ledger_read.plain_copy({"a": [1, "b", None, True, 2.5]}) == {"a": [1, "b", None, True, 2.5]}
+    assert ledger_read.plain_copy({"a": Label("x")}) is None and ledger_read.plain_copy({1: "a"}) is None

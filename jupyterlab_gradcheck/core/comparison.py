@@ -39,12 +39,32 @@ def _unravel(flat_index: int, shape) -> list[int]:
 class Operand:
     """A tensor to compare, and its elements as Python floats when the plain path suits it."""
 
-    __slots__ = ("tensor", "values")
+    __slots__ = ("_tensor", "_make", "shape", "values")
 
     def __init__(self, tensor):
-        self.tensor = tensor
+        self._tensor, self._make, self.shape = tensor, None, tensor.shape
         #: The elements (exact: every real dtype fits a double), or None for the torch path.
         self.values = _plain_values(tensor)
+
+    @property
+    def tensor(self):
+        """The tensor (made on first use for a `doubled` operand)."""
+        if self._tensor is None:
+            self._tensor = self._make()
+        return self._tensor
+
+    @classmethod
+    def doubled(cls, operand: "Operand") -> "Operand":
+        """`Operand(2 * operand.tensor)`. In float64 the doubling is exact (or overflows to inf)
+        in Python floats as in torch, so the plain values are doubled without a tensor; other
+        dtypes round (and overflow) in their own precision, so torch doubles them."""
+        tensor = operand.tensor
+        if operand.values is None or tensor.dtype != _float64():
+            return cls(2 * tensor)
+        twice = cls.__new__(cls)
+        twice._tensor, twice._make, twice.shape = None, lambda: 2 * tensor, operand.shape
+        twice.values = [2 * value for value in operand.values]
+        return twice
 
 
 def compare(name: str, input_name: str, left, right, *, left_label: str, right_label: str,
@@ -52,9 +72,9 @@ def compare(name: str, input_name: str, left, right, *, left_label: str, right_l
     """One comparison record between two same-shaped tensors (or `Operand`s of them)."""
     left = left if isinstance(left, Operand) else Operand(left)
     right = right if isinstance(right, Operand) else Operand(right)
-    if left.values is not None and right.values is not None and left.tensor.shape == right.tensor.shape \
+    if left.values is not None and right.values is not None and left.shape == right.shape \
             and _plain_number(rtol) and _plain_number(atol):
-        return _compare_floats(name, input_name, left.values, right.values, right.tensor.shape,
+        return _compare_floats(name, input_name, left.values, right.values, right.shape,
                                left_label=left_label, right_label=right_label, rtol=rtol, atol=atol)
     return _compare_tensors(name, input_name, left.tensor, right.tensor, left_label=left_label,
                             right_label=right_label, rtol=rtol, atol=atol)
@@ -145,7 +165,7 @@ def _plain_number(value) -> bool:
 
 def _plain_values(tensor) -> list[float] | None:
     """The elements of a small real CPU tensor as Python floats, else None."""
-    real, strided = _real_dtypes()
+    real, strided, _ = _real_dtypes()
     if not (tensor.is_cpu and 0 < tensor.numel() <= SMALL_ELEMENTS and tensor.dtype in real
             and tensor.layout is strided):
         return None
@@ -158,13 +178,18 @@ def _plain_values(tensor) -> list[float] | None:
 
 
 def _real_dtypes() -> tuple:
-    """(torch's real floating dtypes, the dense layout), looked up once torch is imported."""
+    """(torch's real floating dtypes, the dense layout, float64), looked up once torch is imported."""
     global _REAL_DTYPES
     if _REAL_DTYPES is None:
         import torch
 
-        _REAL_DTYPES = (frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16)), torch.strided)
+        _REAL_DTYPES = (frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16)), torch.strided,
+                        torch.float64)
     return _REAL_DTYPES
+
+
+def _float64():
+    return _real_dtypes()[2]
 
 
 def _finite_or_none(value):

@@ -25,7 +25,7 @@ from .observe import observe_autograd
 from .spec import CheckSpec, parse_spec
 from .sweep import step_sweep
 from .symbolic import symbolic_opinion
-from .tensors import describe, to_tensor, to_value
+from .tensors import describe, to_tensor
 from .torch_verdict import torch_gradcheck
 
 #: Input elements above which the step sweep is left out of the record by default.
@@ -85,8 +85,8 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict) -> list
     for name in spec.inputs:
         # each tensor is read once, however many comparisons it takes part in
         expected, autograd = Operand(analytical[name]), Operand(raw["autograd_grad"][name])
-        pass_1 = raw["backward_pass_1"][name]
-        twice, pass_1 = Operand(2 * pass_1), Operand(pass_1)
+        pass_1 = Operand(raw["backward_pass_1"][name])
+        twice = Operand.doubled(pass_1)
         rows += [
             compare("analytical_vs_backward_pass_1", name, expected, pass_1,
                     left_label="analytical", right_label="backward_pass_1", **tol),
@@ -102,6 +102,16 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict) -> list
         ]
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
     return rows
+
+
+def _as_dtype(tensor, dtype):
+    """`tensor.to(dtype)`, which is the tensor itself when it has that dtype already."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def _copied(value):
+    """A value as `to_value` gives it (a float or nested lists), not shared with the record."""
+    return [_copied(item) for item in value] if isinstance(value, list) else value
 
 
 def _failure(row: dict, diagnosis: str, reason: str) -> dict:
@@ -133,12 +143,12 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     analytical = analytical_tensors(spec, leaves)
 
     fd_dtype = defaults.FD_DTYPE[spec.dtype]
-    fd_values = {n: t.detach().to(getattr(torch, fd_dtype)) for n, t in leaves.items()}
-    fd_v = v.detach().to(getattr(torch, fd_dtype))
+    fd_values = {n: _as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
+    fd_v = _as_dtype(v.detach(), getattr(torch, fd_dtype))
     fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
     fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme,
                                    step=fd_step, work_elements=spec.work_elements)
-    fd = {n: g.to(leaves[n].dtype) for n, g in fd_raw.items()}
+    fd = {n: _as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
     half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
     observations["finite_difference"] = {
         "name": "finite_difference",
@@ -161,8 +171,9 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
     verdict = observations["torch_gradcheck"]["status"]
     names = list(spec.inputs)
-    observed = to_value(raw["backward_pass_1"][names[0]]) if len(names) == 1 else {
-        n: to_value(raw["backward_pass_1"][n]) for n in names}
+    pass_1 = observations["backward_pass_1"]["gradients"]  # to_value of the same tensors, already read
+    observed = _copied(pass_1[names[0]]["value"]) if len(names) == 1 else {
+        n: _copied(pass_1[n]["value"]) for n in names}
 
     record = spec.to_dict()
     record.update({

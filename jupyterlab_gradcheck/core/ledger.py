@@ -29,7 +29,7 @@ from typing import Iterator
 from .errors import JustificationRequired, LedgerError, SpecError
 from .history import TARGETS, HistoryBuilder, direction
 from .ledger_format import GENESIS, KINDS, LineError, LineInfo, jsonable, make_line, read_entry, read_line
-from .ledger_read import appended, fd_lines, known_head, light_entry, light_histories
+from .ledger_read import appended, fd_lines, histories_and_head, known_head, light_entry, light_histories
 from .ledger_tail import MAX_SEAL_RUN, fsync_folder, line_sha, now_utc, read_head, seal_torn_tail, write_all
 
 __all__ = ["LEDGER_SUFFIX", "Ledger", "ledger_path_for", "light_entry", "now_utc"]
@@ -118,8 +118,10 @@ class Ledger:
         if not isinstance(data, dict):
             raise SpecError("ledger entry data must be a JSON object", field="data")
 
-    def _append_locked(self, fd: int, kind: str, check_id: str | None, data: dict) -> dict:
-        known = known_head(fd)  # this process read or wrote every line, and the last is valid
+    def _append_locked(self, fd: int, kind: str, check_id: str | None, data: dict,
+                       known: tuple[int, str] | None = None) -> dict:
+        if known is None:  # else the caller has just read it under this same lock
+            known = known_head(fd)  # this process read or wrote every line, and the last is valid
         if known is not None:
             seq, prev = known
         else:
@@ -132,7 +134,7 @@ class Ledger:
         write_all(fd, line, self.path)
         if entry["seq"] == 1:
             fsync_folder(self.path.parent)  # the new file's name is durable too
-        appended(fd, line)
+        appended(fd, line, kind, entry["data"])
         entry["hash"] = digest
         return entry
 
@@ -305,31 +307,36 @@ class LockedLedger:
     def __init__(self, ledger: Ledger):
         self.ledger, self._fd = ledger, _LockedFd(ledger.path, True)
         self.fd: int | None = None
+        self._head: tuple[int, str] | None = None  # as read with the history, until a write
 
     def __enter__(self) -> "LockedLedger":
         self.fd = self._fd.__enter__()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self.fd = None
+        self.fd = self._head = None
         self._fd.__exit__(*exc_info)
 
-    def history(self, check_id: str) -> dict | None:
-        """One check's light history, as `Ledger.history` reads it."""
-        return light_histories(self.fd, check_id).get(check_id)
+    def history(self, check_id: str, *, copy: bool = True) -> dict | None:
+        """One check's light history, as `Ledger.history` reads it; `copy=False` gives the
+        kept one itself, to read (never to edit) before this `with` block ends."""
+        histories, self._head = histories_and_head(self.fd, check_id, copy=copy)
+        return histories.get(check_id)
 
     def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
                            via: str = "change") -> dict:
         """`Ledger.change_expectation` under the lock already held."""
         if via == "change":
             justification = _require_justification(justification)
+        self._head = None
         return self.ledger._change_expectation_locked(self.fd, check_id, analytical_gradient, justification, via)
 
     def record_expectation(self, spec_dict: dict) -> dict:
         """`Ledger.record_expectation` under the lock already held."""
         check_id = _check_id_of(spec_dict)
         self.ledger._check_kind("expectation", check_id, spec_dict)
-        return self.ledger._append_locked(self.fd, "expectation", check_id, spec_dict)
+        known, self._head = self._head, None
+        return self.ledger._append_locked(self.fd, "expectation", check_id, spec_dict, known)
 
 
 def _check_id_of(record: dict) -> str:

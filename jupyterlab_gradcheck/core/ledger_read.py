@@ -84,6 +84,38 @@ def fresh_copy(value):
     return value
 
 
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
+def plain_copy(value):
+    """A copy of JSON data made only of dicts, lists and exact str, int, float, bool and None
+    (what `json.loads` returns), else None: a subclass would not come back from decoding."""
+    try:
+        return _plain(value)
+    except _NotPlain:
+        return None
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value):
+    kind = type(value)
+    if kind is dict:
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copy[key] = _plain(item)
+        return copy
+    if kind is list:
+        return [_plain(item) for item in value]
+    if kind in _PLAIN:
+        return value
+    raise _NotPlain
+
+
 class _Kept:
     """What this process knows of one ledger file: the light history of its complete lines
     up to `offset`, the last valid entry among them (the head), and how the file looked."""
@@ -117,9 +149,13 @@ class _Kept:
             self.offset = offset
         self._saw(stat)
 
-    def _fold(self, raw: bytes) -> None:
+    def _fold(self, raw: bytes, data: dict | None = None) -> None:
+        """Fold one complete line; `data`, when given, is what decoding its data would give."""
         try:
-            info = read_line(raw, check_hash=False)  # neither the history nor the head uses hash_ok
+            # neither the history nor the head uses hash_ok; `data` spares decoding an expectation
+            info = read_line(raw, check_hash=False, decode=data is None)
+            if data is not None and info.kind != "observation":
+                info.data = data
         except LineError:
             self.invalid_after_head = True  # left to verify and to the next append's torn tail policy
             return
@@ -138,7 +174,7 @@ def _current(fd: int, stat: os.stat_result, *, create: bool) -> _Kept | None:
     """The kept state of `fd`'s file brought up to date (call with `_kept_lock` held); None
     when there is none and `create` is false."""
     key = (stat.st_dev, stat.st_ino)
-    kept = _kept.pop(key, None)
+    kept = _kept.pop(key, None)  # put back last, as the most recently used
     if kept is not None and not kept.still_describes(fd, stat):
         kept = None
     if kept is None:
@@ -147,7 +183,7 @@ def _current(fd: int, stat: os.stat_result, *, create: bool) -> _Kept | None:
         kept = _Kept()
     kept.read_on(fd, stat)  # on an error the state is dropped, not kept
     _kept[key] = kept
-    while len(_kept) > KEPT_LEDGERS:
+    if len(_kept) > KEPT_LEDGERS:
         _kept.popitem(last=False)
     return kept
 
@@ -155,11 +191,29 @@ def _current(fd: int, stat: os.stat_result, *, create: bool) -> _Kept | None:
 def light_histories(fd: int, check_id: str | None = None) -> dict[str, dict]:
     """Every check's light history in the locked ledger `fd` (only `check_id`'s when given),
     as copies, reading only the lines appended since the last read of the same file."""
+    return histories_and_head(fd, check_id)[0]
+
+
+def histories_and_head(fd: int, check_id: str | None = None, *, copy: bool = True
+                       ) -> tuple[dict[str, dict], tuple[int, str] | None]:
+    """`light_histories`, and the head as `known_head` gives it at the same moment.
+
+    `copy=False` hands out the kept histories themselves: only for reading, and only while
+    the caller holds the ledger's exclusive lock (no read can change them until then)."""
+    stat = os.fstat(fd)
     with _kept_lock:
-        checks = _current(fd, os.fstat(fd), create=True).builder.checks
+        kept = _current(fd, stat, create=True)
+        checks = kept.builder.checks
+        copied = fresh_copy if copy else _same
         if check_id is not None:
-            return {check_id: fresh_copy(checks[check_id])} if check_id in checks else {}
-        return {name: fresh_copy(history) for name, history in checks.items()}
+            histories = {check_id: copied(checks[check_id])} if check_id in checks else {}
+        else:
+            histories = {name: copied(history) for name, history in checks.items()}
+        return histories, _head_of(kept, stat)
+
+
+def _same(value):
+    return value
 
 
 def known_head(fd: int) -> tuple[int, str] | None:
@@ -168,22 +222,28 @@ def known_head(fd: int) -> tuple[int, str] | None:
     reads the head from the file's end. Never starts a read from the first line."""
     stat = os.fstat(fd)
     with _kept_lock:
-        kept = _current(fd, stat, create=False)
-        if kept is None or kept.offset != stat.st_size or kept.invalid_after_head:
-            return None  # a torn tail or invalid lines: the torn tail policy decides
-        return kept.head
+        return _head_of(_current(fd, stat, create=False), stat)
 
 
-def appended(fd: int, line: bytes) -> None:
+def _head_of(kept: _Kept | None, stat: os.stat_result) -> tuple[int, str] | None:
+    if kept is None or kept.offset != stat.st_size or kept.invalid_after_head:
+        return None  # a torn tail or invalid lines: the torn tail policy decides
+    return kept.head
+
+
+def appended(fd: int, line: bytes, kind: str, data: dict) -> None:
     """Fold a line this process has just written and fsynced at the end of the locked `fd`
-    into the kept state, when that state ended exactly where the line starts."""
+    into the kept state, when that state ended exactly where the line starts. `data` is the
+    entry's data as `jsonable` made it: for the kinds whose data the history keeps, a copy of
+    it is what decoding the line gives back when it holds only plain JSON types, so the line
+    is not decoded again (an observation's record is never decoded for the history)."""
     stat = os.fstat(fd)
     with _kept_lock:
         key = (stat.st_dev, stat.st_ino)
         kept = _kept.get(key)
         if kept is None or kept.offset + len(line) != stat.st_size:
             return
-        kept._fold(line[:-1])
+        kept._fold(line[:-1], None if kind == "observation" else plain_copy(data))
         kept.offset = stat.st_size
         kept.tail = (kept.tail + line)[-_TAIL_BYTES:]
         kept._saw(stat)

@@ -64,7 +64,7 @@ def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
     under one exclusive lock, so no other writer's entry can come in between.
     """
     with ledger.locked() as held:
-        history = held.history(parsed.id)
+        history = held.history(parsed.id, copy=False)  # only read, and only inside this block
         parsed = apply_ledger_tolerance(parsed, history)
         spec_dict = ledger_spec_dict(parsed)
         if history and history["expectation"] is not None and \

@@ -303,5 +303,3 @@ def test_an_expectation_written_here_is_kept_as_reading_it_back_would_give(tmp_p
     assert repr(kept["rich"]["expectation"]["inputs"]["w"][0][1]) == "-0.0"
     odd = kept["odd"]["expectation"]
     assert (type(odd["level"]), type(odd["origin"]), odd["level"], odd["origin"]) == (int, str, 3, "hand")
-    assert ledger_read.plain_copy({"a": [1, "b", None, True, 2.5]}) == {"a": [1, "b", None, True, 2.5]}
-    assert ledger_read.plain_copy({"a": Label("x")}) is None and ledger_read.plain_copy({1: "a"}) is None

@@ -134,7 +134,7 @@ class Ledger:
         write_all(fd, line, self.path)
         if entry["seq"] == 1:
             fsync_folder(self.path.parent)  # the new file's name is durable too
-        appended(fd, line, kind, entry["data"])
+        appended(fd, line)
         entry["hash"] = digest
         return entry
 

@@ -84,38 +84,6 @@ def fresh_copy(value):
     return value
 
 
-_PLAIN = frozenset((str, int, float, bool, type(None)))
-
-
-def plain_copy(value):
-    """A copy of JSON data made only of dicts, lists and exact str, int, float, bool and None
-    (what `json.loads` returns), else None: a subclass would not come back from decoding."""
-    try:
-        return _plain(value)
-    except _NotPlain:
-        return None
-
-
-class _NotPlain(Exception):
-    pass
-
-
-def _plain(value):
-    kind = type(value)
-    if kind is dict:
-        copy = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotPlain
-            copy[key] = _plain(item)
-        return copy
-    if kind is list:
-        return [_plain(item) for item in value]
-    if kind in _PLAIN:
-        return value
-    raise _NotPlain
-
-
 class _Kept:
     """What this process knows of one ledger file: the light history of its complete lines
     up to `offset`, the last valid entry among them (the head), and how the file looked."""
@@ -149,13 +117,9 @@ class _Kept:
             self.offset = offset
         self._saw(stat)
 
-    def _fold(self, raw: bytes, data: dict | None = None) -> None:
-        """Fold one complete line; `data`, when given, is what decoding its data would give."""
+    def _fold(self, raw: bytes) -> None:
         try:
-            # neither the history nor the head uses hash_ok; `data` spares decoding an expectation
-            info = read_line(raw, check_hash=False, decode=data is None)
-            if data is not None and info.kind != "observation":
-                info.data = data
+            info = read_line(raw, check_hash=False)  # neither the history nor the head uses hash_ok
         except LineError:
             self.invalid_after_head = True  # left to verify and to the next append's torn tail policy
             return
@@ -231,19 +195,16 @@ def _head_of(kept: _Kept | None, stat: os.stat_result) -> tuple[int, str] | None
     return kept.head
 
 
-def appended(fd: int, line: bytes, kind: str, data: dict) -> None:
+def appended(fd: int, line: bytes) -> None:
     """Fold a line this process has just written and fsynced at the end of the locked `fd`
-    into the kept state, when that state ended exactly where the line starts. `data` is the
-    entry's data as `jsonable` made it: for the kinds whose data the history keeps, a copy of
-    it is what decoding the line gives back when it holds only plain JSON types, so the line
-    is not decoded again (an observation's record is never decoded for the history)."""
+    into the kept state, when that state ended exactly where the line starts."""
     stat = os.fstat(fd)
     with _kept_lock:
         key = (stat.st_dev, stat.st_ino)
         kept = _kept.get(key)
         if kept is None or kept.offset + len(line) != stat.st_size:
             return
-        kept._fold(line[:-1], None if kind == "observation" else plain_copy(data))
+        kept._fold(line[:-1])
         kept.offset = stat.st_size
         kept.tail = (kept.tail + line)[-_TAIL_BYTES:]
         kept._saw(stat)

@@ -31,8 +31,14 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str) -> dict:
     inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
     fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE
 
-    def positional(*args):
-        return function(**dict(zip(names, args)))
+    if len(names) == 1:
+        name = names[0]
+
+        def positional(value):
+            return function(**{name: value})
+    else:
+        def positional(*args):
+            return function(**dict(zip(names, args)))
 
     settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": fast}
     try:

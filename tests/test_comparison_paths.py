@@ -18,6 +18,8 @@ from jupyterlab_gradcheck.core.engine import run_check
 NAN, INF = float("nan"), float("inf")
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 6.0, 6.000000000001, 1e-310, -1e-310, 1e308, -1e308, 1e-7, 3.5e-9,
            NAN, INF, -INF]
+#: (rtol, atol) pairs handed to compare: the float64 defaults, exact equality, gradcheck's own,
+#: integer ones and infinite ones. They are inputs under test; every assertion here is exact.
 TOLERANCES = [(1e-7, 1e-10), (0.0, 0.0), (1e-3, 1e-5), (0, 1), (INF, 0.0), (1.0, INF)]
 
 
@@ -147,7 +149,7 @@ def test_a_doubled_operand_compares_as_twice_the_tensor(dtype):
     pass_2 = torch.tensor([big, 1.0, 0.0, 1e-323, 6.0], dtype=torch.float64).to(dtype)
     twice = comparison.Operand.doubled(comparison.Operand(pass_1))
     assert torch.equal(twice.tensor.nan_to_num(0.0), (2 * pass_1).nan_to_num(0.0))
-    kwargs = {"left_label": "l", "right_label": "r", "rtol": 1e-7, "atol": 1e-10}
+    kwargs = {"left_label": "l", "right_label": "r", "rtol": 1e-7, "atol": 1e-10}  # the float64 defaults, under test
     fast = compare("c", "x", pass_2, twice, **kwargs)
     slow = comparison._compare_tensors("c", "x", pass_2, 2 * pass_1, **kwargs)
     assert _text(fast) == _text(slow)

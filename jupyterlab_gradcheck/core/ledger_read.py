@@ -1,10 +1,12 @@
-"""Reading a ledger's lines, and the light check histories kept between reads.
+"""Reading a ledger's lines, and what this process keeps of each ledger between uses.
 
 `run_and_record` reads the check's history before every run (the ledger's current tolerance
-and expectation decide what is run and written). Decoding the whole file each time costs
-time in proportion to the ledger, so this process keeps, per ledger file, the history built
-so far and the byte offset it was read up to; the next read decodes only the lines appended
-since. The kept state is used only while it still describes the file:
+and expectation decide what is run and written), and every append chains onto the last
+entry. Decoding the whole file, or its end, each time costs time in proportion to the
+ledger, so this process keeps, per ledger file, the light history built so far, the last
+valid entry (the head) and the byte offset it has read or written up to: the next read
+decodes only the lines appended since, and the lines this process appends are folded in as
+they are written. The kept state is used only while it still describes the file:
 
 - the same file (device and inode): a ledger replaced by another file is read from the start;
 - not shorter than the offset: a truncated ledger is read from the start;
@@ -97,6 +99,7 @@ class _Kept:
         self.invalid_after_head = False
 
     def still_describes(self, fd: int, stat: os.stat_result) -> bool:
+        """Whether the file behind `fd` (with `stat`) is still the one read, up to `offset`."""
         if stat.st_size < self.offset:
             return False
         if stat.st_size == self.size and (stat.st_mtime_ns != self.mtime_ns or stat.st_ctime_ns != self.ctime_ns):

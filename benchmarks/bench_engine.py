@@ -76,6 +76,7 @@ def _stage_targets():
         (engine, "step_sweep", "step sweep"),
         (ledger.Ledger, "checks", "ledger: read the check's history"),
         (ledger.Ledger, "history", "ledger: read the check's history"),
+        (ledger.LockedLedger, "__enter__", "ledger: open and lock for the expectation"),
         (ledger.LockedLedger, "history", "ledger: read the check's history"),
         (ledger.LockedLedger, "record_expectation", "ledger: append expectation (fsync)"),
         (ledger.Ledger, "record_expectation", "ledger: append expectation (fsync)"),

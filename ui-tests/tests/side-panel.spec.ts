@@ -64,8 +64,16 @@ async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath: string
 
 /** Open the panel through its palette command, as a user would. */
 async function openPanel(page: Page): Promise<Locator> {
-  await page.keyboard.press('Control+Shift+C');
-  await page.locator('.lm-CommandPalette-input').fill('Gradient check:');
+  // A shortcut pressed while the freshly opened notebook is still taking focus can be lost on
+  // a busy machine: press it again only while the palette has not appeared (it toggles).
+  const input = page.locator('.lm-CommandPalette-input');
+  await expect(async () => {
+    if (!(await input.isVisible())) {
+      await page.keyboard.press('Control+Shift+C');
+    }
+    await expect(input).toBeVisible({ timeout: 2000 });
+  }).toPass({ timeout: 30000 });
+  await input.fill('Gradient check:');
   const items = page.locator('.lm-CommandPalette-item .lm-CommandPalette-itemLabel');
   await expect(items).toHaveText([
     'Gradient check: export ledger',

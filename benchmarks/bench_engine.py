@@ -276,4 +276,4 @@ def _grown_ledger_row(folder: Path, record: dict, leaf) -> dict:
     }, 50, warmup=1)
     ratio = times["full"]["median"] / times["gradcheck"]["median"]
     return row("B1(b) on a ledger of 10^3 entries / gradcheck", round(ratio, 2), "x", "-", "INFO",
-               f"{format_seconds(times['full']['median'])}: the history read before each run grows with the file")
+               f"{format_seconds(times['full']['median'])}: the history is kept between runs, and each read decodes only the lines appended since")

@@ -180,7 +180,10 @@ def test_expression_checks_take_the_diagonal_path():
     observation = record["observations"]["finite_difference"]
     assert observation["inputs"]["x"]["structure"] == "elementwise then sum"
     assert observation["inputs"]["x"]["forward_evaluations"] == 3
+    assert observation["note"].endswith("Every element shifted at once for x (elementwise then sum, 3 evaluations).")
     assert record["passed"] is True
+    seed = run_check({"function": "x*x", "x": 3, "analytical_gradient": 6})
+    assert "shifted at once" not in seed["observations"]["finite_difference"]["note"]  # one element: general
 
 
 def test_recording_does_not_load_the_compiler():

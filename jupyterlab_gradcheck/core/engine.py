@@ -114,6 +114,13 @@ def _copied(value):
     return [_copied(item) for item in value] if isinstance(value, list) else value
 
 
+def _path_note(fd_info: dict) -> str:
+    """Which inputs had every element shifted at once (an observed elementwise chain), in words."""
+    chains = [f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
+              for name, info in fd_info["inputs"].items() if info.get("structure", "general") != "general"]
+    return f" Every element shifted at once for {', '.join(chains)}." if chains else ""
+
+
 def _failure(row: dict, diagnosis: str, reason: str) -> dict:
     worst = row["worst"]
     return {
@@ -153,7 +160,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     observations["finite_difference"] = {
         "name": "finite_difference",
         "description": f"{fd_scheme} difference of sum(grad_output * f) along each input element",
-        "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}",
+        "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{_path_note(fd_info)}",
         "gradients": {n: describe(fd[n]) for n in fd},
         **fd_info,
     }

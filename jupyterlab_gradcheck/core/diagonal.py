@@ -20,6 +20,7 @@ more accurate estimate: element i's quotient rounds like |g_i|, not like the who
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 #: aten operations (by overload packet) whose every overload maps element i to element i when
 #: the result keeps the input's shape; dtype conversions and copies are identities.
@@ -53,6 +54,7 @@ class Trace:
     factor: complex = 1.0 + 0j  #: d output / d sum(body) for a reduction (1/n for a mean, times constants)
 
 
+@cache
 def _mode_class():
     """The recording mode, defined on first use so that importing the core never loads torch."""
     import torch
@@ -127,17 +129,12 @@ def _mode_class():
     return Recorder
 
 
-_RECORDER: list = []
-
-
 def record(function, arguments: dict, name: str):
     """Evaluate function(**arguments) once; the Trace if it is an elementwise chain in `name`, else None."""
     import torch
 
-    if not _RECORDER:
-        _RECORDER.append(_mode_class())
     x = arguments[name]
-    recorder = _RECORDER[0](x)
+    recorder = _mode_class()(x)
     try:
         with torch.no_grad(), recorder:
             out = function(**arguments)

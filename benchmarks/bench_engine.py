@@ -3,9 +3,9 @@
 The baseline is `torch.autograd.gradcheck(square, (x,))` with its defaults, timed in the
 same interleaved rounds as what is compared with it:
 
-- (a) the numerical verdict, `core.verdict.numerical_verdict`: finite differences against
+- (a) the numerical verdict, `core.check.numerical_verdict.numerical_verdict`: finite differences against
   autograd with the worst element and its index, the question gradcheck answers. Goal <= 1.0x.
-- (b) the full check through `core.run.run_and_record` with the sweep off: the six
+- (b) the full check through `core.ledger.ledgered_run.run_and_record` with the sweep off: the six
   observations (torch's own gradcheck among them), the five comparisons, the diagnosis
   context, the environment and the two fsynced ledger appends. Goal <= 5x. The function is
   the Python callable `square`, for which the contract skips the SymPy opinion; the same
@@ -47,7 +47,7 @@ class RotatingLedger:
         self.folder, self.prefix, self.uses, self.current = folder, prefix, 0, None
 
     def __call__(self):
-        from jupyterlab_gradcheck.core.ledger import Ledger
+        from jupyterlab_gradcheck.core.ledger.store import Ledger
 
         if self.uses % LEDGER_ROTATION == 0:
             self.current = Ledger(self.folder / f"{self.prefix}-{self.uses}.gradcheck.jsonl")
@@ -57,13 +57,14 @@ class RotatingLedger:
 
 def _stage_targets():
     """(owner, attribute, stage label) for every stage of run_and_record that is timed."""
-    from jupyterlab_gradcheck.core import engine, ledger, run
+    from jupyterlab_gradcheck.core.check import engine
+    from jupyterlab_gradcheck.core.ledger import ledgered_run, store
 
     return [
-        (run, "parse_spec", "parse and validate the record"),
+        (ledgered_run, "parse_spec", "parse and validate the record"),
         (engine, "parse_spec", "parse and validate the record"),
         (engine, "resolve_device", "resolve the device"),
-        (run, "resolve_device", "resolve the device"),
+        (ledgered_run, "resolve_device", "resolve the device"),
         (engine, "observe_autograd", "four autograd observations"),
         (engine, "analytical_tensors", "the analytical expectation"),
         (engine, "fd_gradients", "finite-difference observation"),
@@ -74,14 +75,14 @@ def _stage_targets():
         (engine, "symbolic_opinion", "SymPy opinion"),
         (engine, "capture_environment", "environment"),
         (engine, "step_sweep", "step sweep"),
-        (ledger.Ledger, "checks", "ledger: read the check's history"),
-        (ledger.Ledger, "history", "ledger: read the check's history"),
-        (ledger.LockedLedger, "__enter__", "ledger: open and lock for the expectation"),
-        (ledger.LockedLedger, "history", "ledger: read the check's history"),
-        (ledger.LockedLedger, "record_expectation", "ledger: append expectation (fsync)"),
-        (ledger.Ledger, "record_expectation", "ledger: append expectation (fsync)"),
-        (ledger.Ledger, "record_observation", "ledger: append observation (fsync)"),
-        (run, "refresh_binding", "notebook binding"),
+        (store.Ledger, "checks", "ledger: read the check's history"),
+        (store.Ledger, "history", "ledger: read the check's history"),
+        (store.LockedLedger, "__enter__", "ledger: open and lock for the expectation"),
+        (store.LockedLedger, "history", "ledger: read the check's history"),
+        (store.LockedLedger, "record_expectation", "ledger: append expectation (fsync)"),
+        (store.Ledger, "record_expectation", "ledger: append expectation (fsync)"),
+        (store.Ledger, "record_observation", "ledger: append observation (fsync)"),
+        (ledgered_run, "refresh_binding", "notebook binding"),
     ]
 
 
@@ -129,8 +130,8 @@ def _sympy_opinion_timers(dev: str):
     """(uncached, cached) callables that each compute the SymPy opinion of the seed record."""
     import torch
 
-    from jupyterlab_gradcheck.core import symbolic
-    from jupyterlab_gradcheck.core.spec import parse_spec
+    from jupyterlab_gradcheck.core.expr import symbolic
+    from jupyterlab_gradcheck.core.check.spec import parse_spec
 
     spec = parse_spec({**SEED, "device": dev})
     leaves = {"x": torch.tensor(3.0, dtype=torch.float64, device=dev, requires_grad=True)}
@@ -156,9 +157,9 @@ def run(quick: bool) -> list[dict]:
     """B1 rows: the baseline, the two graded ratios, the SymPy opinion and the breakdown."""
     import torch
 
-    from jupyterlab_gradcheck.core.engine import run_check
-    from jupyterlab_gradcheck.core.run import run_and_record
-    from jupyterlab_gradcheck.core.verdict import numerical_verdict
+    from jupyterlab_gradcheck.core.check.engine import run_check
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
     dev = device()
     rounds = 200 if quick else (500 if dev.startswith("cuda") else 2000)  # cuda: gpu-check has 5 minutes
@@ -264,8 +265,8 @@ def _grown_ledger_row(folder: Path, record: dict, leaf) -> dict:
     """B1(b) on a ledger that already holds 10^3 entries, against the same baseline."""
     import torch
 
-    from jupyterlab_gradcheck.core.ledger import Ledger
-    from jupyterlab_gradcheck.core.run import run_and_record
+    from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 
     ledger = Ledger(folder / "grown.gradcheck.jsonl")
     for _ in range(500):

@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from jupyterlab_gradcheck.core.engine import run_check
-from jupyterlab_gradcheck.core.ledger import Ledger
-from jupyterlab_gradcheck.core.ledger_format import GENESIS, make_line
-from jupyterlab_gradcheck.core.verify import HASH_IN_CHILD_ABOVE, verify_ledger_file
+from jupyterlab_gradcheck.core.check.engine import run_check
+from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.line_format import GENESIS, make_line
+from jupyterlab_gradcheck.core.ledger.verify import HASH_IN_CHILD_ABOVE, verify_ledger_file
 
 VERIFY_GOAL_S = 1.0
 APPEND_RATIO_GOAL = 2.0

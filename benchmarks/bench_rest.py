@@ -2,7 +2,7 @@
 
 Starts a real `jupyter server` with the extension (two workers) in a temporary root, waits
 for the pool, warms it, then times sequential POSTs of the seed record over one keep-alive
-connection. The baseline is the same check through `core.engine.run_check` in this process,
+connection. The baseline is the same check through `core.check.engine.run_check` in this process,
 measured in the same run, so the ratio shows what the server, the pipe and the two fsynced
 ledger appends add to the engine's own time.
 
@@ -118,7 +118,7 @@ def _time_rest(server: _Server, count: int) -> list[float]:
 
 
 def _time_engine(count: int) -> list[float]:
-    from jupyterlab_gradcheck.core.engine import run_check
+    from jupyterlab_gradcheck.core.check.engine import run_check
 
     run_check(dict(SEED))  # the first call pays for lazy imports, as the worker's warm-up does
     samples = []
@@ -156,7 +156,7 @@ def run(quick: bool) -> list[dict]:
          "status": "PASS" if p99 <= P99_GOAL_MS else "MISS",
          "note": f"{note}; the ledger ended with {entries} entries"},
         {"name": "engine_in_process_p50", "value": round(engine_p50, 2), "unit": "ms", "goal": "baseline",
-         "status": "PASS", "note": "core.engine.run_check on the seed record in this process, same run"},
+         "status": "PASS", "note": "core.check.engine.run_check on the seed record in this process, same run"},
         {"name": "rest_over_engine_p50_ratio", "value": round(p50 / engine_p50, 2), "unit": "x",
          "goal": "reported", "status": "PASS",
          "note": "what HTTP, auth, validation, the worker pipe and two fsynced ledger appends add"},

@@ -16,7 +16,8 @@ import inspect
 import os
 from typing import Any, Callable
 
-from .core.record_html import failure_sentence, record_html
+from .core.report.record_html import failure_sentence, record_html
+
 
 class CheckResult:
     """A completed check: `.passed`, `.record`, and in a notebook the expectation/observation table."""
@@ -96,8 +97,8 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
 def check_record(record: dict, *, justification: str | None = None, notebook: str | os.PathLike | None = None,
                  ledger=None) -> CheckResult:
     """Run one check record (the seed record is accepted as written) and return its result."""
-    from .widget.kernel_run import run_in_kernel
-    from .widget.location import open_ledger
+    from .kernel.kernel_run import run_in_kernel
+    from .kernel.location import open_ledger
 
     target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
     completed = run_in_kernel(record, target, justification=justification)

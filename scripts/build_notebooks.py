@@ -114,8 +114,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-execute", action="store_true", help="write the sources only, without outputs")
     args = parser.parse_args(argv)
-    from jupyterlab_gradcheck.core.binding import METADATA_KEY, binding_for
-    from jupyterlab_gradcheck.core.ledger import Ledger
+    from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, binding_for
+    from jupyterlab_gradcheck.core.ledger.store import Ledger
 
     for lang, target in EDITIONS.items():
         target.parent.mkdir(parents=True, exist_ok=True)

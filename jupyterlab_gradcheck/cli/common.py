@@ -30,6 +30,6 @@ def open_ledger(ledger: str | None, notebook: str | None):
     """The Ledger named by --ledger or beside --notebook, or None when neither is given."""
     if ledger is None and notebook is None:
         return None
-    from ..core.ledger import Ledger
+    from ..core.ledger.store import Ledger
 
     return Ledger(ledger) if ledger is not None else Ledger.for_notebook(notebook)

@@ -42,7 +42,7 @@ def run(args) -> int:
         if not Path(path).exists():
             raise SpecError(f"no file or folder at {path}", field="path")
     if args.format == "notebook":
-        from ..core.export_notebook import export_notebook
+        from ..core.report.notebook_export import export_notebook
 
         if len(args.paths) != 1:
             raise SpecError("--format notebook takes exactly one notebook", field="path")
@@ -54,15 +54,15 @@ def run(args) -> int:
         export_notebook(source, out)
         print(f"wrote {out}", file=sys.stderr)
         return EXIT_OK
-    from ..core.submissions import collect
+    from ..core.report.submissions import collect
 
     submissions = collect(args.paths, replay=args.replay, jobs=args.jobs)
     if args.format == "csv":
-        from ..core.export_csv import to_csv as render
+        from ..core.report.csv_export import to_csv as render
     elif args.format == "json":
-        from ..core.export_json import to_json as render
+        from ..core.report.json_export import to_json as render
     else:
-        from ..core.export_html import to_html as render
+        from ..core.report.html_export import to_html as render
     text = render(submissions)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8", newline="")

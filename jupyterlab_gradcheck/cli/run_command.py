@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ..core.devices import available_devices, resolve_device
+from ..core.check.devices import available_devices, resolve_device
+from ..core.check.spec import parse_spec
 from ..core.jsonio import loads_records
-from ..core.spec import parse_spec
 from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
 
@@ -52,11 +52,11 @@ def run(args) -> int:
     results = []
     for spec in specs:
         if ledger is None:
-            from ..core.engine import run_check
+            from ..core.check.engine import run_check
 
             results.append(run_check(spec, sweep=sweep, devices=devices))
         else:
-            from ..core.run import run_and_record
+            from ..core.ledger.ledgered_run import run_and_record
 
             results.append(run_and_record(spec, ledger, sweep=sweep))
     for record in results:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from ..core.binding import refresh_binding
 from ..core.errors import SpecError
+from ..core.ledger.binding import refresh_binding
 from .common import EXIT_OK, open_ledger
 
 

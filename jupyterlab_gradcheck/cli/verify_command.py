@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..core.errors import SpecError
-from ..core.verify import verify_path
+from ..core.ledger.verify import verify_path
 from .common import EXIT_FINDING, EXIT_OK
 
 

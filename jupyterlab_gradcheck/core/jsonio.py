@@ -22,14 +22,14 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
         if key in result:
             raise SpecError(f"duplicate key {key!r} in JSON object", field=key)
         for text in (key, value):
-            if isinstance(text, str) and not _encodable(text):
+            if isinstance(text, str) and not encodable(text):
                 raise SpecError(f"the JSON string {text[:40]!r} holds a lone surrogate, which is not "
                                 "Unicode text", field=key)
         result[key] = value
     return result
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
     """Whether `text` can be written as UTF-8 (a `\\ud800` escape decodes to a lone surrogate)."""
     try:
         text.encode("utf-8")

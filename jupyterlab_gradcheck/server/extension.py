@@ -13,13 +13,13 @@ import os
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Dict, Float, Integer, TraitError, Unicode, validate
 
-from ..core.limits import DEFAULT_LIMITS, Limits
+from ..core.check.spec import parse_spec
 from ..core.errors import SpecError
-from ..core.spec import parse_spec
+from ..core.expr.limits import DEFAULT_LIMITS, Limits
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
-from .routes import SERVICE_SETTING, url_patterns
-from .service import GradcheckService
+from .routes import url_patterns
+from .service import SERVICE_SETTING, GradcheckService
 
 
 class GradcheckExtension(ExtensionApp):

@@ -113,6 +113,10 @@ class WorkerPool:
             raise from_json(answer["error"])
         return answer["result"]
 
+    def worker(self, index: int) -> WorkerProcess | None:
+        """The worker process now in place `index` (None before it is spawned)."""
+        return self._slots[index].worker
+
     def state(self) -> dict:
         """The pool as the status route shows it."""
         states = [slot.state() for slot in self._slots]

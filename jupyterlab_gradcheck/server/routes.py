@@ -15,9 +15,6 @@ from .handlers.openapi import OpenAPIHandler
 from .handlers.reports import ExportHandler, VerifyHandler
 from .handlers.status import StatusHandler
 
-#: Where the handlers find the GradcheckService in the tornado settings.
-SERVICE_SETTING = "gradcheck_service"
-
 PREFIX = "gradcheck"
 
 ROUTES = (

@@ -10,21 +10,32 @@ and the observation (or the failed attempt, with its reason) follows it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
-from .. import __version__
-from ..core.binding import binding_for, read_binding
-from ..core.devices import resolve_device
+from ..core.check.devices import resolve_device
+from ..core.check.spec import parse_spec
 from ..core.errors import GradcheckError, LedgerError, SpecError
-from ..core.ledger import Ledger, ledger_path_for
-from ..core.limits import Limits
-from ..core.run import declare
-from ..core.spec import parse_spec
-from ..core.verify import discover, verify_ledger_file
+from ..core.expr.limits import Limits
+from ..core.ledger.binding import binding_for, read_binding
+from ..core.ledger.ledgered_run import declare
+from ..core.ledger.store import Ledger, ledger_path_for
+from ..core.ledger.verify import discover, verify_ledger_file
 from . import paths
 from .errors import NotFound, WorkerFailed
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
+
+#: Where the handlers find the GradcheckService in the tornado settings.
+SERVICE_SETTING = "gradcheck_service"
+
+
+def package_version() -> str:
+    """The installed package's version, which the side panel compares with its own."""
+    try:
+        return metadata.version("jupyterlab_gradcheck")
+    except metadata.PackageNotFoundError:  # a source checkout that was never installed
+        return "0.0.0+unknown"
 
 
 @dataclass
@@ -47,7 +58,7 @@ class GradcheckService:
         except WorkerFailed as exc:
             worker = {"torch": None, "python": None, "devices": [], "error": exc.message}
         return {
-            "version": __version__,
+            "version": package_version(),
             **worker,
             "default_device": self.default_device,
             "limits": {"max_input_elements": self.limits.max_input_elements},
@@ -188,18 +199,18 @@ def _change_expectation(ledger: Ledger, check_id: str, analytical_gradient, just
 
 #: format -> (core module, renderer over `collect`ed submissions, media type)
 _EXPORTS = {
-    "csv": ("export_csv", "to_csv", "text/csv; charset=utf-8"),
-    "json": ("export_json", "to_json", "application/json; charset=utf-8"),
-    "html": ("export_html", "to_html", "text/html; charset=utf-8"),
+    "csv": ("csv_export", "to_csv", "text/csv; charset=utf-8"),
+    "json": ("json_export", "to_json", "application/json; charset=utf-8"),
+    "html": ("html_export", "to_html", "text/html; charset=utf-8"),
 }
 
 
 def _render(module: str, function: str, target: Path) -> str:
     import importlib
 
-    from ..core.submissions import collect
+    from ..core.report.submissions import collect
 
-    render = getattr(importlib.import_module(f"..core.{module}", __package__), function)
+    render = getattr(importlib.import_module(f"..core.report.{module}", __package__), function)
     return render(collect([target]))
 
 

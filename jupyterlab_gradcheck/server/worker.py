@@ -62,7 +62,7 @@ def serve(conn, options: dict) -> None:
 
         import torch
 
-        from ..core.devices import available_devices
+        from ..core.check.devices import available_devices
 
         options = {**options, "devices": available_devices()}
         hello = {"ok": True, "pid": os.getpid(), "torch": torch.__version__,
@@ -85,7 +85,7 @@ def serve(conn, options: dict) -> None:
 
 
 def _send(conn, answer: dict) -> None:
-    from ..core.ledger_format import jsonable
+    from ..core.ledger.line_format import jsonable
 
     try:
         text = json.dumps(jsonable(answer), allow_nan=False)
@@ -110,9 +110,9 @@ def _perform(task: dict, options: dict) -> dict:
 
 
 def _run_check(record: dict, options: dict) -> dict:
-    from ..core.engine import run_check
-    from ..core.limits import Limits
-    from ..core.spec import parse_spec
+    from ..core.check.engine import run_check
+    from ..core.check.spec import parse_spec
+    from ..core.expr.limits import Limits
 
     delay = options.get("slow_functions", {}).get(record.get("function"))
     if delay:
@@ -126,7 +126,7 @@ def _check(task: dict, options: dict) -> dict:
 
 
 def _verify(task: dict, options: dict) -> dict:
-    from ..core.verify import verify_path
+    from ..core.ledger.verify import verify_path
 
     return verify_path(task["path"], replay=task["replay"], deep=task["deep"])
 

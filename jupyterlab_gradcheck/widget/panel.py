@@ -15,14 +15,14 @@ from html import escape
 
 import ipywidgets as widgets
 
-from ..core import defaults
-from ..core.devices import available_devices, resolve_device
+from ..core.check import defaults
+from ..core.check.devices import available_devices, resolve_device
+from ..core.check.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
 from ..core.jsonio import loads_strict
-from ..core.record_html import FONT_DIM, history_html, record_html
-from ..core.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
-from .kernel_run import run_in_kernel
-from .location import LedgerLocationMissing, open_ledger
+from ..core.report.record_html import FONT_DIM, history_html, record_html
+from ..kernel.kernel_run import run_in_kernel
+from ..kernel.location import LedgerLocationMissing, open_ledger
 
 _LABEL_WIDTH = "170px"
 _STYLE = {"description_width": _LABEL_WIDTH}

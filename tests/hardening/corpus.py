@@ -216,8 +216,9 @@ def count_engine_entries(set_attribute=setattr) -> dict:
 
     `set_attribute` is `setattr` in a driver process, or pytest's `monkeypatch.setattr`.
     """
-    from jupyterlab_gradcheck.core import engine, expr_eval
-    from jupyterlab_gradcheck.widget import kernel_run
+    from jupyterlab_gradcheck.core.check import engine
+    from jupyterlab_gradcheck.core.expr import evaluator
+    from jupyterlab_gradcheck.kernel import kernel_run
 
     counts = {"run_check": 0, "compile_expression": 0}
 
@@ -228,9 +229,9 @@ def count_engine_entries(set_attribute=setattr) -> dict:
         return wrapper
 
     run_check = counted("run_check", engine.run_check)
-    compile_expression = counted("compile_expression", expr_eval.compile_expression)
+    compile_expression = counted("compile_expression", evaluator.compile_expression)
     for module, name, wrapper in ((engine, "run_check", run_check), (kernel_run, "run_check", run_check),
                                   (engine, "compile_expression", compile_expression),
-                                  (expr_eval, "compile_expression", compile_expression)):
+                                  (evaluator, "compile_expression", compile_expression)):
         set_attribute(module, name, wrapper)
     return counts

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from figures import record
+
 from jupyterlab_gradcheck.api import check_record
-from jupyterlab_gradcheck.core.binding import METADATA_KEY, read_notebook, write_notebook
-from jupyterlab_gradcheck.core.ledger_format import make_line
+from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, read_notebook, write_notebook
+from jupyterlab_gradcheck.core.ledger.line_format import make_line
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 RIGHT = {"function": "x*x", "x": 3, "analytical_gradient": 6}  # d/dx x^2 at 3 is 6

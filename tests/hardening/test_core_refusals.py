@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from jupyterlab_gradcheck.core.check.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.jsonio import loads_records
-from jupyterlab_gradcheck.core.spec import parse_spec
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
 

@@ -1,6 +1,6 @@
 """The hostile-input corpus through the inline panel and the Python API, in this process.
 
-The panel and `check_record` share one validation path (`widget.kernel_run.run_in_kernel`,
+The panel and `check_record` share one validation path (`kernel.kernel_run.run_in_kernel`,
 then the core). Expressions are typed into the panel's fields, inputs-field bodies into its
 inputs box, and records go through `check_record`: each must show (or raise) the core's
 one-line error, never enter the engine, and leave the notebook's ledger as it was.
@@ -12,12 +12,12 @@ import html
 import json
 import re
 
-import pytest
-
 import corpus
+import pytest
 from figures import record
+
 from jupyterlab_gradcheck.core.errors import SpecError
-from jupyterlab_gradcheck.core.ledger import Ledger
+from jupyterlab_gradcheck.core.ledger.store import Ledger
 
 _MESSAGE = re.compile(r'<div class="jp-gradcheck-message"[^>]*>(.*)</div>', re.S)
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from figures import record
+from live_server import LiveServer
 from traitlets.config import Config
 
-from figures import record
-from jupyterlab_gradcheck.core.verify import verify_ledger_file
-from live_server import LiveServer
+from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
 NOTEBOOK = "work/lab1.ipynb"
 TIMEOUT = 6.0  #: seconds; a warm scalar check takes milliseconds, the stuck one sleeps 600 s
@@ -163,10 +163,10 @@ async def test_a_worker_that_died_idle_unnoticed_costs_the_request_nothing(api, 
     when a check is POSTed,
     then the task, never started, goes to a fresh worker: 200, the check passes, and the ledger
     holds its expectation and observation with no failed-to-run entry."""
-    from jupyterlab_gradcheck.server.routes import SERVICE_SETTING
+    from jupyterlab_gradcheck.server.service import SERVICE_SETTING
 
     pool = await _pool(api, lambda p: p["workers"][0]["state"] == "idle", "an idle worker")
-    worker = jp_serverapp.web_app.settings[SERVICE_SETTING].pool._slots[0].worker
+    worker = jp_serverapp.web_app.settings[SERVICE_SETTING].pool.worker(0)
     os.kill(pool["workers"][0]["pid"], signal.SIGKILL)
     worker.process.join(timeout=10)  # dead for certain, and reaped
     monkeypatch.setattr(worker, "is_alive", lambda: True)  # the liveness check came just before

@@ -19,18 +19,18 @@ import os
 import sys
 
 import pytest
+from figures import record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from figures import record
-from jupyterlab_gradcheck.core.defaults import DTYPES
+from jupyterlab_gradcheck.core.check.defaults import DTYPES
+from jupyterlab_gradcheck.core.check.record_values import numel
+from jupyterlab_gradcheck.core.check.spec import DEVICE_PATTERN, INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
-from jupyterlab_gradcheck.core.expr import parse_expression
-from jupyterlab_gradcheck.core.functions import FUNCTIONS
+from jupyterlab_gradcheck.core.expr.functions import FUNCTIONS
+from jupyterlab_gradcheck.core.expr.limits import DEFAULT_LIMITS
+from jupyterlab_gradcheck.core.expr.parser import parse_expression
 from jupyterlab_gradcheck.core.jsonio import loads_records
-from jupyterlab_gradcheck.core.limits import DEFAULT_LIMITS
-from jupyterlab_gradcheck.core.spec import INPUT_FIELDS, OUTPUT_FIELDS, _DEVICE, parse_spec
-from jupyterlab_gradcheck.core.values import numel
 
 for _name, _examples in (("hardening", 1_000), ("fuzz", int(os.environ.get("GRADCHECK_FUZZ_EXAMPLES", 100_000)))):
     settings.register_profile(_name, max_examples=_examples, deadline=None, database=None,
@@ -256,7 +256,7 @@ def test_the_record_validator_accepts_or_refuses_and_never_executes():
         line = json.dumps(normalised, allow_nan=False, ensure_ascii=False)
         line.encode("utf-8")  # a ledger line is UTF-8
         assert sum(numel(shape) for shape in spec.shapes.values()) <= DEFAULT_LIMITS.max_input_elements
-        assert spec.dtype in DTYPES and _DEVICE.match(spec.device)
+        assert spec.dtype in DTYPES and DEVICE_PATTERN.match(spec.device)
         for key in ("rtol", "atol"):
             assert math.isfinite(spec.tolerance[key]) and spec.tolerance[key] >= 0
         _inside_the_language(spec.expression, spec.inputs)

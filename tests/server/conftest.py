@@ -13,7 +13,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from server_support import server_config
+
+from support.server import server_config
 
 # pytest-jupyter's server plugin is registered in the top-level tests/conftest.py:
 # pytest only honours pytest_plugins there.

@@ -7,9 +7,10 @@ import os
 from http.cookies import SimpleCookie
 
 from jupyter_server.utils import url_path_join
-from test_routes import implemented_methods
 
 from jupyterlab_gradcheck.server.routes import ROUTES
+
+from support.routes import implemented_methods
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None, "executed": False}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from jupyterlab_gradcheck.core.verify import verify_ledger_file
+from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
 
 async def test_seed_record_runs_and_leaves_expectation_then_observation(api, lab1, seed_text, jp_root_dir, ledger_lines):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from server_support import server_config
 from traitlets import TraitError
 
 from jupyterlab_gradcheck.server.extension import GradcheckExtension
+
+from support.server import server_config
 
 
 @pytest.mark.parametrize("jp_server_config", [server_config(max_input_elements=4, default_device="cuda:9")])

@@ -8,16 +8,9 @@ from importlib.resources import files
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyterlab_gradcheck.server.handlers.base import GradcheckHandler
 from jupyterlab_gradcheck.server.routes import ROUTES
 
-HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head", "options")
-
-
-def implemented_methods(handler) -> list[str]:
-    """The HTTP methods a route answers beyond those jupyter-server's APIHandler gives every
-    API route (its unauthenticated OPTIONS for CORS preflight)."""
-    return [m for m in HTTP_METHODS if getattr(handler, m) is not getattr(GradcheckHandler, m)]
+from support.routes import implemented_methods
 
 
 def decorators_of(method) -> list:

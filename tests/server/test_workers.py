@@ -9,7 +9,8 @@ import signal
 import time
 
 import pytest
-from server_support import SLOW, STUCK, TIMEOUT, server_config
+
+from support.server import SLOW, STUCK, TIMEOUT, server_config
 
 
 def _check(function: str) -> dict:

@@ -10,6 +10,7 @@ from tornado.web import HTTPError
 from ...core.errors import GradcheckError, SpecError
 from ...core.jsonio import loads_strict
 from ..errors import error_response
+from ..service import SERVICE_SETTING
 
 JSON = "application/json; charset=UTF-8"
 
@@ -24,8 +25,6 @@ class GradcheckHandler(APIHandler):
 
     @property
     def service(self):
-        from ..routes import SERVICE_SETTING
-
         return self.settings[SERVICE_SETTING]
 
     def json_body(self) -> dict:

@@ -1,0 +1,203 @@
+"""Compare two gradients element by element, keeping the worst element (principle 6).
+
+A comparison passes when every element satisfies |left - right| <= atol + rtol * |right|
+(the reference is the right-hand side). It records the largest absolute and relative
+errors, the tolerance used, and the element that violates the tolerance most (or, when all
+pass, the one with the largest error), with its index and both values.
+
+Two paths compute the same record. Tensors of up to SMALL_ELEMENTS real elements on the CPU
+(the scalars and short vectors of the course) are compared in plain Python floats, because a
+dozen torch operations on one element cost far more than the arithmetic; larger tensors use
+torch. Both evaluate the same IEEE double operations in the same order (subtract, abs,
+multiply, add, divide, each rounded once), pick the worst element by the same rule as
+`torch.argmax` (the first NaN, else the first maximum), and so give bit-identical records.
+A caller comparing the same tensor several times wraps it once in an `Operand`, so that its
+elements are read once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .tensors import to_value
+
+#: Largest element count compared in plain Python floats instead of torch operations.
+SMALL_ELEMENTS = 64
+_INF = float("inf")
+_MAX_FINITE = 1.7976931348623157e308  # what nan_to_num turns +inf into
+_REAL_DTYPES: tuple | None = None  # see _real_dtypes
+
+
+def _unravel(flat_index: int, shape) -> list[int]:
+    index = []
+    for size in reversed(list(shape)):
+        index.append(flat_index % size)
+        flat_index //= size
+    return list(reversed(index))
+
+
+class Operand:
+    """A tensor to compare, and its elements as Python floats when the plain path suits it."""
+
+    __slots__ = ("_tensor", "_make", "shape", "values")
+
+    def __init__(self, tensor):
+        self._tensor, self._make, self.shape = tensor, None, tensor.shape
+        #: The elements (exact: every real dtype fits a double), or None for the torch path.
+        self.values = _plain_values(tensor)
+
+    @property
+    def tensor(self):
+        """The tensor (made on first use for a `doubled` operand)."""
+        if self._tensor is None:
+            self._tensor = self._make()
+        return self._tensor
+
+    @classmethod
+    def doubled(cls, operand: "Operand") -> "Operand":
+        """`Operand(2 * operand.tensor)`. In float64 the doubling is exact (or overflows to inf)
+        in Python floats as in torch, so the plain values are doubled without a tensor; other
+        dtypes round (and overflow) in their own precision, so torch doubles them."""
+        tensor = operand.tensor
+        if operand.values is None or tensor.dtype != _float64():
+            return cls(2 * tensor)
+        twice = cls.__new__(cls)
+        twice._tensor, twice._make, twice.shape = None, lambda: 2 * tensor, operand.shape
+        twice.values = [2 * value for value in operand.values]
+        return twice
+
+
+def compare(name: str, input_name: str, left, right, *, left_label: str, right_label: str,
+            rtol: float, atol: float) -> dict:
+    """One comparison record between two same-shaped tensors (or `Operand`s of them)."""
+    left = left if isinstance(left, Operand) else Operand(left)
+    right = right if isinstance(right, Operand) else Operand(right)
+    if left.values is not None and right.values is not None and left.shape == right.shape \
+            and _plain_number(rtol) and _plain_number(atol):
+        return _compare_floats(name, input_name, left.values, right.values, right.shape,
+                               left_label=left_label, right_label=right_label, rtol=rtol, atol=atol)
+    return compare_tensors(name, input_name, left.tensor, right.tensor, left_label=left_label,
+                            right_label=right_label, rtol=rtol, atol=atol)
+
+
+def _record(name, input_name, left_label, right_label, rtol, atol, passed, max_abs, max_rel,
+            shape, worst_flat, left, right, abs_err, rel_err) -> dict:
+    return {
+        "name": name,
+        "input": input_name,
+        "left": left_label,
+        "right": right_label,
+        "max_abs_err": _finite_or_none(max_abs),
+        "max_rel_err": _finite_or_none(max_rel),
+        "rtol": rtol,
+        "atol": atol,
+        "passed": passed,
+        "worst": {
+            "index": _unravel(worst_flat, shape),
+            "flat_index": worst_flat,
+            "left": left,
+            "right": right,
+            "abs_err": _finite_or_none(abs_err),
+            "rel_err": _finite_or_none(rel_err),
+        },
+    }
+
+
+def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol) -> dict:
+    """The torch path, for tensors of any size and device."""
+    import torch
+
+    left64 = left.detach().to("cpu", torch.float64).broadcast_to(right.shape)
+    right64 = right.detach().to("cpu", torch.float64)
+    error = (left64 - right64).abs()
+    bound = atol + rtol * right64.abs()
+    nan = torch.isnan(error)
+    excess = torch.where(nan, torch.full_like(error, float("inf")), error - bound)
+    passed = bool((excess <= 0).all())
+    flat_excess = excess.reshape(-1)
+    worst_flat = int(torch.argmax(flat_excess if not passed else error.reshape(-1).nan_to_num(nan=float("inf"))))
+    # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
+    relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
+    relative = torch.where(error == 0, torch.zeros_like(relative), relative)
+    return _record(name, input_name, left_label, right_label, rtol, atol, passed,
+                   error.max(), relative.max(), right64.shape, worst_flat,
+                   to_value(left64.reshape(-1)[worst_flat]), to_value(right64.reshape(-1)[worst_flat]),
+                   error.reshape(-1)[worst_flat], relative.reshape(-1)[worst_flat])
+
+
+def _compare_floats(name, input_name, left: list, right: list, shape, *, left_label, right_label,
+                    rtol, atol) -> dict:
+    """The plain-Python path: the torch path's operations, element by element, in doubles."""
+    if len(left) == 1:  # one element is its own worst and its own maximum
+        a, b = left[0], right[0]
+        e = abs(a - b)
+        r = 0.0 if e == 0 else (_INF if b == 0 else e / abs(b))
+        passed = (_INF if e != e else e - (atol + rtol * abs(b))) <= 0
+        return _record(name, input_name, left_label, right_label, rtol, atol, passed, e, r, shape, 0, a, b, e, r)
+    errors = [abs(a - b) for a, b in zip(left, right)]
+    excess = [_INF if e != e else e - (atol + rtol * abs(b)) for e, b in zip(errors, right)]
+    passed = all(x <= 0 for x in excess)
+    if passed:
+        worst_flat = _argmax([_INF if e != e else (_MAX_FINITE if e == _INF else e) for e in errors])
+    else:
+        worst_flat = _argmax(excess)
+    # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
+    relative = [0.0 if e == 0 else (_INF if b == 0 else e / abs(b)) for e, b in zip(errors, right)]
+    return _record(name, input_name, left_label, right_label, rtol, atol, passed,
+                   _max(errors), _max(relative), shape, worst_flat,
+                   left[worst_flat], right[worst_flat], errors[worst_flat], relative[worst_flat])
+
+
+def _argmax(values: list) -> int:
+    """`torch.argmax` of a flat list: the first NaN if there is one, else the first maximum."""
+    best = 0
+    for index, value in enumerate(values):
+        if value != value:
+            return index
+        if value > values[best]:
+            best = index
+    return best
+
+
+def _max(values: list) -> float:
+    """`Tensor.max()` of a flat list: NaN when any element is NaN."""
+    return values[_argmax(values)]
+
+
+def _plain_number(value) -> bool:
+    """A float, or an int that a double holds exactly (torch and Python then agree on it)."""
+    return type(value) is float or (type(value) is int and abs(value) <= 2**53)
+
+
+def _plain_values(tensor) -> list[float] | None:
+    """The elements of a small real CPU tensor as Python floats, else None."""
+    real, strided, _ = _real_dtypes()
+    if not (tensor.is_cpu and 0 < tensor.numel() <= SMALL_ELEMENTS and tensor.dtype in real
+            and tensor.layout is strided):
+        return None
+    if tensor.dim() == 0:
+        return [tensor.item()]
+    values = tensor.tolist()
+    while values and isinstance(values[0], list):  # flatten a nested list, row-major as reshape(-1)
+        values = [item for row in values for item in row]
+    return values
+
+
+def _real_dtypes() -> tuple:
+    """(torch's real floating dtypes, the dense layout, float64), looked up once torch is imported."""
+    global _REAL_DTYPES
+    if _REAL_DTYPES is None:
+        import torch
+
+        _REAL_DTYPES = (frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16)), torch.strided,
+                        torch.float64)
+    return _REAL_DTYPES
+
+
+def _float64():
+    return _real_dtypes()[2]
+
+
+def _finite_or_none(value):
+    value = float(value)
+    return value if math.isfinite(value) else None

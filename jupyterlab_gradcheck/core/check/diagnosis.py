@@ -1,0 +1,166 @@
+"""Explain a failed comparison: precision_limited, kink, nondeterministic or probable_bug.
+
+- `nondeterministic`: repeated passes at the same point differ (the forward value, pass 2
+  against twice pass 1, or the pass after clearing against pass 1).
+- `kink`: one-sided forward and backward differences at the worst element disagree, and the
+  disagreement does not shrink when the step does (a smooth function's does, linearly).
+- `precision_limited`: the discrepancy is within what the dtype and step can resolve: the
+  rounding floor eps*|phi|/h (eps*|w_i g_i|/h where the estimate came from a diagonal chain,
+  core/check/diagonal.py) (plus the step's own representation error and a truncation
+  estimate) for a finite difference, or a few dozen ulps for exact derivatives.
+- `probable_bug`: none of the above. The reason says which side the evidence points to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import defaults, diagonal
+from .finite_difference import Probe, difference_quotient
+
+#: Multiple of the estimated floor within which a discrepancy is called precision-limited.
+FLOOR_MARGIN = 2.0
+#: Ulps of disagreement between two exact derivatives that rounding alone can explain.
+EXACT_ULPS = 64
+
+
+@dataclass
+class DiagnosisContext:
+    """What the engine observed, for explaining any failed comparison of one check."""
+
+    function: object
+    fd_values: dict
+    fd_v: object
+    dtype: str
+    scheme: str
+    step: object
+    fd_tolerance: dict
+    grads: dict  #: observation name -> {input name -> tensor}
+    nondeterminism: str = ""
+    #: input name -> the finite-difference path taken ("general", or a diagonal chain's kind)
+    fd_structure: dict = field(default_factory=dict)
+
+
+def _fmt(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _one_sided(probe: Probe, flat_index: int, h: float) -> tuple[float, float]:
+    import torch
+
+    x = probe.values[probe.name]
+    centre = float(probe.phi(x))
+    index = torch.tensor([flat_index], device=x.device)
+    step = torch.tensor([h], dtype=x.dtype, device=x.device)
+    plus = float(probe.phi_batch(probe.shifted(step, indices=index))[0])
+    minus = float(probe.phi_batch(probe.shifted(-step, indices=index))[0])
+    return (plus - centre) / h, (centre - minus) / h
+
+
+def kink_evidence(ctx: DiagnosisContext, input_name: str, flat_index: int):
+    """(is_kink, forward, backward) from one-sided differences at two steps a decade apart."""
+    eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
+    probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
+    x_i = float(ctx.fd_values[input_name].reshape(-1)[flat_index])
+    h1 = eps ** 0.25 * max(1.0, abs(x_i))
+    f1, b1 = _one_sided(probe, flat_index, h1)
+    f2, b2 = _one_sided(probe, flat_index, h1 / 10)
+    d1, d2 = abs(f1 - b1), abs(f2 - b2)
+    scale = max(abs(f2), abs(b2))
+    threshold = ctx.fd_tolerance["atol"] + ctx.fd_tolerance["rtol"] * scale
+    return (d2 > threshold and d2 > 0.5 * d1), f2, b2
+
+
+def _rounding_floor(ctx: DiagnosisContext, input_name: str, flat_index: int, gradient: float) -> tuple[float, float, float]:
+    """(floor, rounding part, truncation part) of the finite difference at one element."""
+    import torch
+
+    eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
+    probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
+    x = ctx.fd_values[input_name]
+    magnitude = None
+    if ctx.fd_structure.get(input_name, "general") != "general":  # element i's quotient rounds like |w_i g_i|
+        magnitude = diagonal.element_magnitude(probe, flat_index)
+    if magnitude is None:
+        magnitude = float(torch.sum((ctx.fd_v * ctx.function(**ctx.fd_values)).abs()))
+    x_i = float(x.reshape(-1)[flat_index])
+    if isinstance(ctx.step, float):
+        h = ctx.step
+    else:
+        h = defaults.fd_step(ctx.dtype, ctx.scheme) * max(1.0, abs(x_i))
+    rounding = eps * magnitude / h + eps * max(abs(x_i), 1e-300) / h * abs(gradient)
+    if ctx.scheme == "complex_step":
+        return eps * abs(gradient), eps * abs(gradient), 0.0
+    index = torch.tensor([flat_index], device=x.device)
+    step = torch.tensor([h], dtype=x.dtype, device=x.device)
+    scheme = "central" if ctx.scheme == "richardson" else ctx.scheme
+    full = float(difference_quotient(probe, scheme, step, index)[0])
+    half = float(difference_quotient(probe, scheme, step / 2, index)[0])
+    truncation = abs(full - half)
+    return rounding + truncation, rounding, truncation
+
+
+def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
+    """(diagnosis, one-sentence reason) for one failed comparison."""
+    name, input_name = comparison["name"], comparison["input"]
+    worst = comparison["worst"]
+    flat = worst["flat_index"]
+    where = f"{input_name}{worst['index']}" if worst["index"] else input_name
+    left, right = worst["left"], worst["right"]
+    if ctx.nondeterminism:
+        return "nondeterministic", ctx.nondeterminism
+    if name in ("pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1"):
+        return "probable_bug", (
+            f"repeated passes disagree at {where} ({_fmt(left)} vs {_fmt(right)}) although the "
+            "forward value repeats: the backward keeps state between calls"
+        )
+    is_kink, forward, backward = kink_evidence(ctx, input_name, flat)
+    if is_kink:
+        return "kink", (
+            f"one-sided differences at {where} disagree (forward {_fmt(forward)}, backward "
+            f"{_fmt(backward)}) and do not converge as the step shrinks: the function is not "
+            "differentiable there, so any single derivative value is a convention"
+        )
+    abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
+    if "finite_difference" in name:
+        floor, rounding, truncation = _rounding_floor(ctx, input_name, flat, right)
+        if abs_err <= FLOOR_MARGIN * floor:
+            return "precision_limited", (
+                f"the discrepancy {_fmt(abs_err)} at {where} is within what a {ctx.dtype} "
+                f"{ctx.scheme} difference with this step can resolve (rounding bound ≈ {_fmt(rounding)}, "
+                f"truncation ≈ {_fmt(truncation)}): choose the default step, not a tighter tolerance"
+            )
+        return "probable_bug", (
+            f"at {where} autograd gives {_fmt(right)} but finite differences give {_fmt(left)}, "
+            f"far beyond the step's error floor ≈ {_fmt(floor)}: suspect the backward"
+        )
+    eps = defaults.EPS[ctx.dtype]
+    if abs_err <= EXACT_ULPS * eps * max(abs(left), abs(right)):
+        return "precision_limited", (
+            f"the discrepancy {_fmt(abs_err)} at {where} is within {EXACT_ULPS} ulps of "
+            f"{ctx.dtype}: rounding, not a wrong derivative"
+        )
+    fd = ctx.grads.get("finite_difference", {}).get(input_name)
+    autograd = ctx.grads["autograd_grad"][input_name]
+    if fd is not None:
+        fd_i = float(fd.reshape(-1)[flat])
+        ag_i = float(autograd.reshape(-1)[flat])
+        tol = ctx.fd_tolerance
+        fd_agrees_autograd = abs(fd_i - ag_i) <= tol["atol"] + tol["rtol"] * abs(ag_i)
+        fd_agrees_hand = abs(fd_i - left) <= tol["atol"] + tol["rtol"] * abs(left)
+        if fd_agrees_autograd:
+            return "probable_bug", (
+                f"the hand derivation gives {_fmt(left)} at {where}, but autograd gives "
+                f"{_fmt(right)} and finite differences agree with autograd ({_fmt(fd_i)}): "
+                "the expectation is wrong"
+            )
+        if fd_agrees_hand:
+            return "probable_bug", (
+                f"autograd gives {_fmt(right)} at {where}, but the hand derivation and finite "
+                f"differences agree on {_fmt(left)}: suspect the backward"
+            )
+        return "probable_bug", (
+            f"at {where} the hand derivation ({_fmt(left)}), autograd ({_fmt(right)}) and "
+            f"finite differences ({_fmt(fd_i)}) all disagree"
+        )
+    return "probable_bug", f"the hand derivation gives {_fmt(left)} at {where} but autograd gives {_fmt(right)}"

@@ -1,0 +1,217 @@
+"""Run one gradient check: observe, compare, diagnose, and return the completed record.
+
+`run_check` takes a record (or a parsed `CheckSpec`) and returns the record of
+docs/contracts.md: every observation with its shape, dtype and device, every comparison with
+its tolerance, the failures kept with their diagnosis, SymPy's opinion, the step sweep and
+the environment. `check_callable` does the same for a Python callable, including the
+`apply` of a custom `torch.autograd.Function`. Neither writes a ledger: `run.run_and_record`
+wraps them for that.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import SpecError
+from ..expr.evaluator import compile_expression
+from ..expr.parser import Expression
+from ..expr.symbolic import symbolic_opinion
+from . import defaults
+from .comparison import Operand, compare
+from .devices import resolve_device
+from .diagnosis import DiagnosisContext, diagnose
+from .environment import capture_environment
+from .finite_difference import fd_gradients
+from .observations import observe_autograd
+from .spec import CheckSpec, parse_spec
+from .step_sweep import step_sweep
+from .tensors import describe, to_tensor
+from .torch_gradcheck import torch_gradcheck
+
+#: Input elements above which the step sweep is left out of the record by default.
+SWEEP_MAX_ELEMENTS = 10_000
+
+_COMPARISON_ORDER = (
+    "analytical_vs_backward_pass_1", "analytical_vs_autograd_grad",
+    "autograd_vs_finite_difference", "pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1",
+)
+
+
+def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
+    """The expectation as a tensor per input, broadcast to that input's shape."""
+    import torch
+
+    result = {}
+    detached = None
+    for name, written in spec.analytical.items():
+        if detached is None and (isinstance(written, Expression) or callable(written)):
+            detached = {n: t.detach() for n, t in leaves.items()}
+        if isinstance(written, Expression):
+            with torch.no_grad():
+                value = compile_expression(written)(**detached)
+            value = torch.as_tensor(value, dtype=leaves[name].dtype, device=leaves[name].device)
+        elif callable(written):
+            with torch.no_grad():
+                value = torch.as_tensor(written(**detached), dtype=leaves[name].dtype,
+                                        device=leaves[name].device)
+        else:
+            value = to_tensor(written, spec.dtype, str(leaves[name].device))
+        shape = leaves[name].shape
+        try:
+            result[name] = value if value.shape == shape else value.broadcast_to(shape)
+        except RuntimeError:
+            raise SpecError(
+                f"analytical_gradient for {name!r} has shape {list(value.shape)}, which does not "
+                f"match the input's shape {list(leaves[name].shape)}",
+                field="analytical_gradient",
+            ) from None
+    return result
+
+
+def _nondeterminism(function, leaves: dict) -> str:
+    import torch
+
+    with torch.no_grad():
+        detached = {n: t.detach() for n, t in leaves.items()}
+        first, second = function(**detached), function(**detached)
+    if not torch.equal(first, second):
+        return "two forward passes at the same input give different outputs: the function is not deterministic"
+    return ""
+
+
+def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict) -> list[dict]:
+    tol, fd_tol = spec.tolerance, spec.finite_difference
+    rows = []
+    for name in spec.inputs:
+        # each tensor is read once, however many comparisons it takes part in
+        expected, autograd = Operand(analytical[name]), Operand(raw["autograd_grad"][name])
+        pass_1 = Operand(raw["backward_pass_1"][name])
+        twice = Operand.doubled(pass_1)
+        rows += [
+            compare("analytical_vs_backward_pass_1", name, expected, pass_1,
+                    left_label="analytical", right_label="backward_pass_1", **tol),
+            compare("analytical_vs_autograd_grad", name, expected, autograd,
+                    left_label="analytical", right_label="autograd_grad", **tol),
+            compare("autograd_vs_finite_difference", name, fd[name], autograd,
+                    left_label="finite_difference", right_label="autograd_grad",
+                    rtol=fd_tol["rtol"], atol=fd_tol["atol"]),
+            compare("pass_2_vs_twice_pass_1", name, raw["backward_pass_2_accumulated"][name], twice,
+                    left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
+            compare("after_clear_none_vs_pass_1", name, raw["after_clear_none"][name], pass_1,
+                    left_label="after_clear_none", right_label="backward_pass_1", **tol),
+        ]
+    rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
+    return rows
+
+
+def _as_dtype(tensor, dtype):
+    """`tensor.to(dtype)`, which is the tensor itself when it has that dtype already."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def _copied(value):
+    """A value as `to_value` gives it (a float or nested lists), not shared with the record."""
+    return [_copied(item) for item in value] if isinstance(value, list) else value
+
+
+def _path_note(fd_info: dict) -> str:
+    """Which inputs had every element shifted at once (an observed elementwise chain), in words."""
+    chains = [f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
+              for name, info in fd_info["inputs"].items() if info.get("structure", "general") != "general"]
+    return f" Every element shifted at once for {', '.join(chains)}." if chains else ""
+
+
+def _failure(row: dict, diagnosis: str, reason: str) -> dict:
+    worst = row["worst"]
+    return {
+        "comparison": row["name"], "input": row["input"], "index": worst["index"],
+        "left_label": row["left"], "right_label": row["right"],
+        "left": worst["left"], "right": worst["right"],
+        "abs_err": worst["abs_err"], "rel_err": worst["rel_err"],
+        "rtol": row["rtol"], "atol": row["atol"],
+        "diagnosis": diagnosis, "reason": reason,
+    }
+
+
+def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
+              symbolic: bool = True) -> dict:
+    """Run the check described by `spec` and return the completed record.
+
+    `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements) adds the step
+    sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
+    """
+    import torch
+
+    spec = parse_spec(spec)
+    device = resolve_device(spec.device, devices)
+    function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
+    leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
+    observations, raw, v = observe_autograd(function, leaves, spec.grad_output)
+    analytical = analytical_tensors(spec, leaves)
+
+    fd_dtype = defaults.FD_DTYPE[spec.dtype]
+    fd_values = {n: _as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
+    fd_v = _as_dtype(v.detach(), getattr(torch, fd_dtype))
+    fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
+    fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme,
+                                   step=fd_step, work_elements=spec.work_elements)
+    fd = {n: _as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
+    half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
+    observations["finite_difference"] = {
+        "name": "finite_difference",
+        "description": f"{fd_scheme} difference of sum(grad_output * f) along each input element",
+        "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{_path_note(fd_info)}",
+        "gradients": {n: describe(fd[n]) for n in fd},
+        **fd_info,
+    }
+    observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device)
+    raw["finite_difference"] = fd
+
+    comparisons = _comparisons(spec, analytical, raw, fd)
+    context = DiagnosisContext(
+        function=function, fd_values=fd_values, fd_v=fd_v, dtype=spec.dtype, scheme=fd_scheme,
+        step=fd_info["step"] if fd_step is not None else None,
+        fd_tolerance=spec.finite_difference, grads=raw,
+        nondeterminism=_nondeterminism(function, leaves),
+        fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
+    )
+    failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
+    verdict = observations["torch_gradcheck"]["status"]
+    names = list(spec.inputs)
+    pass_1 = observations["backward_pass_1"]["gradients"]  # to_value of the same tensors, already read
+    observed = _copied(pass_1[names[0]]["value"]) if len(names) == 1 else {
+        n: _copied(pass_1[n]["value"]) for n in names}
+
+    record = spec.to_dict()
+    record.update({
+        "executed": True,
+        "observed_gradient": observed,
+        "passed": not failures and verdict != "failed",
+        "grad_output_used": describe(v),
+        "analytical": {n: describe(analytical[n]) for n in names},
+        "observations": observations,
+        "comparisons": comparisons,
+        "failure": failures[0] if failures else None,
+        "failures": failures,
+        "symbolic": symbolic_opinion(spec, leaves, analytical, raw["autograd_grad"]) if symbolic
+        else {"status": "skipped", "reason": "SymPy opinion not requested for this run"},
+        "environment": capture_environment(device),
+    })
+    total = sum(t.numel() for t in leaves.values())
+    if sweep if sweep is not None else total <= SWEEP_MAX_ELEMENTS:
+        first = failures[0] if failures else None
+        name = first["input"] if first else names[0]
+        flat = next((r["worst"]["flat_index"] for r in comparisons
+                     if first and r["name"] == first["comparison"] and r["input"] == name), 0)
+        chosen = {spec.dtype: fd_info["step"] * max(1.0, abs(float(fd_values[name].reshape(-1)[flat])))
+                  if fd_step is None else fd_info["step"]} if fd_step != "adaptive" else None
+        record["step_sweep"] = step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen)
+    return record
+
+
+def check_callable(function: Callable, inputs: dict, grad: Any = None, **options) -> dict:
+    """Run a check on a Python callable taking the inputs as keyword arguments."""
+    if not callable(function):
+        raise SpecError("function must be callable", field="function")
+    record = {"function": function, "inputs": inputs, "analytical_gradient": grad, **options}
+    return run_check(record)

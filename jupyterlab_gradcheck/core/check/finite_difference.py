@@ -1,0 +1,269 @@
+"""Finite-difference estimates of v^T J, one input element at a time, batched.
+
+For input element i the estimate is a difference quotient of the scalar
+phi(x) = sum(v * f(x)) along e_i. Perturbed copies of the input are stacked, a chunk at a
+time, and evaluated with `torch.func.vmap`, so that n elements cost a few batched forward
+passes instead of 2n Python-level calls, and peak memory stays bounded by the chunk whatever
+n is; a function vmap cannot trace falls back to a loop.
+
+The outputs at the two shifted points are subtracted output by output before they are
+weighted by v and summed. Outputs that element i does not touch then cancel exactly, so the
+rounding error of an elementwise function's estimate does not grow with the number of
+elements (differencing the two sums would leave eps * |phi| / h, which at 10^3 elements
+already exceeds the default float64 tolerance).
+
+Schemes (docs/tolerances.md explains their error floors):
+`central` (phi(x+h) - phi(x-h)) / 2h, `forward` (phi(x+h) - phi(x)) / h,
+`richardson` (4 D(h/2) - D(h)) / 3 on central differences, and `complex_step`
+Im phi(x + ih) / h, valid only through complex-analytic functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import defaults, diagonal
+
+#: Elements (stacked copies x the larger of input and output numel) per vmap call: this
+#: bounds the memory a chunk needs, and so the peak, independently of n.
+CHUNK_ELEMENTS = 1 << 20
+#: Below this many stacked copies a plain loop is cheaper than vmap's tracing.
+LOOP_BELOW = 24
+#: From this many elements a diagonal chain is worth recognising (one element gains nothing).
+DIAGONAL_FROM = 2
+#: Shifted copies per element for each scheme: the signed multiples of h evaluated.
+SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,),
+           "richardson": (1.0, -1.0, 0.5, -0.5)}
+
+
+@dataclass
+class Probe:
+    """phi(x) = sum(v * f(inputs with `name` replaced by x)), evaluable on batches of x."""
+
+    function: object
+    values: dict  #: detached inputs, already in the finite-difference dtype
+    v: object  #: grad_output, in the finite-difference dtype
+    name: str
+    batched: bool = True
+    #: Elements of the largest tensor one evaluation builds; bounds a chunk's memory.
+    work: int = 1
+    #: Whether to look for a diagonal (elementwise) chain before the general path.
+    structured: bool = True
+    #: Which path the estimates came from: "general", or the chain core/check/diagonal.py observed.
+    structure: str = "general"
+    stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
+    _mapped: object = field(default=None, init=False, repr=False)
+
+    def arguments(self, x) -> dict:
+        """The keyword arguments of f with input `name` replaced by x (any dtype, real or complex)."""
+        others = {
+            k: (t.to(x.dtype) if x.is_complex() and not t.is_complex() else t)
+            for k, t in self.values.items() if k != self.name
+        }
+        return {**others, self.name: x}
+
+    def output(self, x):
+        """f with input `name` replaced by x (any dtype, real or complex)."""
+        return self.function(**self.arguments(x))
+
+    def phi(self, x):
+        """phi at one point (any dtype, real or complex)."""
+        return self.contract(self.output(x).unsqueeze(0))[0]
+
+    def outputs(self, xs):
+        """f for each x stacked along dimension 0, stacked the same way."""
+        import torch
+
+        count = xs.shape[0]
+        self.stats["forward_evaluations"] += count
+        if self.batched and count >= LOOP_BELOW:
+            try:
+                if self._mapped is None:
+                    self._mapped = torch.func.vmap(self.output)
+                return self._mapped(xs)
+            except Exception:  # a callable vmap cannot trace: fall back, and say so
+                self.batched = False
+        return torch.stack([self.output(x) for x in xs])
+
+    def contract(self, outputs):
+        """sum(v * output) for each output stacked along dimension 0."""
+        v = self.v.to(outputs.dtype) if outputs.is_complex() else self.v
+        # A product and a row sum, not a matrix-vector product: BLAS picks its gemv kernel by the
+        # number of rows, so a row's rounding would depend on the chunk it landed in.
+        return (outputs.reshape(outputs.shape[0], -1) * v.reshape(-1)).sum(1)
+
+    def phi_batch(self, xs):
+        """phi for each x stacked along dimension 0."""
+        return self.contract(self.outputs(xs))
+
+    def rows_per_chunk(self, copies: int) -> int:
+        """Input elements whose `copies` shifted copies fit in one chunk."""
+        width = max(self.values[self.name].numel(), self.v.numel(), self.work, 1)
+        return max(1, CHUNK_ELEMENTS // (copies * width))
+
+    def shifted(self, steps, *, imaginary: bool = False, indices=None):
+        """Copies of x, copy k shifted by steps[k] at flat element indices[k]."""
+        import torch
+
+        x = self.values[self.name]
+        flat = x.reshape(-1)
+        indices = torch.arange(flat.numel(), device=x.device) if indices is None else indices
+        base = flat.to(_complex_of(flat.dtype)) if imaginary else flat
+        stack = base.expand(len(indices), flat.numel()).clone()
+        shift = steps.to(stack.dtype) * (1j if imaginary else 1)
+        stack.scatter_add_(1, indices.reshape(-1, 1), shift.reshape(-1, 1))
+        return stack.reshape(len(indices), *x.shape)
+
+    def shifted_range(self, start: int, stop: int, steps, *, imaginary: bool = False):
+        """Copies of x for flat elements start..stop-1, one block per row of `steps`.
+
+        Block b holds, for each element i in the range, x shifted by steps[b, i - start] at i.
+        """
+        x = self.values[self.name]
+        flat = x.reshape(-1)
+        base = flat.to(_complex_of(flat.dtype)) if imaginary else flat
+        blocks, rows = steps.shape[0], stop - start
+        stack = base.expand(blocks * rows, flat.numel()).clone()
+        shift = steps.to(stack.dtype) * 1j if imaginary else steps
+        stack.view(blocks, rows, -1).diagonal(offset=start, dim1=1, dim2=2).add_(shift)
+        return stack.reshape(blocks * rows, *x.shape)
+
+
+def _complex_of(dtype):
+    import torch
+
+    return {torch.float64: torch.complex128, torch.float32: torch.complex64}[dtype]
+
+
+def step_vector(probe: Probe, step, dtype: str, scheme: str, indices=None):
+    """Absolute step per element: relative to max(1, |x|) by default, else the fixed step."""
+    import torch
+
+    flat = probe.values[probe.name].reshape(-1)
+    if indices is not None:
+        flat = flat[indices]
+    if step is None:
+        return defaults.fd_step(dtype, scheme) * torch.clamp(flat.abs(), min=1.0)
+    return torch.full_like(flat, float(step))
+
+
+def difference_quotient(probe: Probe, scheme: str, h, indices=None):
+    """The scheme's estimate of d phi / d x_i for every (or the given) flat element i."""
+    import torch
+
+    x = probe.values[probe.name]
+    if indices is None and probe.structured and x.numel() >= DIAGONAL_FROM:
+        estimates = diagonal.estimates(probe, scheme, h)
+        if estimates is not None:
+            return estimates
+        probe.structured = False  # not a diagonal chain: do not look again for this input
+    total = x.numel() if indices is None else len(indices)
+    base = probe.output(x) if scheme == "forward" else None
+    multiples = SHIFTS[scheme]
+    steps = torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
+    rows = probe.rows_per_chunk(len(multiples))
+    if total <= rows:  # one chunk: nothing to assemble
+        return _chunk_estimates(probe, scheme, steps, h, indices, 0, total, base)
+    # Allocated once, before the chunks: a small tensor kept alive between the chunks' large
+    # temporaries would split the freed blocks, and the allocator would take fresh memory
+    # for every chunk (the resident size then grows with n instead of staying at one chunk).
+    estimates = torch.empty(total, dtype=x.dtype, device=x.device)
+    for start in range(0, total, rows):
+        stop = min(start + rows, total)
+        estimates[start:stop] = _chunk_estimates(probe, scheme, steps, h, indices, start, stop, base)
+    return estimates
+
+
+def _chunk_estimates(probe: Probe, scheme: str, steps, h, indices, start: int, stop: int, base):
+    """Estimates for elements start..stop-1 (of `indices` when given): one batch of copies."""
+    imaginary = scheme == "complex_step"
+    if indices is None:
+        stack = probe.shifted_range(start, stop, steps[:, start:stop], imaginary=imaginary)
+    else:
+        stack = probe.shifted(steps[:, start:stop].reshape(-1), imaginary=imaginary,
+                              indices=indices[start:stop].repeat(steps.shape[0]))
+    return _quotient(probe, scheme, probe.outputs(stack), h[start:stop], base)
+
+
+def _quotient(probe: Probe, scheme: str, out, h, base):
+    """One chunk's estimates from its shifted outputs, differenced output by output."""
+    count = len(h)
+    if scheme == "complex_step":
+        return probe.contract(out).imag / h
+    if scheme == "forward":
+        return probe.contract(out - base) / h
+    central = probe.contract(out[:count] - out[count:2 * count]) / (2 * h)
+    if scheme == "richardson":
+        half = probe.contract(out[2 * count:3 * count] - out[3 * count:]) / h
+        return (4 * half - central) / 3
+    return central
+
+
+def adaptive(probe: Probe, scheme: str, dtype: str):
+    """Pick the step with the smallest estimated error; return it with the telemetry.
+
+    The estimate at step h is |D(h) - D(h/2)| (truncation) plus the rounding,
+    eps * (|phi| + |x_i| |D_i|) / h: the first term from the values of phi, the second from
+    x_i + h itself being rounded, which dominates where phi is zero (log at 1). The rounding
+    term matters: at tiny steps D(h) and D(h/2) can coincide by quantisation, which alone
+    would look like a perfect step.
+    """
+    import math
+
+    import torch
+
+    eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
+    x = probe.values[probe.name]
+    scale = torch.clamp(x.reshape(-1).abs(), min=1.0)
+    magnitude = float(torch.sum((probe.v * probe.function(**probe.values)).abs()))
+    telemetry, best = [], None
+    for k in range(1, int(-math.log10(eps)) + 1):
+        relative = 10.0 ** -k
+        h = relative * scale
+        estimate = difference_quotient(probe, scheme, h)
+        halved = difference_quotient(probe, scheme, h / 2)
+        truncation = float((estimate - halved).abs().max())
+        representation = float((x.reshape(-1).abs() / scale * halved.abs()).max()) if x.numel() else 0.0
+        rounding = eps * (magnitude + representation) / relative
+        total = truncation + rounding
+        telemetry.append({"step": relative, "change_when_halved": truncation,
+                          "rounding_estimate": rounding, "error_estimate": total})
+        if best is None or total < best[0]:
+            best = (total, relative, halved)
+    total, relative, estimate = best
+    return estimate, relative, {
+        "rule": "step minimising |D(h) - D(h/2)| + eps*(|phi| + |x_i||D_i|)/h over decades; the estimate at h/2 is kept",
+        "candidates": telemetry,
+        "chosen_step": relative,
+        "error_estimate": total,
+    }
+
+
+def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
+                 work_elements: int = 1, structured: bool = True) -> tuple[dict, dict]:
+    """Finite-difference gradient per input (in the values' dtype) and what was done.
+
+    `structured=False` forces the general path (one shifted copy per element) even where the
+    function is an elementwise chain; the benchmarks use it to show both costs.
+    """
+    grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "inputs": {}}
+    for name, x in values.items():
+        probe = Probe(function, values, v, name, work=work_elements, structured=structured)
+        telemetry = None
+        if step == "adaptive":
+            flat, used, telemetry = adaptive(probe, scheme, dtype)
+            kind = "adaptive"
+        else:
+            h = step_vector(probe, step, dtype, scheme)
+            flat = difference_quotient(probe, scheme, h)
+            used = defaults.fd_step(dtype, scheme) if step is None else float(step)
+            kind = "relative to max(1, |x|)" if step is None else "fixed"
+        grads[name] = flat.reshape(x.shape).real
+        info["inputs"][name] = {
+            "step": used, "step_kind": kind, "batched": probe.batched, "structure": probe.structure,
+            "forward_evaluations": probe.stats["forward_evaluations"],
+            **({"telemetry": telemetry} if telemetry else {}),
+        }
+    first = next(iter(info["inputs"].values()))
+    info["step"], info["step_kind"] = first["step"], first["step_kind"]
+    return grads, info

@@ -1,0 +1,139 @@
+"""The four autograd observations, each from a fresh forward pass (principle 4).
+
+- `backward_pass_1`: `.grad` after one `backward()`.
+- `backward_pass_2_accumulated`: a second forward and `backward()` with no clearing in
+  between: `.grad` now holds the sum of both passes, twice pass 1 for a pure function.
+- `after_clear_none`: after the deliberate `x.grad = None`, a fresh pass.
+- `autograd_grad`: the return value of `torch.autograd.grad`, which leaves `.grad` untouched.
+"""
+
+from __future__ import annotations
+
+from ..errors import SpecError
+from .tensors import describe
+
+DESCRIPTIONS = {
+    "backward_pass_1": "x.grad after one forward pass and one backward()",
+    "backward_pass_2_accumulated": (
+        "x.grad after a second forward pass and backward() with no clearing in between: "
+        "backward() adds into .grad, so a pure function gives twice pass 1"
+    ),
+    "after_clear_none": "x.grad after the deliberate clearing x.grad = None and a fresh pass",
+    "autograd_grad": (
+        "return value of torch.autograd.grad(y, x, grad_output); it does not write .grad"
+    ),
+}
+
+
+def forward(function, leaves: dict):
+    """One forward pass, refusing outputs that cannot be differentiated."""
+    import torch
+
+    output = function(**leaves)
+    if not isinstance(output, torch.Tensor):
+        raise SpecError(f"function returned {type(output).__name__}, not a tensor", field="function")
+    if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:
+        raise SpecError(
+            f"function output (dtype {str(output.dtype).replace('torch.', '')}) does not depend "
+            "differentiably on the inputs",
+            field="function",
+        )
+    return output
+
+
+def grad_output_for(output, grad_output):
+    """The vector v in v^T J: the record's grad_output, or ones shaped like the output."""
+    import torch
+
+    if grad_output is None:
+        return torch.ones_like(output)
+    tensor = torch.as_tensor(grad_output, dtype=output.dtype, device=output.device)
+    if tensor.shape != output.shape:
+        if tensor.numel() == 1:
+            return tensor.reshape(()).expand_as(output).clone()
+        raise SpecError(
+            f"grad_output has shape {list(tensor.shape)} but the output has shape {list(output.shape)}",
+            field="grad_output",
+        )
+    return tensor
+
+
+def _grads(leaves: dict) -> dict:
+    import torch
+
+    return {
+        name: (_copy(leaf.grad) if leaf.grad is not None else torch.zeros_like(leaf))
+        for name, leaf in leaves.items()
+    }
+
+
+def _copy(gradient):
+    """A copy of a gradient that is cut from any graph (`.grad` normally has none to cut)."""
+    return gradient.detach().clone() if gradient.requires_grad else gradient.clone()
+
+
+def _observation(name: str, grads: dict, note: str = "", **extra) -> dict:
+    return {
+        "name": name,
+        "description": DESCRIPTIONS[name],
+        "note": note,
+        "gradients": {key: describe(value) for key, value in grads.items()},
+        **extra,
+    }
+
+
+def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, object]:
+    """Run the four passes; return (observations, raw gradient tensors by observation, v)."""
+    import torch
+
+    for leaf in leaves.values():
+        leaf.grad = None
+    output = forward(function, leaves)
+    v = grad_output_for(output, grad_output)
+    output.backward(v)
+    unused = [name for name, leaf in leaves.items() if leaf.grad is None]
+    pass_1 = _grads(leaves)
+
+    forward(function, leaves).backward(v)
+    pass_2 = _grads(leaves)
+
+    for leaf in leaves.values():
+        leaf.grad = None  # the deliberate clearing the course asks for
+    forward(function, leaves).backward(v)
+    after_clear = _grads(leaves)
+
+    for leaf in leaves.values():
+        leaf.grad = None
+    names = list(leaves)
+    returned = torch.autograd.grad(
+        forward(function, leaves), [leaves[n] for n in names], v, allow_unused=True
+    )
+    untouched = all(leaves[n].grad is None for n in names)
+    by_grad = {
+        n: (_copy(g) if g is not None else torch.zeros_like(leaves[n]))
+        for n, g in zip(names, returned)
+    }
+    unused_note = (
+        f"input(s) {', '.join(unused)} do not reach the output: gradient None, shown as zeros. "
+        if unused else ""
+    )
+    raw = {
+        "backward_pass_1": pass_1,
+        "backward_pass_2_accumulated": pass_2,
+        "after_clear_none": after_clear,
+        "autograd_grad": by_grad,
+    }
+    observations = {
+        "backward_pass_1": _observation("backward_pass_1", pass_1, unused_note),
+        "backward_pass_2_accumulated": _observation(
+            "backward_pass_2_accumulated", pass_2, "no x.grad = None between the passes"
+        ),
+        "after_clear_none": _observation("after_clear_none", after_clear, "x.grad = None, then one pass"),
+        "autograd_grad": _observation(
+            "autograd_grad", by_grad,
+            ".grad stayed None: autograd.grad returns the gradient without touching .grad"
+            if untouched else ".grad was written during torch.autograd.grad (unexpected)",
+            grad_attribute_untouched=untouched,
+        ),
+    }
+    return observations, raw, v

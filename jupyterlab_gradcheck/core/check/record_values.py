@@ -1,0 +1,72 @@
+"""Validation of numeric values written in a record: numbers and rectangular nested lists.
+
+Torch-free, so the server can refuse a ragged list or a huge shape before anything runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import SpecError
+from ..expr.limits import DEFAULT_LIMITS, Limits
+
+
+def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
+    """Shape of a number or rectangular nested list; SpecError naming the first problem."""
+    shape: list[int] = []
+    level = [value]
+    while True:
+        for item in level:
+            if not isinstance(item, list) and not _is_number(item):
+                raise SpecError(
+                    f"{field}: expected a number or a list of numbers, found {_describe(item)}",
+                    field=field,
+                )
+        if all(_is_number(item) for item in level):
+            for item in level:
+                _check_finite(item, field)
+            return shape
+        if not all(isinstance(item, list) for item in level):
+            raise SpecError(f"{field}: ragged list (numbers and lists mixed at depth {len(shape)})", field=field)
+        lengths = {len(item) for item in level}
+        if len(lengths) != 1:
+            raise SpecError(
+                f"{field}: ragged list (lengths {sorted(lengths)} at depth {len(shape)})", field=field
+            )
+        length = lengths.pop()
+        if length == 0:
+            raise SpecError(f"{field}: empty list at depth {len(shape)}", field=field)
+        shape.append(length)
+        if len(shape) > limits.max_input_rank:
+            raise SpecError(f"{field}: more than {limits.max_input_rank} dimensions", field=field)
+        if math.prod(shape) > limits.max_input_elements:
+            raise SpecError(
+                f"{field}: more than {limits.max_input_elements} elements", field=field
+            )
+        level = [inner for item in level for inner in item]
+
+
+def numel(shape: list[int]) -> int:
+    """Number of elements of a shape (1 for a scalar)."""
+    return math.prod(shape)
+
+
+def _is_number(item) -> bool:
+    return isinstance(item, (int, float)) and not isinstance(item, bool)
+
+
+def _check_finite(item, field: str) -> None:
+    if isinstance(item, float) and not math.isfinite(item):
+        raise SpecError(f"{field}: {item} is not a finite number", field=field)
+    if isinstance(item, int) and abs(item) > 2**63:
+        raise SpecError(f"{field}: integer {item:.3e} is out of range", field=field)
+
+
+def _describe(item) -> str:
+    if item is None:
+        return "null"
+    if isinstance(item, bool):
+        return f"boolean {str(item).lower()}"
+    if isinstance(item, str):
+        return f"string {item[:30]!r}"
+    return type(item).__name__

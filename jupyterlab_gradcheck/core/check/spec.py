@@ -1,0 +1,374 @@
+"""Parse and validate a check declaration (the record contract in docs/contracts.md).
+
+`parse_spec` accepts the seed record verbatim and the full form, refuses bad input with a
+one-line `SpecError` naming the field, and imports no torch: the server validates requests
+with it before anything is queued or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import SpecError
+from ..expr.functions import RESERVED_NAMES
+from ..expr.limits import DEFAULT_LIMITS, Limits
+from ..expr.parser import Expression, parse_expression
+from ..expr.shapes import broadcast, infer_shapes
+from ..jsonio import encodable
+from . import defaults
+from .record_values import numel, shape_of
+
+INPUT_FIELDS = (
+    "id", "function", "inputs", "dtype", "device", "analytical_gradient", "grad_output",
+    "tolerance", "finite_difference", "origin", "destination", "observed_gradient", "executed",
+)
+#: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
+OUTPUT_FIELDS = (
+    "passed", "observations", "comparisons", "failure", "failures", "symbolic",
+    "environment", "step_sweep", "failed_to_run", "replay",
+)
+DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+
+
+@dataclass
+class CheckSpec:
+    """A validated check declaration, ready for the engine."""
+
+    id: str
+    function: str | Callable
+    inputs: dict[str, Any]
+    shapes: dict[str, list[int]]
+    dtype: str
+    device: str
+    analytical_gradient: Any
+    analytical: dict[str, Any]  #: per input: a value, or an Expression
+    tolerance: dict
+    finite_difference: dict
+    grad_output: Any = None
+    origin: str = ""
+    destination: str = ""
+    expression: Expression | None = None
+    tolerance_explicit: bool = False
+    fd_tolerance_explicit: bool = False
+    #: Elements of the largest tensor one evaluation builds (inputs or, for an expression,
+    #: any intermediate): finite differences size their batches by it.
+    work_elements: int = 1
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def function_text(self) -> str:
+        """The function as written, or a callable's qualified name."""
+        if isinstance(self.function, str):
+            return self.function
+        return getattr(self.function, "__qualname__", None) or repr(self.function)
+
+    def to_dict(self) -> dict:
+        """The normalised record, not yet executed."""
+        written = self.analytical_gradient
+        if callable(written) or (isinstance(written, dict) and any(callable(v) for v in written.values())):
+            written = _callable_text(written)
+        return {
+            "id": self.id,
+            "function": self.function_text,
+            "inputs": self.inputs,
+            "dtype": self.dtype,
+            "device": self.device,
+            "analytical_gradient": written,
+            "grad_output": self.grad_output,
+            "tolerance": dict(self.tolerance),
+            "finite_difference": dict(self.finite_difference),
+            "origin": self.origin,
+            "destination": self.destination,
+            "observed_gradient": None,
+            "executed": False,
+        }
+
+
+def _callable_text(value):
+    if isinstance(value, dict):
+        return {k: _callable_text(v) for k, v in value.items()}
+    if callable(value):
+        return f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"
+    return value
+
+
+def _plain(value):
+    """A tensor or array given through the Python API, as the nested list a record holds."""
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):
+        if hasattr(value, "detach"):
+            value = value.detach().cpu()
+        return value.tolist()
+    return value
+
+
+def _text(record: dict, key: str, limits: Limits) -> str:
+    value = record.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SpecError(f"{key} must be a string, got {type(value).__name__}", field=key)
+    if len(value) > limits.max_text_length:
+        raise SpecError(f"{key} is longer than {limits.max_text_length} characters", field=key)
+    if not encodable(value):
+        raise SpecError(f"{key} holds a lone surrogate, which is not Unicode text", field=key)
+    return value
+
+
+def _number(value, field_name: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{field_name} must be a number, got {json.dumps(value)[:40]}", field=field_name)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        kind = "a positive" if positive else "a non-negative"
+        raise SpecError(f"{field_name} must be {kind} finite number, got {value}", field=field_name)
+    return float(value)
+
+
+def _tolerance(raw, default: dict, field_name: str, extra_keys=()) -> tuple[dict, bool]:
+    if raw is None:
+        return dict(default), False
+    if not isinstance(raw, dict):
+        raise SpecError(f"{field_name} must be an object with rtol and atol", field=field_name)
+    allowed = {"rtol", "atol", *extra_keys}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise SpecError(
+            f"{field_name}: unknown field {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})",
+            field=f"{field_name}.{unknown[0]}",
+        )
+    result = dict(default)
+    explicit = False
+    for key in ("rtol", "atol"):
+        if key in raw and raw[key] is not None:
+            result[key] = _number(raw[key], f"{field_name}.{key}")
+            explicit = True
+    return result, explicit
+
+
+def _split_inputs(record: dict, function_text: str | None, limits: Limits):
+    """(inputs, expression): inputs from the top level or `inputs`; the function checked first.
+
+    The function is parsed against every candidate name before unknown top-level fields are
+    reported, so a forbidden construct is named as such rather than as an unused field.
+    """
+    top_level = {k: v for k, v in record.items() if k not in INPUT_FIELDS and k not in OUTPUT_FIELDS}
+    nested = record.get("inputs")
+    if nested is not None and not isinstance(nested, dict):
+        raise SpecError("inputs must be an object mapping names to values", field="inputs")
+    if nested and top_level:
+        first = next(iter(top_level))
+        raise SpecError(
+            f"unknown field {first!r}: inputs are given under 'inputs', so nothing else may name one",
+            field=first,
+        )
+    inputs = dict(nested or top_level)
+    expression = None
+    if function_text is not None:
+        candidates = [k for k in inputs if isinstance(k, str) and _NAME.match(k)]
+        expression = parse_expression(function_text, candidates, limits=limits)
+        if not nested:
+            for key in top_level:
+                if key not in expression.names:
+                    raise SpecError(
+                        f"unknown field {key!r}: not part of the record and not a name in the function",
+                        field=key,
+                    )
+    return inputs, expression
+
+
+def _check_inputs(inputs: dict, limits: Limits) -> dict[str, list[int]]:
+    if not inputs:
+        raise SpecError("no inputs: declare at least one, e.g. \"x\": 3", field="inputs")
+    if len(inputs) > limits.max_inputs:
+        raise SpecError(f"more than {limits.max_inputs} inputs", field="inputs")
+    shapes = {}
+    for name, value in inputs.items():
+        if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED_NAMES:
+            raise SpecError(f"input name {name!r} is not allowed (a letter, then letters, digits or _, not a function name)", field="inputs")
+        shapes[name] = shape_of(value, f"inputs.{name}", limits)
+    total = sum(numel(s) for s in shapes.values())
+    if total > limits.max_input_elements:
+        raise SpecError(
+            f"inputs have {total} elements; the limit is {limits.max_input_elements}", field="inputs"
+        )
+    return shapes
+
+
+def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
+    if raw is None:
+        raise SpecError(
+            "analytical_gradient is missing: write the expectation before running the check",
+            field="analytical_gradient",
+        )
+    names = list(inputs)
+    if isinstance(raw, dict):
+        unknown = sorted(set(raw) - set(names))
+        if unknown:
+            raise SpecError(f"analytical_gradient names {unknown[0]!r}, which is not an input", field=f"analytical_gradient.{unknown[0]}")
+        missing = [n for n in names if n not in raw]
+        if missing:
+            raise SpecError(f"analytical_gradient gives no value for input {missing[0]!r}", field="analytical_gradient")
+        per_input = raw
+    elif len(names) == 1:
+        per_input = {names[0]: raw}
+    else:
+        raise SpecError(
+            "analytical_gradient must map each input to its gradient when there are several inputs",
+            field="analytical_gradient",
+        )
+    result = {}
+    for name, value in per_input.items():
+        field_name = "analytical_gradient" if not isinstance(raw, dict) else f"analytical_gradient.{name}"
+        if isinstance(value, str):
+            result[name] = parse_expression(value, inputs, limits=limits, field_name=field_name)
+        elif callable(value):
+            result[name] = value  # a Python callable from the API, called with the inputs
+        else:
+            shape = shape_of(value, field_name, limits)
+            if shape and shape != shapes[name] and numel(shape) != 1:
+                raise SpecError(
+                    f"{field_name} has shape {shape} but input {name!r} has shape {shapes[name]}",
+                    field=field_name,
+                )
+            result[name] = value
+    return result
+
+
+def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
+    if raw is not None and not isinstance(raw, dict):
+        raise SpecError("finite_difference must be an object", field="finite_difference")
+    raw = raw or {}
+    scheme = raw.get("scheme", "central")
+    if scheme not in defaults.SCHEMES:
+        raise SpecError(
+            f"finite_difference.scheme {scheme!r} is not one of {', '.join(defaults.SCHEMES)}",
+            field="finite_difference.scheme",
+        )
+    step = raw.get("step")
+    if step is not None and step != "adaptive":
+        step = _number(step, "finite_difference.step", positive=True)
+    tolerance, explicit = _tolerance(
+        {k: v for k, v in raw.items() if k in ("rtol", "atol")} if raw else None,
+        defaults.fd_tolerance(dtype, scheme),
+        "finite_difference",
+    )
+    unknown = sorted(set(raw) - {"scheme", "step", "rtol", "atol"})
+    if unknown:
+        raise SpecError(
+            f"finite_difference: unknown field {unknown[0]!r} (allowed: atol, rtol, scheme, step)",
+            field=f"finite_difference.{unknown[0]}",
+        )
+    return {"scheme": scheme, "step": step, **tolerance}, explicit
+
+
+def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits: Limits):
+    """The function's ShapeReport; SpecError when a shape cannot work (core.expr.shapes)."""
+    report = infer_shapes(expression, shapes, limit=limits.max_intermediate_elements)
+    for name, written in analytical.items():
+        if isinstance(written, Expression):
+            field_name = "analytical_gradient" if len(analytical) == 1 else f"analytical_gradient.{name}"
+            produced = infer_shapes(written, shapes, field_name, limits.max_intermediate_elements).shape
+            target = tuple(shapes[name])
+            try:
+                fits = broadcast(produced, target) == target
+            except ValueError:
+                fits = False
+            if not fits:
+                raise SpecError(
+                    f"{field_name} gives shape {list(produced)}, which does not fit input {name!r} "
+                    f"of shape {list(target)}",
+                    field=field_name,
+                )
+    return report
+
+
+def make_check_id(function_text: str, inputs: dict, dtype: str, device: str) -> str:
+    """A stable name: the function, then a digest of what it is evaluated at."""
+    canonical = json.dumps(
+        {"function": function_text, "inputs": inputs, "dtype": dtype, "device": device},
+        sort_keys=True, separators=(",", ":"),
+    )
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:8]
+    return f"{''.join(function_text.split())[:80]}@{digest}"
+
+
+def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
+    """Validate one check declaration and return it normalised; SpecError on bad input."""
+    if isinstance(record, CheckSpec):
+        return record
+    if not isinstance(record, dict):
+        raise SpecError(f"a check record must be a JSON object, got {type(record).__name__}")
+    function = record.get("function")
+    if function is None:
+        raise SpecError("function is missing: write the expression to differentiate, e.g. \"x*x\"", field="function")
+    is_callable = callable(function) and not isinstance(function, str)
+    if not is_callable and not isinstance(function, str):
+        raise SpecError(f"function must be a string, got {type(function).__name__}", field="function")
+    inputs, expression = _split_inputs(record, None if is_callable else function, limits)
+    inputs = {k: _plain(v) for k, v in inputs.items()}
+    shapes = _check_inputs(inputs, limits)
+    if expression is not None and not expression.names:
+        raise SpecError("function uses none of the inputs, so it has no gradient to check", field="function")
+    dtype = record.get("dtype", "float64")
+    if dtype not in defaults.DTYPES:
+        raise SpecError(f"dtype {dtype!r} is not one of {', '.join(defaults.DTYPES)}", field="dtype")
+    device = record.get("device", "cpu")
+    if not isinstance(device, str) or not DEVICE_PATTERN.match(device):
+        raise SpecError(f"device {device!r} is not cpu, cuda, cuda:N, mps or auto", field="device")
+    analytical = _analytical(record.get("analytical_gradient"), inputs, shapes, limits)
+    tolerance, tolerance_explicit = _tolerance(
+        record.get("tolerance"), defaults.comparison_tolerance(dtype), "tolerance"
+    )
+    fd, fd_explicit = _finite_difference(record.get("finite_difference"), dtype, limits)
+    if fd["scheme"] == "complex_step" and expression is not None and not expression.complex_analytic:
+        refused = ", ".join(expression.non_analytic_functions())
+        raise SpecError(
+            f"finite_difference.scheme complex_step needs a complex-analytic function; "
+            f"{refused} is not (use central or richardson)",
+            field="finite_difference.scheme",
+        )
+    output, work = None, sum(numel(s) for s in shapes.values())
+    if expression is not None:
+        report = _check_shapes(expression, analytical, shapes, limits)
+        output, work = report.shape, max(work, report.largest)
+    grad_output = record.get("grad_output")
+    if grad_output is not None:
+        given = shape_of(grad_output, "grad_output", limits)
+        if output is not None and given != list(output) and numel(given) != 1:
+            raise SpecError(
+                f"grad_output has shape {given} but the output has shape {list(output)}", field="grad_output"
+            )
+    for flag in ("executed",):
+        if flag in record and not isinstance(record[flag], bool):
+            raise SpecError(f"{flag} must be true or false", field=flag)
+    function_text = function if isinstance(function, str) else getattr(function, "__qualname__", repr(function))
+    check_id = record.get("id")
+    if check_id is None:
+        check_id = make_check_id(function_text, inputs, dtype, device)
+    elif not isinstance(check_id, str) or not check_id.strip() or len(check_id) > 200 or not check_id.isprintable() \
+            or not encodable(check_id):
+        raise SpecError("id must be a printable string of 1 to 200 characters", field="id")
+    return CheckSpec(
+        id=check_id,
+        function=function,
+        inputs=inputs,
+        shapes=shapes,
+        dtype=dtype,
+        device=device,
+        analytical_gradient=record.get("analytical_gradient"),
+        analytical=analytical,
+        tolerance=tolerance,
+        finite_difference=fd,
+        grad_output=grad_output,
+        origin=_text(record, "origin", limits),
+        destination=_text(record, "destination", limits),
+        expression=expression,
+        tolerance_explicit=tolerance_explicit,
+        fd_tolerance_explicit=fd_explicit,
+        work_elements=work,
+    )

@@ -1,0 +1,262 @@
+"""The byte layout of one ledger line, and the hash that chains the lines together.
+
+An entry is `{"seq", "time", "kind", "check_id", "data", "prev", "hash"}`. Its hash is the
+SHA-256 of the canonical JSON of the entry without `hash` (keys sorted, separators `,` and
+`:`, UTF-8 kept as is). The line on disk is exactly that canonical text with
+`,"hash":"<64 hex>"` inserted before the closing brace, so:
+
+- a reader can check the hash over the stored bytes without decoding the record, which keeps
+  `verify` fast on ledgers of 10^5 entries holding full check records;
+- the fields that chain the lines (`kind`, `prev`, `seq`, `time`, `hash`) sit at a fixed
+  place at the end of the line, and `check_id` at its start;
+- the line is still an ordinary JSON object that any JSON Lines reader can load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import LedgerError
+
+GENESIS = "0" * 64
+KINDS = ("expectation", "observation", "tolerance_change", "expectation_change", "note")
+ENTRY_KEYS = frozenset(("seq", "time", "kind", "check_id", "data", "prev", "hash"))
+
+#: Length of `,"hash":"<64 hex>"}` at the end of every line.
+HASH_SUFFIX_LEN = 75
+#: The longest possible tail from `,"kind":` to the end, so the tail is searched only there.
+_TAIL_MAX = 400
+
+_TAIL = re.compile(
+    rb',"kind":"([a-z_]{1,40})","prev":"([0-9a-f]{64})","seq":(0|[1-9][0-9]{0,17}),'
+    rb'"time":"([^"\\]{1,64})","hash":"([0-9a-f]{64})"\}\Z'
+)
+#: The start of a line, and for an observation the fixed front of its data.
+_HEAD = re.compile(
+    rb'\A\{"check_id":(null|"(?:[^"\\]|\\.){0,4096}"),"data":\{'
+    rb'(?:"expectation_seq":(0|[1-9][0-9]{0,17}),("failed_to_run":true,)?"passed":(true|false),)?'
+)
+_TOLERANCE_KEYS = (("tolerance", b'"tolerance":{'), ("finite_difference", b'"finite_difference":{'))
+_ATOL_RTOL = re.compile(rb'"atol":([-0-9.eE+]{1,40}),"rtol":([-0-9.eE+]{1,40})[,}]')
+
+
+#: The encoder `json.dumps` would build for these options on every call, built once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_json(obj: Any) -> str:
+    """The one serialisation that is hashed: sorted keys, no spaces, UTF-8 unescaped."""
+    return _CANONICAL.encode(obj)
+
+
+def entry_hash(entry_without_hash: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of an entry that has no `hash` key."""
+    return hashlib.sha256(canonical_json(entry_without_hash).encode("utf-8")).hexdigest()
+
+
+def jsonable(value: Any) -> Any:
+    """A copy of `value` that canonical JSON accepts.
+
+    Non-finite floats become the strings "NaN", "Infinity" and "-Infinity" (a gradient can be
+    NaN, and strict JSON has no spelling for it); tuples become lists; anything else that JSON
+    cannot hold is refused with a LedgerError naming its type.
+
+    A check record is a few hundred plain dicts, lists, strings and numbers, so those exact
+    types are handled first and their plain leaves copied without a call; every other value
+    (subclasses included) goes through `_jsonable_other`.
+    """
+    kind = type(value)
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise LedgerError(f"ledger data keys must be strings, got {type(key).__name__} {key!r}")
+            item_kind = type(item)
+            if item_kind is str or item_kind is int or item_kind is bool or item is None or \
+                    (item_kind is float and _isfinite(item)):
+                out[key] = item
+            else:
+                out[key] = jsonable(item)
+        return out
+    if kind is list:
+        return [item if type(item) in _PLAIN_LEAVES and (type(item) is not float or _isfinite(item))
+                else jsonable(item) for item in value]
+    return _jsonable_other(value)
+
+
+_PLAIN_LEAVES = frozenset((str, int, bool, float, type(None)))
+_isfinite = math.isfinite
+
+
+def _jsonable_other(value: Any) -> Any:
+    """`jsonable` for everything but a plain dict or list."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise LedgerError(f"ledger data keys must be strings, got {type(key).__name__} {key!r}")
+            out[key] = jsonable(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if hasattr(value, "tolist") and callable(value.tolist):  # a numpy array or torch tensor
+        return jsonable(value.tolist())
+    raise LedgerError(f"ledger data cannot hold a value of type {type(value).__name__}")
+
+
+def make_line(entry_without_hash: dict) -> tuple[bytes, str]:
+    """The stored line (with its newline) and the hash of an entry."""
+    body = canonical_json(entry_without_hash).encode("utf-8")
+    digest = hashlib.sha256(body).hexdigest()
+    line = body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n'
+    return line, digest
+
+
+@dataclass(slots=True)
+class LineInfo:
+    """What a reader learns from one line without decoding its record.
+
+    `data` is decoded for every kind except `observation`, whose record can be large; for an
+    observation, `expectation_seq`, `passed` and `failed_to_run` are read from the fixed
+    front of its data instead.
+    """
+
+    seq: int
+    kind: str
+    check_id: str | None
+    prev: str
+    time: str
+    hash: str
+    hash_ok: bool
+    data: dict | None = None
+    expectation_seq: int | None = None
+    passed: bool | None = None
+    failed_to_run: bool = False
+
+
+class LineError(ValueError):
+    """A line that is not a well-formed entry; the message says why."""
+
+
+def stored_hash_ok(raw: bytes) -> bool:
+    """Whether the hash at the end of a line is the SHA-256 of the canonical entry before it.
+
+    Works on the stored bytes without copying them, so it can run in another thread
+    (hashlib releases the GIL on large buffers) while the caller decodes the next lines.
+    """
+    if len(raw) <= HASH_SUFFIX_LEN:
+        return False
+    digest = hashlib.sha256(memoryview(raw)[:-HASH_SUFFIX_LEN])
+    digest.update(b"}")
+    return digest.hexdigest().encode("ascii") == raw[-66:-2]
+
+
+def _expectation_tolerances(raw: bytes, start: int, end: int) -> dict | None:
+    """`{"tolerance": {atol, rtol}, "finite_difference": {atol, rtol}}` read from an
+    expectation's canonical data without decoding it, or None to decode it instead.
+
+    In canonical JSON these two objects open with `"atol":..,"rtol":..`, and the quoted key
+    cannot occur inside a string (its quotes would be escaped) nor as an input name with an
+    object value (inputs and gradients are numbers, lists or strings).
+    """
+    found = {}
+    for name, key in _TOLERANCE_KEYS:
+        at = raw.find(key, start, end)
+        if at < 0 or raw.find(key, at + 1, end) >= 0:
+            return None
+        match = _ATOL_RTOL.match(raw, at + len(key))
+        if match is None:
+            return None
+        try:
+            found[name] = {"rtol": float(match.group(2)), "atol": float(match.group(1))}
+        except ValueError:
+            return None
+    return found
+
+
+def read_line(raw: bytes, *, check_hash: bool = True, decode: bool = True) -> LineInfo:
+    """Read the chaining fields of one stored line (without its newline).
+
+    The hash is checked over the stored bytes unless `check_hash` is false (the caller
+    checks it with `stored_hash_ok`); a line whose layout is not the canonical one raises
+    LineError with the reason. With `decode=False` an expectation's data holds only its two
+    tolerances (all that verify needs from it).
+    """
+    at = raw.rfind(b',"kind":"', max(0, len(raw) - _TAIL_MAX))
+    tail = _TAIL.match(raw, at) if at >= 0 else None
+    head = _HEAD.match(raw)
+    if tail is None or head is None:
+        raise LineError(_why_malformed(raw))
+    kind, prev, seq, time, digest = tail.groups()
+    quoted, expectation_seq, failed_to_run, passed = head.groups()
+    check_id = quoted[1:-1].decode("utf-8") if b"\\" not in quoted and quoted != b"null" else json.loads(quoted)
+    kind = kind.decode("ascii")
+    info = LineInfo(int(seq), kind, check_id, prev.decode("ascii"), time.decode("utf-8"), digest.decode("ascii"),
+                    stored_hash_ok(raw) if check_hash else False)
+    if kind == "observation":
+        if expectation_seq is None:
+            raise LineError("observation entry without expectation_seq and passed at the front of its data")
+        info.expectation_seq, info.failed_to_run, info.passed = (
+            int(expectation_seq), failed_to_run is not None, passed == b"true")
+    else:
+        data_start = head.end() - 1  # the optional observation front did not match: just past "data":
+        if not decode and kind == "expectation":
+            info.data = _expectation_tolerances(raw, data_start, tail.start())
+            if info.data is not None:
+                return info
+        try:
+            info.data = json.loads(raw[data_start : tail.start()])
+        except ValueError as exc:
+            raise LineError(f"its data is not valid JSON ({exc})") from None
+    return info
+
+
+def read_entry(raw: bytes) -> dict:
+    """Decode a whole stored line into its entry dict, checking its keys."""
+    try:
+        entry = json.loads(raw)
+    except ValueError as exc:
+        raise LineError(f"not valid JSON ({exc})") from None
+    if not isinstance(entry, dict) or set(entry) != ENTRY_KEYS:
+        raise LineError("not an entry object with exactly seq, time, kind, check_id, data, prev, hash")
+    return entry
+
+
+def is_canonical(raw: bytes, entry: dict) -> bool:
+    """Whether a stored line is byte for byte what the writer produces for its entry."""
+    rest = {key: value for key, value in entry.items() if key != "hash"}
+    try:
+        line, _ = make_line(rest)
+    except (ValueError, TypeError):
+        return False
+    return line[:-1] == raw
+
+
+def _why_malformed(raw: bytes) -> str:
+    """The most precise one-line reason a line does not have the canonical layout."""
+    try:
+        entry = json.loads(raw)
+    except ValueError as exc:
+        return f"not valid JSON ({exc})"
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    missing = sorted(ENTRY_KEYS - set(entry))
+    extra = sorted(set(entry) - ENTRY_KEYS)
+    if missing:
+        return "missing " + ", ".join(missing)
+    if extra:
+        return "unexpected key " + ", ".join(extra)
+    if entry.get("kind") not in KINDS:
+        return f"unknown kind {entry.get('kind')!r}"
+    return "not in the canonical layout (keys sorted, no spaces, hash last): it was rewritten by hand"

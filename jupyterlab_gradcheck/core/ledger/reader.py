@@ -1,0 +1,225 @@
+"""Reading a ledger's lines, and what this process keeps of each ledger between uses.
+
+`run_and_record` reads the check's history before every run (the ledger's current tolerance
+and expectation decide what is run and written), and every append chains onto the last
+entry. Decoding the whole file, or its end, each time costs time in proportion to the
+ledger, so this process keeps, per ledger file, the light history built so far, the last
+valid entry (the head) and the byte offset it has read or written up to: the next read
+decodes only the lines appended since, and the lines this process appends are folded in as
+they are written. The kept state is used only while it still describes the file:
+
+- the same file (device and inode): a ledger replaced by another file is read from the start;
+- not shorter than the offset: a truncated ledger is read from the start;
+- the bytes just before the offset (the end of the last line read, whose hash chains every
+  line before it) are unchanged: a ledger rewritten in place is read from the start;
+- when the size is unchanged but the modification or change time moved, the file was
+  rewritten without growing, and it is read from the start.
+
+A rewrite of earlier lines that keeps the size, the last line and both timestamps is not
+noticed here; such a file no longer verifies (the hash chain breaks), which `verify` reports.
+Lines are read under the caller's lock, so a cooperating writer is never seen half-written;
+bytes after the last newline (a torn tail) are left unread until a newline completes them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Iterator
+
+from .history import HistoryBuilder
+from .line_format import GENESIS, LineError, LineInfo, read_line
+
+CHUNK = 1 << 16
+#: Ledger files whose history this process keeps (least recently read are dropped first).
+KEPT_LEDGERS = 16
+#: Bytes before the offset compared to notice an in-place rewrite (more than the hash suffix).
+_TAIL_BYTES = 128
+
+
+def fd_lines(fd: int, offset: int = 0, number: int = 0) -> Iterator[tuple[int, bytes, bool]]:
+    """`(line number, bytes, complete)` of a file read in large blocks from `offset`."""
+    carry = b""
+    while True:
+        block = os.pread(fd, CHUNK * 64, offset)
+        if not block:
+            break
+        offset += len(block)
+        parts = (carry + block).split(b"\n") if carry else block.split(b"\n")
+        carry = parts.pop()
+        for raw in parts:
+            number += 1
+            yield number, raw, True
+    if carry:
+        yield number + 1, carry, False
+
+
+def count_lines(fd: int) -> int:
+    """Complete lines in the file (used only when sealing a torn write)."""
+    count, offset = 0, 0
+    while True:
+        chunk = os.pread(fd, CHUNK * 16, offset)
+        if not chunk:
+            return count
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+
+
+def light_entry(info: LineInfo) -> dict:
+    """An entry dict from a LineInfo; an observation's data has no record."""
+    if info.kind == "observation":
+        data = {"expectation_seq": info.expectation_seq, "passed": info.passed, "failed_to_run": info.failed_to_run}
+    else:
+        data = info.data
+    return {"seq": info.seq, "time": info.time, "kind": info.kind, "check_id": info.check_id,
+            "data": data, "prev": info.prev, "hash": info.hash}
+
+
+def fresh_copy(value):
+    """A copy of nested dicts and lists (their leaves are immutable), so callers may edit it."""
+    kind = type(value)
+    if kind is dict:
+        return {key: fresh_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [fresh_copy(item) for item in value]
+    return value
+
+
+class _Kept:
+    """What this process knows of one ledger file: the light history of its complete lines
+    up to `offset`, the last valid entry among them (the head), and how the file looked."""
+
+    __slots__ = ("offset", "size", "mtime_ns", "ctime_ns", "tail", "builder", "head", "invalid_after_head")
+
+    def __init__(self) -> None:
+        self.offset, self.size, self.mtime_ns, self.ctime_ns, self.tail = 0, 0, 0, 0, b""
+        self.builder = HistoryBuilder()
+        self.head: tuple[int, str] = (0, GENESIS)
+        self.invalid_after_head = False
+
+    def still_describes(self, fd: int, stat: os.stat_result) -> bool:
+        """Whether the file behind `fd` (with `stat`) is still the one read, up to `offset`."""
+        if stat.st_size < self.offset:
+            return False
+        if stat.st_size == self.size and (stat.st_mtime_ns != self.mtime_ns or stat.st_ctime_ns != self.ctime_ns):
+            return False
+        return not self.tail or os.pread(fd, len(self.tail), self.offset - len(self.tail)) == self.tail
+
+    def read_on(self, fd: int, stat: os.stat_result) -> None:
+        """Fold the complete lines after `offset` into the history."""
+        offset = self.offset
+        for _number, raw, complete in fd_lines(fd, offset) if stat.st_size > offset else ():
+            if not complete:
+                break
+            offset += len(raw) + 1
+            self._fold(raw)
+        if offset != self.offset:
+            start = max(0, offset - _TAIL_BYTES)
+            self.tail = os.pread(fd, offset - start, start)
+            self.offset = offset
+        self._saw(stat)
+
+    def _fold(self, raw: bytes) -> None:
+        try:
+            info = read_line(raw, check_hash=False)  # neither the history nor the head uses hash_ok
+        except LineError:
+            self.invalid_after_head = True  # left to verify and to the next append's torn tail policy
+            return
+        self.builder.add(light_entry(info))
+        self.head, self.invalid_after_head = (info.seq, info.hash), False
+
+    def _saw(self, stat: os.stat_result) -> None:
+        self.size, self.mtime_ns, self.ctime_ns = stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+
+
+_kept: OrderedDict[tuple[int, int], _Kept] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _current(fd: int, stat: os.stat_result, *, create: bool) -> _Kept | None:
+    """The kept state of `fd`'s file brought up to date (call with `_kept_lock` held); None
+    when there is none and `create` is false."""
+    key = (stat.st_dev, stat.st_ino)
+    kept = _kept.pop(key, None)  # put back last, as the most recently used
+    if kept is not None and not kept.still_describes(fd, stat):
+        kept = None
+    if kept is None:
+        if not create:
+            return None
+        kept = _Kept()
+    kept.read_on(fd, stat)  # on an error the state is dropped, not kept
+    _kept[key] = kept
+    if len(_kept) > KEPT_LEDGERS:
+        _kept.popitem(last=False)
+    return kept
+
+
+def light_histories(fd: int, check_id: str | None = None) -> dict[str, dict]:
+    """Every check's light history in the locked ledger `fd` (only `check_id`'s when given),
+    as copies, reading only the lines appended since the last read of the same file."""
+    return histories_and_head(fd, check_id)[0]
+
+
+def histories_and_head(fd: int, check_id: str | None = None, *, copy: bool = True
+                       ) -> tuple[dict[str, dict], tuple[int, str] | None]:
+    """`light_histories`, and the head as `known_head` gives it at the same moment.
+
+    `copy=False` hands out the kept histories themselves: only for reading, and only while
+    the caller holds the ledger's exclusive lock (no read can change them until then)."""
+    stat = os.fstat(fd)
+    with _kept_lock:
+        kept = _current(fd, stat, create=True)
+        checks = kept.builder.checks
+        copied = fresh_copy if copy else _same
+        if check_id is not None:
+            histories = {check_id: copied(checks[check_id])} if check_id in checks else {}
+        else:
+            histories = {name: copied(history) for name, history in checks.items()}
+        return histories, _head_of(kept, stat)
+
+
+def _same(value):
+    return value
+
+
+def known_head(fd: int) -> tuple[int, str] | None:
+    """(seq, hash) of the last entry of the ledger `fd`, locked for an append, when this
+    process has read the whole file and it ends in a valid entry; else None, and the caller
+    reads the head from the file's end. Never starts a read from the first line."""
+    stat = os.fstat(fd)
+    with _kept_lock:
+        return _head_of(_current(fd, stat, create=False), stat)
+
+
+def _head_of(kept: _Kept | None, stat: os.stat_result) -> tuple[int, str] | None:
+    if kept is None or kept.offset != stat.st_size or kept.invalid_after_head:
+        return None  # a torn tail or invalid lines: the torn tail policy decides
+    return kept.head
+
+
+def appended(fd: int, line: bytes) -> None:
+    """Fold a line this process has just written and fsynced at the end of the locked `fd`
+    into the kept state, when that state ended exactly where the line starts."""
+    stat = os.fstat(fd)
+    with _kept_lock:
+        key = (stat.st_dev, stat.st_ino)
+        kept = _kept.get(key)
+        if kept is None or kept.offset + len(line) != stat.st_size:
+            return
+        kept._fold(line[:-1])
+        kept.offset = stat.st_size
+        kept.tail = (kept.tail + line)[-_TAIL_BYTES:]
+        kept._saw(stat)
+
+
+def kept_count() -> int:
+    """How many ledger files this process keeps a history of (at most KEPT_LEDGERS)."""
+    with _kept_lock:
+        return len(_kept)
+
+
+def forget_histories() -> None:
+    """Drop every kept history (the next read of each ledger starts from its first line)."""
+    with _kept_lock:
+        _kept.clear()

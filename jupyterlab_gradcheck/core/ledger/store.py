@@ -1,0 +1,356 @@
+"""The audit ledger: an append-only, hash-chained JSON Lines file beside each notebook.
+
+It is what makes a gradient check evidence rather than a claim: the expectation is written
+before the observation, failures stay in the file, and a tolerance changes only through an
+entry that carries a written justification. Lines are appended under an exclusive OS lock,
+flushed and fsynced, and never rewritten.
+
+Torn tail policy (an append interrupted by a crash): bytes after the last newline are a torn
+tail. Readers and `verify` report it and never drop it. The next append, under the lock,
+keeps the bytes where they are: when they are a complete entry that chains onto the head,
+it only adds the missing newline; otherwise it ends them with a newline and appends a
+`note` entry (`event: "torn_tail_sealed"`) naming their line, length and SHA-256, then the
+new entry. `verify` then lists the sealed write as a warning, not an error. A complete line
+that is not a valid entry and is not followed by such a note is corruption: appends are
+refused with a LedgerError until someone looks at it.
+
+This process keeps what it has read and written of each ledger (`core.ledger.reader`), so a
+check's history and the head an append chains onto come from the lines added since, not
+from the whole file; whatever another writer did to the file in between is noticed first.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import JustificationRequired, LedgerError, SpecError
+from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
+from .line_format import GENESIS, KINDS, LineError, LineInfo, jsonable, make_line, read_entry, read_line
+from .reader import appended, fd_lines, histories_and_head, known_head, light_entry, light_histories
+from .tail import fsync_folder, now_utc, read_head, seal_torn_tail, write_all
+
+__all__ = ["LEDGER_SUFFIX", "Ledger", "ledger_path_for"]
+
+LEDGER_SUFFIX = ".gradcheck.jsonl"
+
+
+def ledger_path_for(notebook_path: str | os.PathLike) -> Path:
+    """`lab1.ipynb` -> `lab1.gradcheck.jsonl`, in the same folder."""
+    path = Path(notebook_path)
+    return path.with_name(path.stem + LEDGER_SUFFIX)
+
+
+class Ledger:
+    """One ledger file. Every write goes through `append`; every read takes a shared lock."""
+
+    def __init__(self, path: str | os.PathLike, *, notebook: str | os.PathLike | None = None, bind: bool = True):
+        self.path = Path(path)
+        #: The notebook this ledger belongs to (for the binding in its metadata), if known.
+        self.notebook = Path(notebook) if notebook is not None else None
+        #: Whether ledger-aware writers (run_and_record, the CLI) update the notebook binding.
+        self.bind = bind
+
+    @classmethod
+    def for_notebook(cls, notebook_path: str | os.PathLike, *, bind: bool = True) -> "Ledger":
+        """The ledger beside a notebook; `bind=False` leaves its metadata to the caller."""
+        return cls(ledger_path_for(notebook_path), notebook=notebook_path, bind=bind)
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    # ----------------------------------------------------------------- locking and I/O
+    def locked_fd(self, exclusive: bool) -> "_LockedFd":
+        """`with` an fd of the ledger under a shared or exclusive lock (None if it does not exist)."""
+        return _LockedFd(self.path, exclusive)
+
+    def locked(self) -> "LockedLedger":
+        """`with` this ledger under its exclusive lock, for reading a check's history and
+        appending what follows from it, with no other writer in between (`run.declare`)."""
+        return LockedLedger(self)
+
+    def raw_lines(self) -> tuple[list[bytes], bytes]:
+        """All complete lines (without newlines) and the torn tail (b"" when none)."""
+        complete, torn = [], b""
+        for _number, raw, done in self.iter_raw_lines():
+            if done:
+                complete.append(raw)
+            else:
+                torn = raw
+        return complete, torn
+
+    def iter_raw_lines(self) -> Iterator[tuple[int, bytes, bool]]:
+        """Stream `(line number, bytes, complete)` under a shared lock; the last may be torn."""
+        with self.locked_fd(exclusive=False) as fd:
+            if fd is not None:
+                yield from fd_lines(fd)
+
+    # -------------------------------------------------------------------- the head
+    def _head_locked(self, fd: int) -> tuple[int, str, list[bytes], bytes]:
+        """(head seq, head hash, unsealed invalid lines before a torn tail, torn tail bytes)."""
+        return read_head(fd, self.path)
+
+    def head(self) -> dict:
+        """`{"entries", "head"}`: the number of entries and the hash of the last one."""
+        with self.locked_fd(exclusive=False) as fd:
+            if fd is None:
+                return {"entries": 0, "head": GENESIS}
+            seq, digest, _, _ = self._head_locked(fd)
+            return {"entries": seq, "head": digest}
+
+    # -------------------------------------------------------------------- writing
+    def append(self, kind: str, check_id: str | None, data: dict) -> dict:
+        """Append one entry under an exclusive lock, flushed and fsynced; return it."""
+        self._check_kind(kind, check_id, data)
+        with self.locked_fd(exclusive=True) as fd:
+            return self._append_locked(fd, kind, check_id, data)
+
+    @staticmethod
+    def _check_kind(kind: str, check_id: str | None, data: dict) -> None:
+        if kind not in KINDS:
+            raise SpecError(f"unknown ledger entry kind {kind!r}: one of {', '.join(KINDS)}", field="kind")
+        if kind != "note" and not (isinstance(check_id, str) and check_id):
+            raise SpecError(f"a {kind} entry needs a check id", field="check_id")
+        if not isinstance(data, dict):
+            raise SpecError("ledger entry data must be a JSON object", field="data")
+
+    def _append_locked(self, fd: int, kind: str, check_id: str | None, data: dict,
+                       known: tuple[int, str] | None = None) -> dict:
+        if known is None:  # else the caller has just read it under this same lock
+            known = known_head(fd)  # this process read or wrote every line, and the last is valid
+        if known is not None:
+            seq, prev = known
+        else:
+            seq, prev, invalid, torn = self._head_locked(fd)
+            if torn or invalid:
+                seq, prev = seal_torn_tail(fd, self.path, seq, prev, invalid, torn)
+        entry = {"seq": seq + 1, "time": now_utc(), "kind": kind, "check_id": check_id,
+                 "data": jsonable(data), "prev": prev}
+        line, digest = make_line(entry)
+        write_all(fd, line, self.path)
+        if entry["seq"] == 1:
+            fsync_folder(self.path.parent)  # the new file's name is durable too
+        appended(fd, line)
+        entry["hash"] = digest
+        return entry
+
+    # ---------------------------------------------------------- the entry kinds
+    def record_expectation(self, spec_dict: dict) -> dict:
+        """The expectation, written before the check runs."""
+        return self.append("expectation", _check_id_of(spec_dict), spec_dict)
+
+    def record_observation(self, record: dict, expectation_seq: int) -> dict:
+        """The completed record of a run, referring to its expectation's seq."""
+        data = {"expectation_seq": int(expectation_seq), "passed": bool(record.get("passed")), "record": record}
+        return self.append("observation", _check_id_of(record), data)
+
+    def record_failed_to_run(self, spec_dict: dict, expectation_seq: int, reason: str) -> dict:
+        """A run that did not complete (crash, timeout): kept as a failed observation."""
+        data = {"expectation_seq": int(expectation_seq), "failed_to_run": True, "passed": False,
+                "reason": str(reason), "record": spec_dict}
+        return self.append("observation", _check_id_of(spec_dict), data)
+
+    def note(self, text: str, check_id: str | None = None, **extra) -> dict:
+        """A free-text note, optionally about one check."""
+        return self.append("note", check_id, {"text": str(text), **extra})
+
+    def change_tolerance(self, check_id: str, *, rtol=None, atol=None, target: str = "tolerance",
+                         justification: str | None = None) -> dict:
+        """Record a tolerance change; refused (nothing written) without a justification."""
+        if target not in TARGETS:
+            raise SpecError(f"unknown tolerance target {target!r}: tolerance or finite_difference", field="target")
+        if rtol is None and atol is None:
+            raise SpecError("a tolerance change needs --rtol or --atol", field="rtol")
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value >= 0 or value == float("inf")):
+                raise SpecError(f"{name} must be a finite number >= 0, got {value!r}", field=name)
+        justification = _require_justification(justification)
+        with self.locked_fd(exclusive=True) as fd:
+            builder = self.history_from_first_line()
+            history = _existing_check(builder, check_id, self.path)
+            key = HISTORY_KEY[target]
+            old = history[key]
+            if old is None:
+                raise SpecError(f"check {check_id!r} has no recorded {target} tolerance", field="target")
+            new = {"rtol": old["rtol"] if rtol is None else rtol, "atol": old["atol"] if atol is None else atol}
+            if new == old:
+                raise SpecError(f"the {target} tolerance of {check_id!r} is already rtol={old['rtol']} "
+                                f"atol={old['atol']}: nothing to change", field="rtol")
+            data = {"target": target, "old": old, "new": new, "justification": justification,
+                    **direction(old, new), "after_failure": builder.latest_failed(check_id)}
+            return self._append_locked(fd, "tolerance_change", check_id, data)
+
+    def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
+                           via: str = "change") -> dict:
+        """Record a new analytical gradient for a check; refused without a justification."""
+        if via == "change":
+            justification = _require_justification(justification)
+        with self.locked_fd(exclusive=True) as fd:
+            return self._change_expectation_locked(fd, check_id, analytical_gradient, justification, via)
+
+    def _change_expectation_locked(self, fd: int, check_id: str, analytical_gradient, justification, via) -> dict:
+        builder = self.history_from_first_line()
+        history = _existing_check(builder, check_id, self.path)
+        old = history["analytical_gradient"]
+        if old == analytical_gradient:
+            raise SpecError(f"check {check_id!r} already expects {old!r}: nothing to change",
+                            field="analytical_gradient")
+        data = {"old": old, "new": analytical_gradient, "justification": justification,
+                "after_observation": builder.has_observation(check_id), "via": via}
+        return self._append_locked(fd, "expectation_change", check_id, data)
+
+    # -------------------------------------------------------------------- reading
+    def history_from_first_line(self) -> HistoryBuilder:
+        """Every check's history built from the file's first line, ignoring what this process
+        kept. Call it with the ledger locked (`locked_fd`), as the appends do."""
+        builder = HistoryBuilder()
+        for info in self._iter_light_unlocked():
+            builder.add(light_entry(info))
+        return builder
+
+    def _iter_light_unlocked(self) -> Iterator[LineInfo]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            for _number, raw, complete in fd_lines(fd):
+                if complete:
+                    try:
+                        yield read_line(raw)
+                    except LineError:
+                        continue
+        finally:
+            os.close(fd)
+
+    def entries(self) -> list[dict]:
+        """Every valid entry, decoded, in order (invalid and torn lines are left to verify)."""
+        result = []
+        for _number, raw, complete in self.iter_raw_lines():
+            if not complete:
+                continue
+            try:
+                result.append(read_entry(raw))
+            except LineError:
+                continue
+        return result
+
+    def checks(self, *, records: bool = True) -> dict[str, dict]:
+        """Each check's history; `records=False` skips decoding observation records (faster,
+        and only the lines appended since this process last read the file are decoded)."""
+        if not records:
+            with self.locked_fd(exclusive=False) as fd:
+                return {} if fd is None else light_histories(fd)
+        builder = HistoryBuilder()
+        for entry in self.entries():
+            builder.add(entry)
+        return builder.checks
+
+    def history(self, check_id: str) -> dict | None:
+        """One check's light history (`checks(records=False).get(check_id)`), or None."""
+        with self.locked_fd(exclusive=False) as fd:
+            return None if fd is None else light_histories(fd, check_id).get(check_id)
+
+
+class _LockedFd:
+    """An fd of a ledger under a shared or exclusive flock for the `with` block."""
+
+    __slots__ = ("path", "exclusive", "fd")
+
+    def __init__(self, path: Path, exclusive: bool):
+        self.path, self.exclusive, self.fd = path, exclusive, None
+
+    def __enter__(self) -> int | None:
+        try:
+            if self.exclusive:
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                except OSError:  # perhaps no folder yet: make it, then open (or fail) once more
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            else:
+                fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if self.exclusive:
+                raise LedgerError(f"cannot create the ledger {self.path}: its folder is missing") from None
+            return None
+        except OSError as exc:
+            raise LedgerError(f"cannot open the ledger {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return fd
+
+    def __exit__(self, *exc_info) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)  # closing releases the lock
+
+
+class LockedLedger:
+    """A ledger held under its exclusive lock (`with ledger.locked() as held:`): what `history`
+    reads cannot change before the entries appended through it are written."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger, self._fd = ledger, _LockedFd(ledger.path, True)
+        self.fd: int | None = None
+        self._head: tuple[int, str] | None = None  # as read with the history, until a write
+
+    def __enter__(self) -> "LockedLedger":
+        self.fd = self._fd.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.fd = self._head = None
+        self._fd.__exit__(*exc_info)
+
+    def history(self, check_id: str, *, copy: bool = True) -> dict | None:
+        """One check's light history, as `Ledger.history` reads it; `copy=False` gives the
+        kept one itself, to read (never to edit) before this `with` block ends."""
+        histories, self._head = histories_and_head(self.fd, check_id, copy=copy)
+        return histories.get(check_id)
+
+    def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
+                           via: str = "change") -> dict:
+        """`Ledger.change_expectation` under the lock already held."""
+        if via == "change":
+            justification = _require_justification(justification)
+        self._head = None
+        return self.ledger._change_expectation_locked(self.fd, check_id, analytical_gradient, justification, via)
+
+    def record_expectation(self, spec_dict: dict) -> dict:
+        """`Ledger.record_expectation` under the lock already held."""
+        check_id = _check_id_of(spec_dict)
+        self.ledger._check_kind("expectation", check_id, spec_dict)
+        known, self._head = self._head, None
+        return self.ledger._append_locked(self.fd, "expectation", check_id, spec_dict, known)
+
+
+def _check_id_of(record: dict) -> str:
+    check_id = record.get("id") if isinstance(record, dict) else None
+    if not isinstance(check_id, str) or not check_id:
+        raise SpecError("the record has no check id; parse it with core.check.spec first", field="id")
+    return check_id
+
+
+def _require_justification(justification) -> str:
+    if not isinstance(justification, str) or not justification.strip():
+        raise JustificationRequired(
+            "a written justification is required (--justification TEXT): the change is refused and "
+            "nothing was written",
+            field="justification",
+        )
+    return justification.strip()
+
+
+def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
+    if check_id not in builder.checks:
+        known = ", ".join(sorted(builder.checks)) or "none"
+        raise SpecError(f"no check {check_id!r} in {path.name} (checks: {known})", field="check_id")
+    return builder.checks[check_id]

@@ -1,0 +1,45 @@
+"""JSON export: everything, for a grading script to read.
+
+Per submission: the student and assignment, the verify report (chain, binding, flags), each
+check's history and every ledger entry exactly as written, so a reader can recompute the
+hashes itself.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..ledger.history import public_history
+from ..ledger.tail import now_utc
+
+FORMAT = "jupyterlab-gradcheck-export"
+VERSION = 1
+
+
+def export_document(submissions: list[dict]) -> dict:
+    """The export as a JSON-ready dict."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "generated": now_utc(),
+        "submissions": [
+            {
+                "student": s["student"],
+                "assignment": s["assignment"],
+                "notebook": s["notebook"],
+                "ledger": s["ledger"],
+                "chain_ok": s["chain_ok"],
+                "binding_ok": s["binding_ok"],
+                "replay_ok": s.get("replay_ok"),
+                "verify": s["verify"],
+                "checks": {check_id: public_history(h) for check_id, h in s["checks"].items()},
+                "entries": s["entries"],
+            }
+            for s in submissions
+        ],
+    }
+
+
+def to_json(submissions: list[dict]) -> str:
+    """The export as indented JSON text."""
+    return json.dumps(export_document(submissions), indent=2, ensure_ascii=False) + "\n"

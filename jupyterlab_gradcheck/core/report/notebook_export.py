@@ -1,0 +1,45 @@
+"""Notebook export: a copy of the notebook that carries its whole ledger, for single-file
+submission.
+
+The ledger lines are embedded in `metadata.gradcheck.embedded.lines` exactly as written
+(each line's text, without its newline), beside the usual binding, so `verify` checks the
+same hashes over the same bytes as it would on the ledger file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import LedgerError, SpecError
+from ..ledger.binding import METADATA_KEY, binding_for, read_notebook, write_notebook
+from ..ledger.store import Ledger
+
+
+def export_notebook(notebook_path: str | os.PathLike, out_path: str | os.PathLike) -> dict:
+    """Write the copy with the embedded ledger; return its `metadata.gradcheck`."""
+    source = Path(notebook_path)
+    if source.suffix != ".ipynb":
+        raise SpecError(f"--format notebook needs a notebook (.ipynb), got {source.name}", field="path")
+    out = Path(out_path)
+    if out.resolve() == source.resolve():
+        raise SpecError("the notebook export must not overwrite the notebook itself: choose another -o",
+                        field="output")
+    notebook = read_notebook(source)
+    meta = notebook.metadata.get(METADATA_KEY)
+    ledger_name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else None
+    ledger = Ledger(source.parent / ledger_name) if ledger_name else Ledger.for_notebook(source)
+    if not ledger.path.is_file():
+        raise LedgerError(f"{source.name} has no ledger ({ledger.path.name} is missing)")
+    complete, torn = ledger.raw_lines()
+    try:
+        lines = [raw.decode("utf-8") for raw in complete]
+        torn_text = torn.decode("utf-8", errors="replace") if torn else None
+    except UnicodeDecodeError as exc:
+        raise LedgerError(f"{ledger.path.name} is not UTF-8 text: {exc}") from None
+    recorded = dict(meta) if isinstance(meta, dict) else binding_for(ledger, source)
+    recorded["embedded"] = {"ledger": ledger.path.name, "lines": lines, "torn_tail": torn_text}
+    notebook.metadata[METADATA_KEY] = recorded
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_notebook(notebook, out)
+    return recorded

@@ -1,0 +1,82 @@
+"""Submissions to grade: each notebook or ledger found under the given paths, with its
+student and assignment, its decoded entries, its check histories and its verify report.
+
+A folder in nbgrader's layout (`submitted/<student>/<assignment>/*.ipynb`, or
+`autograded/...`) gives the student and assignment from the path. Every export reads
+submissions through `collect`, so CSV, JSON and HTML agree on what they show.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..ledger.history import build_history
+from ..ledger.line_format import LineError, read_entry
+from ..ledger.verify import discover, ledger_lines, verify_items
+
+NBGRADER_FOLDERS = ("submitted", "autograded")
+
+
+def nbgrader_identity(path: str | os.PathLike, root: str | os.PathLike | None = None) -> tuple[str, str]:
+    """(student, assignment) from `.../submitted/<student>/<assignment>/<file>`, else from
+    `<root>/<student>/<assignment>/<file>`, else ("", "")."""
+    parts = Path(path).resolve().parts
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] in NBGRADER_FOLDERS and len(parts) - index == 4:
+            return parts[index + 1], parts[index + 2]
+    if root is not None:
+        try:
+            relative = Path(path).resolve().relative_to(Path(root).resolve()).parts
+        except ValueError:
+            relative = ()
+        if len(relative) == 3:
+            return relative[0], relative[1]
+    return "", ""
+
+
+def _decode(lines) -> list[dict]:
+    entries = []
+    for _number, raw, complete in lines:
+        if not complete:
+            continue
+        try:
+            entries.append(read_entry(raw))
+        except LineError:
+            continue
+    return entries
+
+
+def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = None) -> dict:
+    """One submission: identity, entries, histories, and its verify report (from verify_items)."""
+    student, assignment = nbgrader_identity(path, root)
+    if kind == "notebook":
+        notebook_name = path.name
+    else:
+        notebook_name = Path(report["notebook"]).name if report.get("notebook") else ""
+    entries = _decode(ledger_lines(kind, path))
+    replay = report.get("replay")
+    return {
+        "student": student,
+        "assignment": assignment,
+        "notebook": notebook_name,
+        "ledger": Path(str(report.get("ledger") or "")).name,
+        "path": str(path),
+        "entries": entries,
+        "checks": build_history(entries),
+        "verify": report,
+        "chain_ok": report["chain_ok"],
+        "binding_ok": report["binding_ok"],
+        "replay_ok": replay["ok"] if replay is not None else None,
+    }
+
+
+def collect(paths, *, replay: bool = False, jobs: int | None = 1) -> list[dict]:
+    """Every submission under `paths` (files or folders), in a stable order; with `replay`,
+    each one's observations are re-run too (in `jobs` worker processes)."""
+    found = []
+    for given in paths:
+        root = given if Path(given).is_dir() else None
+        found += [(kind, item, root) for kind, item in discover(given)]
+    reports = verify_items([(kind, item) for kind, item, _root in found], replay=replay, jobs=jobs)
+    return [load(kind, item, report, root) for (kind, item, root), report in zip(found, reports)]

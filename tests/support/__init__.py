@@ -1,0 +1,1 @@
+"""Helpers and fixtures shared by test modules; no test module imports another."""

@@ -1,0 +1,83 @@
+"""Helpers shared by the ledger, verify, replay and export tests.
+
+They build real ledgers with the real engine (`run_and_record`), and they forge ledgers the
+way someone editing one by hand would: change the bytes, or change an entry and recompute
+every hash after it, so the tests can show what `verify` and `--replay` catch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+from jupyterlab_gradcheck.core.ledger.binding import update_binding
+from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+from jupyterlab_gradcheck.core.ledger.line_format import GENESIS, make_line, read_entry
+from jupyterlab_gradcheck.core.ledger.store import Ledger
+
+#: Three checks from the course: the square, a short vector sum, and a wrong hand derivation
+#: (d/dx x^3 at 2 is 12, written as 6), which fails.
+THREE_CHECKS = [
+    {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6,
+     "origin": "d/dx x^2 = 2x", "destination": "x.grad"},
+    {"id": "vector_sum", "function": "sum(x*x)", "x": [1.0, 2.0, 3.0], "analytical_gradient": "2*x"},
+    {"id": "cube_wrong", "function": "x*x*x", "x": 2, "analytical_gradient": 6},
+]
+JUSTIFICATION = "the hand derivation 6 is wrong (3x^2 = 12); widened only to show the flag"
+
+
+def new_notebook(path: Path) -> Path:
+    """An empty notebook at `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(path))
+    return path
+
+
+def notebook_with_three_checks(folder: Path, name: str = "lab1.ipynb", *, tolerance_change: bool = True):
+    """A notebook whose ledger holds the three checks (one failing) and, optionally, a
+    justified widening of the failing check's tolerance. Returns (notebook, ledger)."""
+    notebook = new_notebook(folder / name)
+    ledger = Ledger.for_notebook(notebook)
+    for spec in THREE_CHECKS:
+        run_and_record(spec, ledger, sweep=False)
+    if tolerance_change:
+        ledger.change_tolerance("cube_wrong", rtol=1.0, justification=JUSTIFICATION)
+        update_binding(notebook, ledger)
+    return notebook, ledger
+
+
+def lines_of(path: Path) -> list[bytes]:
+    """The complete lines of a ledger file, without their newlines."""
+    return path.read_bytes().split(b"\n")[:-1]
+
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def rechain(path: Path, edit) -> None:
+    """Forge a ledger: `edit(entry)` each decoded entry, then recompute every prev and hash."""
+    prev = GENESIS
+    out = []
+    for raw in lines_of(path):
+        entry = read_entry(raw)
+        entry.pop("hash")
+        edit(entry)
+        entry["prev"] = prev
+        line, prev = make_line(entry)
+        out.append(line)
+    path.write_bytes(b"".join(out))
+
+
+def line_number_of(path: Path, predicate) -> int:
+    """The 1-based line number of the first entry for which `predicate(entry)` holds."""
+    for number, raw in enumerate(lines_of(path), start=1):
+        if predicate(json.loads(raw)):
+            return number
+    raise AssertionError("no such entry")
+
+
+def is_observation_of(check_id: str):
+    return lambda entry: entry["kind"] == "observation" and entry["check_id"] == check_id

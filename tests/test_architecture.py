@@ -1,0 +1,171 @@
+"""The layout stays as it was made: rooms that import one way, no cycles, no private names
+across modules, short modules, and tests that never import each other.
+
+The graph is read from the source with `ast` (tests/support/imports.py), so an import inside a
+function counts as much as one at the top of a file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.imports import (cycles, imports_of_test_modules, private_imports, private_uses_in_tests,
+                             read_package)
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "jupyterlab_gradcheck"
+TESTS = ROOT / "tests"
+ROOMS = ("expr", "check", "ledger", "report")  # each may import only those before it
+SURFACES = ("cli", "server", "widget", "api")
+FRAMEWORKS = {"tornado", "jupyter_server", "jupyter_client", "ipywidgets", "IPython", "ipykernel", "nbclient"}
+MAX_LINES = 400
+
+
+@pytest.fixture(scope="module")
+def package():
+    return read_package(PACKAGE)
+
+
+def _write(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path / "jupyterlab_gradcheck"
+
+
+def _room(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "core" and parts[2] in ROOMS else None
+
+
+# ------------------------------------------------------------------- the package itself
+def test_the_package_has_no_import_cycle(package):
+    """Given every module of the package, imports inside functions included,
+    then no module can reach itself through its imports."""
+    assert cycles(package) == []
+
+
+def test_no_private_name_crosses_modules(package):
+    """Given every `from x import _name` in the package, then none names another module's
+    private name: a name another module needs is part of a contract and public."""
+    assert private_imports(package) == []
+
+
+def test_the_rooms_of_the_core_import_one_way(package):
+    """Given the core's rooms expr <- check <- ledger <- report,
+    then a room imports only from the rooms before it and the core's root (errors, jsonio),
+    the root imports no room, and the core imports no surface and no web or widget framework."""
+    wrong = []
+    for module in package.values():
+        if not module.name.startswith("jupyterlab_gradcheck.core"):
+            continue
+        room = _room(module.name)
+        allowed = ROOMS[: ROOMS.index(room) + 1] if room else ()
+        for target in module.imports:
+            if not target.startswith("jupyterlab_gradcheck.core"):
+                wrong.append(f"{module.name} imports the surface {target}")
+            elif _room(target) is not None and _room(target) not in allowed:
+                wrong.append(f"{module.name} imports {target}")
+        for outside in module.outside & FRAMEWORKS:
+            wrong.append(f"{module.name} imports {outside}")
+    assert wrong == []
+
+
+def test_surfaces_import_the_core_never_each_other(package):
+    """Given the CLI, the server extension, the widget and the Python API,
+    then none imports another surface (the kernel-side code is shared by widget and api)."""
+    wrong = []
+    for module in package.values():
+        surface = module.name.split(".")[1] if "." in module.name else None
+        if surface not in SURFACES:
+            continue
+        for target in module.imports:
+            other = target.split(".")[1] if "." in target else None
+            if other in SURFACES and other != surface:
+                wrong.append(f"{module.name} imports {target}")
+    assert wrong == []
+
+
+def test_no_module_is_longer_than_the_limit(package):
+    """Given every module, then none passes MAX_LINES lines: split a file before it does."""
+    long = {m.name: n for m in package.values() if (n := len(m.path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_tests_reach_no_private_name_and_import_no_test_module():
+    """Given every test file, then none reaches a private name of the package and none imports
+    another test module: what several tests share lives in tests/support."""
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        found += private_uses_in_tests(path, "jupyterlab_gradcheck") + imports_of_test_modules(path)
+    assert found == []
+
+
+# --------------------------------------------- the checks catch the cycles the core once had
+def test_a_cycle_hidden_in_a_method_is_found(tmp_path):
+    """Given a ledger module whose method imports verify, which imports the chain check, which
+    imports the ledger (the cycle closed only by a function-level import),
+    then the cycle is reported with all three modules."""
+    root = _write(tmp_path, {
+        "jupyterlab_gradcheck/__init__.py": "",
+        "jupyterlab_gradcheck/core/__init__.py": "",
+        "jupyterlab_gradcheck/core/ledger.py": "class Ledger:\n    def verify(self):\n"
+                                               "        from .verify import verify_path\n",
+        "jupyterlab_gradcheck/core/verify.py": "from .chain import verify_lines\n",
+        "jupyterlab_gradcheck/core/chain.py": "from .ledger import _line_sha\n",
+    })
+    modules = read_package(root)
+    assert cycles(modules) == [["jupyterlab_gradcheck.core.chain", "jupyterlab_gradcheck.core.ledger",
+                                "jupyterlab_gradcheck.core.verify"]]
+    assert private_imports(modules) == [
+        "jupyterlab_gradcheck.core.chain:1 imports _line_sha from jupyterlab_gradcheck.core.ledger"]
+
+
+def test_handlers_that_import_their_route_table_are_a_cycle(tmp_path):
+    """Given a route table that imports a handler whose base class reads a setting name from
+    the route table inside a property, then the cycle is reported."""
+    root = _write(tmp_path, {
+        "jupyterlab_gradcheck/__init__.py": "",
+        "jupyterlab_gradcheck/server/__init__.py": "",
+        "jupyterlab_gradcheck/server/routes.py": "from .handlers.status import StatusHandler\nSETTING = 's'\n",
+        "jupyterlab_gradcheck/server/handlers/__init__.py": "",
+        "jupyterlab_gradcheck/server/handlers/status.py": "from .base import Base\nclass StatusHandler(Base): ...\n",
+        "jupyterlab_gradcheck/server/handlers/base.py": "class Base:\n    @property\n    def service(self):\n"
+                                                        "        from ..routes import SETTING\n",
+    })
+    assert cycles(read_package(root)) == [[
+        "jupyterlab_gradcheck.server.handlers.base", "jupyterlab_gradcheck.server.handlers.status",
+        "jupyterlab_gradcheck.server.routes"]]
+
+
+def test_a_module_that_imports_the_package_root_closes_a_cycle_through_its_hooks(tmp_path):
+    """Given a root whose entry-point hook imports the server extension (Jupyter calls it), and
+    a service that imports `__version__` from the root,
+    then root -> extension -> service -> root is a cycle; without the service's import the
+    hook alone makes none."""
+    files = {
+        "jupyterlab_gradcheck/__init__.py": "__version__ = '1'\n\ndef _jupyter_server_extension_points():\n"
+                                            "    from .server.extension import App\n",
+        "jupyterlab_gradcheck/server/__init__.py": "",
+        "jupyterlab_gradcheck/server/extension.py": "from .service import Service\n",
+        "jupyterlab_gradcheck/server/service.py": "from .. import __version__\n",
+    }
+    assert cycles(read_package(_write(tmp_path / "with", files))) == [[
+        "jupyterlab_gradcheck", "jupyterlab_gradcheck.server.extension", "jupyterlab_gradcheck.server.service"]]
+    files["jupyterlab_gradcheck/server/service.py"] = "VERSION = '1'\n"
+    assert cycles(read_package(_write(tmp_path / "without", files))) == []
+
+
+def test_a_test_that_imports_another_or_reaches_a_private_name_is_reported(tmp_path):
+    """Given a test file that imports a helper from another test module and reaches a private
+    attribute of a package module, then both are reported by file and line."""
+    path = tmp_path / "test_story.py"
+    path.write_text("from test_verdict import CubeWrongAt\nfrom jupyterlab_gradcheck.core.check import spec\n"
+                    "from jupyterlab_gradcheck.core.ledger.store import _LockedFd\n\nPATTERN = spec._DEVICE\n")
+    assert imports_of_test_modules(path) == ["test_story.py imports test_verdict"]
+    assert private_uses_in_tests(path, "jupyterlab_gradcheck") == [
+        "test_story.py:3 imports _LockedFd from jupyterlab_gradcheck.core.ledger.store",
+        "test_story.py:5 reaches spec._DEVICE"]

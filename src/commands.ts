@@ -5,16 +5,10 @@ import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Dialog, ICommandPalette, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { EXPORT_FORMATS, ExportFormat } from './api';
 import { el } from './dom';
 import { GradcheckPanel } from './panel';
-
-/** Command ids. */
-export const CommandIDs = {
-  open: 'jupyterlab-gradcheck:open-panel',
-  export: 'jupyterlab-gradcheck:export-ledger',
-  verify: 'jupyterlab-gradcheck:verify-ledger'
-} as const;
+import { EXPORT_FORMATS, ExportFormat } from './requester';
+import { CommandIDs } from './tokens';
 
 const CATEGORY = 'Gradient check';
 

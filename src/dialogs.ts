@@ -7,7 +7,7 @@
 import { Dialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { GradcheckRequestError } from './api';
+import { GradcheckRequestError } from './requester';
 import { el } from './dom';
 import { formatDeclared, formatTolerance } from './format';
 import { ICheckView } from './grouping';

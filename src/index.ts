@@ -1,5 +1,6 @@
 /**
- * The jupyterlab-gradcheck front end: a right-sidebar panel that follows the
+ * The jupyterlab-gradcheck front end: the side panel's model (provided as
+ * `IGradcheckModel`), a right-sidebar panel that renders it and follows the
  * active notebook, its palette commands, and its settings.
  */
 import {
@@ -11,26 +12,33 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
+import { followActiveNotebook } from './activeNotebook';
+import { requester } from './api';
 import { addCommands } from './commands';
+import { GradcheckModel } from './model';
 import { GradcheckPanel } from './panel';
 import { defaultsFrom } from './settings';
+import { IGradcheckModel, PLUGIN_ID } from './tokens';
 
-const PLUGIN_ID = 'jupyterlab-gradcheck:plugin';
+export * from './tokens';
 
-const plugin: JupyterFrontEndPlugin<void> = {
+const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
   id: PLUGIN_ID,
   description: 'Check PyTorch gradients honestly: expectation beside observation, in a tamper-evident ledger.',
   autoStart: true,
   requires: [INotebookTracker],
   optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer],
+  provides: IGradcheckModel,
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     restorer: ILayoutRestorer | null
-  ) => {
-    const panel = new GradcheckPanel(tracker);
+  ): IGradcheckModel => {
+    const model = new GradcheckModel(requester);
+    followActiveNotebook(tracker, model);
+    const panel = new GradcheckPanel(model);
     app.shell.add(panel, 'right', { rank: 600 });
     if (restorer) {
       restorer.add(panel, panel.id);
@@ -40,7 +48,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {
-          const update = () => panel.setDefaults(defaultsFrom(settings.composite as { [key: string]: unknown }));
+          const update = () => model.setDefaults(defaultsFrom(settings.composite as { [key: string]: unknown }));
           update();
           settings.changed.connect(update);
         })
@@ -48,6 +56,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           console.error('jupyterlab-gradcheck: could not load settings', reason);
         });
     }
+    return model;
   }
 };
 

@@ -1,36 +1,34 @@
 /**
- * The right-sidebar panel. It follows the active notebook, shows that
- * notebook's ledger grouped by check, declares and runs new checks, and
- * keeps the notebook's `metadata.gradcheck` binding current after each of
- * its own actions. Everything goes through the server extension's REST API.
+ * The right-sidebar panel: the view of a `GradcheckModel`. It renders the
+ * model's state (the active notebook, its ledger grouped by check, the
+ * declare form's errors, the last verify) and re-renders on `changed`; user
+ * events go to the model, which makes every REST call and keeps the
+ * notebook's `metadata.gradcheck` binding current.
  */
 import { showErrorMessage } from '@jupyterlab/apputils';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import * as api from './api';
-import { applyBinding, basename, bindingFromLedger } from './binding';
+import { basename } from './binding';
 import { DeclareForm } from './declareForm';
 import { editToleranceDialog, reviseExpectationDialog } from './dialogs';
-import { append, el, replaceChildren } from './dom';
-import { ICheckView, groupByCheck } from './grouping';
+import { Child, append, el, replaceChildren } from './dom';
+import { ICheckView } from './grouping';
 import { gradcheckIcon } from './icon';
 import { badge, button, checkCard } from './ledgerView';
-import { FALLBACK_DEFAULTS, IDefaults } from './settings';
-import { ILedgerAnswer, IServerStatus } from './types';
-import { buildCheck, fieldForError } from './validation';
-import { summariseVerify } from './verifyReport';
-
-/** The panel's stable id, used by the shell and by the UI tests. */
-export const PANEL_ID = 'jupyterlab-gradcheck:panel';
+import { EXPORT_FORMATS, ExportFormat } from './requester';
+import { IDefaults } from './settings';
+import { IExportFile, IGradcheckModel, PANEL_ID, VerifyState } from './tokens';
+import { ILedgerAnswer } from './types';
+import { IVerifySummary } from './verifyReport';
 
 /** The command that enables the server extension when the handshake fails. */
 export const ENABLE_COMMAND = 'jupyter server extension enable jupyterlab_gradcheck';
 
 /** The side panel. */
 export class GradcheckPanel extends Widget {
-  private readonly tracker: INotebookTracker;
+  /** The state this panel shows. */
+  readonly model: IGradcheckModel;
   private readonly form: DeclareForm;
   private readonly header: HTMLElement;
   private readonly problem: HTMLElement;
@@ -39,17 +37,13 @@ export class GradcheckPanel extends Widget {
   private readonly verifyResult: HTMLElement;
   private readonly notice: HTMLElement;
   private readonly formatSelect: HTMLSelectElement;
-  private defaults: IDefaults = FALLBACK_DEFAULTS;
-  private status: IServerStatus | null = null;
-  private ledger: ILedgerAnswer | null = null;
-  private views: ICheckView[] = [];
-  private refreshing: Promise<void> = Promise.resolve();
-  private watched: NotebookPanel | null = null;
+  /** What each part of the panel was last rendered from, so unchanged parts are left alone. */
+  private readonly shown = new Map<string, unknown[]>();
 
-  constructor(tracker: INotebookTracker) {
+  constructor(model: IGradcheckModel) {
     super();
+    this.model = model;
     this.id = PANEL_ID;
-    this.tracker = tracker;
     this.addClass('jp-gradcheck-panel');
     this.title.icon = gradcheckIcon;
     this.title.caption = 'Gradient check: expectations, observations and the ledger';
@@ -61,7 +55,7 @@ export class GradcheckPanel extends Widget {
     this.checks = el('div', { class: 'jp-gradcheck-checks', testid: 'gradcheck-checks' });
     this.verifyResult = el('div', { class: 'jp-gradcheck-verify-result', testid: 'gradcheck-verify-result' });
     this.notice = el('div', { class: 'jp-gradcheck-field-error', testid: 'gradcheck-notice', role: 'status' });
-    this.formatSelect = el('select', { class: 'jp-mod-styled', testid: 'gradcheck-export-format' }, api.EXPORT_FORMATS.map(f => el('option', { value: f }, f.toUpperCase())));
+    this.formatSelect = el('select', { class: 'jp-mod-styled', testid: 'gradcheck-export-format' }, EXPORT_FORMATS.map(f => el('option', { value: f }, f.toUpperCase())));
     this.body = el(
       'div',
       { class: 'jp-gradcheck-body' },
@@ -70,7 +64,7 @@ export class GradcheckPanel extends Widget {
         'div',
         { class: 'jp-gradcheck-section jp-gradcheck-ledger-actions' },
         this.formatSelect,
-        button('Export', 'gradcheck-export', () => void this.exportLedger(this.formatSelect.value as api.ExportFormat)),
+        button('Export', 'gradcheck-export', () => void this.exportLedger(this.formatSelect.value as ExportFormat)),
         button('Verify', 'gradcheck-verify', () => void this.verify()),
         button('Refresh', 'gradcheck-refresh', () => void this.refresh()),
         this.verifyResult
@@ -80,20 +74,18 @@ export class GradcheckPanel extends Widget {
     );
     append(this.node, this.header, this.problem, this.body);
 
-    tracker.currentChanged.connect(this.onNotebookChanged, this);
-    this.watch(tracker.currentWidget);
+    model.changed.connect(this.render, this);
+    this.render();
   }
 
   /** The active notebook's server-relative path, or null. */
   get notebookPath(): string | null {
-    const notebook = this.tracker.currentWidget;
-    return notebook ? notebook.context.localPath : null;
+    return this.model.notebookPath;
   }
 
   /** Take new defaults from the settings. */
   setDefaults(defaults: IDefaults): void {
-    this.defaults = defaults;
-    this.form.applyDefaults(defaults);
+    this.model.setDefaults(defaults);
   }
 
   protected onAfterShow(msg: Message): void {
@@ -101,105 +93,109 @@ export class GradcheckPanel extends Widget {
     void this.refresh();
   }
 
-  private onNotebookChanged(): void {
-    this.watch(this.tracker.currentWidget);
-    this.verifyResult.textContent = '';
-    void this.refresh();
+  /** Reload status and the active notebook's ledger. */
+  refresh(): Promise<void> {
+    return this.model.refresh();
   }
 
-  /** Refresh when the active notebook is renamed, too. */
-  private watch(notebook: NotebookPanel | null): void {
-    if (this.watched) {
-      this.watched.context.pathChanged.disconnect(this.onPathChanged, this);
-    }
-    this.watched = notebook;
-    notebook?.context.pathChanged.connect(this.onPathChanged, this);
+  /** Run the check the declare form describes. */
+  run(): Promise<void> {
+    return this.model.run(this.form.values());
   }
 
-  private onPathChanged(): void {
-    void this.refresh();
-  }
-
-  /** The version handshake; true when the server extension answered. */
-  private async handshake(): Promise<boolean> {
-    if (this.status) {
-      return true;
+  /** Download the active notebook's ledger export as a file. */
+  async exportLedger(format: ExportFormat): Promise<void> {
+    if (!this.model.notebookPath) {
+      await showErrorMessage('Export ledger', 'Open a notebook first: its ledger is what is exported.');
+      return;
     }
     try {
-      this.status = await api.getStatus();
-      this.problem.hidden = true;
-      this.body.hidden = false;
-      this.form.setDevices(this.status.devices, this.defaults.device, this.status.error ?? null);
-      this.form.applyDefaults(this.defaults);
-      return true;
+      download(await this.model.exportLedger(format));
     } catch (error) {
-      this.showMissingExtension(error as Error);
+      await showErrorMessage('Export ledger', (error as Error).message);
+    }
+    await this.model.refresh();
+  }
+
+  /** Save the notebook (so its binding is on disk), verify its ledger and show the report. */
+  verify(): Promise<void> {
+    return this.model.verify();
+  }
+
+  /** Whether the values a part was rendered from changed since it was last rendered. */
+  private differs(part: string, ...values: unknown[]): boolean {
+    const before = this.shown.get(part);
+    if (before && before.length === values.length && before.every((value, i) => value === values[i])) {
       return false;
+    }
+    this.shown.set(part, values);
+    return true;
+  }
+
+  /** Render the model's state; parts whose state did not change are left as they are. */
+  private render(): void {
+    const model = this.model;
+    this.renderServer();
+    this.renderForm();
+    if (this.differs('header', model.notebookPath, model.ledger)) {
+      this.renderHeader(model.notebookPath, model.ledger);
+    }
+    if (this.differs('checks', model.ledgerState, model.ledgerError, model.views)) {
+      this.renderChecks();
+    }
+    if (this.notice.textContent !== model.notice) {
+      this.notice.textContent = model.notice;
+    }
+    if (this.differs('verify', model.verification)) {
+      replaceChildren(this.verifyResult, verifyResult(model.verification));
     }
   }
 
-  private showMissingExtension(error: Error): void {
-    this.body.hidden = true;
-    this.problem.hidden = false;
+  /** The body while the server extension answers; what to do when it does not. */
+  private renderServer(): void {
+    const error = this.model.serverError;
+    this.problem.hidden = error === null;
+    this.body.hidden = error !== null;
+    if (error === null || !this.differs('problem', error)) {
+      return;
+    }
     replaceChildren(
       this.problem,
       el('p', { class: 'jp-gradcheck-problem-title' }, 'The server extension is not installed or not enabled.'),
       el('p', {}, 'The panel needs the jupyterlab_gradcheck server extension to run and record checks. Enable it, then restart JupyterLab:'),
       el('pre', { testid: 'gradcheck-fix-command' }, ENABLE_COMMAND),
-      el('p', { class: 'jp-gradcheck-meta' }, `(${error.message})`),
+      el('p', { class: 'jp-gradcheck-meta' }, `(${error})`),
       button('Try again', 'gradcheck-retry', () => void this.refresh())
     );
   }
 
-  /**
-   * Reload status and the active notebook's ledger. Reloads run one after the
-   * other, and each call waits for a reload that started after it, so what an
-   * action wrote is always in the ledger the panel binds to.
-   */
-  refresh(): Promise<void> {
-    const next = this.refreshing.then(() => this.reload());
-    this.refreshing = next.catch(() => undefined);
-    return next;
+  /** The server's devices once it answered, the defaults when they change, the errors and Run. */
+  private renderForm(): void {
+    const { status, defaults, formErrors, running } = this.model;
+    const answered = this.differs('status', status) && status !== null;
+    if (answered) {
+      this.form.setDevices(status.devices, defaults.device, status.error ?? null);
+    }
+    if (this.differs('defaults', defaults) || answered) {
+      // Selects take the defaults again: only when they (or the device list) change.
+      this.form.applyDefaults(defaults);
+    }
+    if (this.differs('errors', formErrors)) {
+      this.form.showErrors(formErrors);
+    }
+    if (this.differs('running', running)) {
+      this.form.setBusy(running);
+    }
   }
 
-  private async reload(): Promise<void> {
-    const path = this.notebookPath;
-    this.renderHeader(path);
-    if (!(await this.handshake())) {
-      return;
-    }
-    if (!path) {
-      this.ledger = null;
-      this.views = [];
-      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-no-notebook' }, 'Open a notebook to see and declare its gradient checks.'));
-      return;
-    }
-    try {
-      const ledger = await api.getLedger(path);
-      if (path !== this.notebookPath) {
-        return;
-      }
-      this.ledger = ledger;
-      this.views = Array.isArray(ledger.entries) ? groupByCheck(ledger.entries) : [];
-    } catch (error) {
-      this.ledger = null;
-      this.views = [];
-      replaceChildren(this.checks, el('div', { class: 'jp-gradcheck-field-error' }, `Could not read the ledger: ${(error as Error).message}`));
-      this.renderHeader(path);
-      return;
-    }
-    this.renderHeader(path);
-    this.renderChecks();
-  }
-
-  private renderHeader(path: string | null): void {
-    const chain = this.ledger?.chain;
-    const entries = this.ledger && Array.isArray(this.ledger.entries) ? this.ledger.entries.length : 0;
+  private renderHeader(path: string | null, ledger: ILedgerAnswer | null): void {
+    const chain = ledger?.chain;
+    const entries = ledger && Array.isArray(ledger.entries) ? ledger.entries.length : 0;
     replaceChildren(
       this.header,
       el('div', { class: 'jp-gradcheck-title' }, 'Gradient check'),
       el('div', { class: 'jp-gradcheck-notebook', testid: 'gradcheck-notebook', title: path ?? '' }, path ? basename(path) : 'no notebook'),
-      this.ledger
+      ledger
         ? el(
             'div',
             { class: 'jp-gradcheck-chain', testid: 'gradcheck-chain' },
@@ -212,130 +208,48 @@ export class GradcheckPanel extends Widget {
   }
 
   private renderChecks(): void {
-    if (!this.views.length) {
+    const { ledgerState, ledgerError, views } = this.model;
+    if (ledgerState === 'idle') {
+      replaceChildren(this.checks);
+    } else if (ledgerState === 'no-notebook') {
+      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-no-notebook' }, 'Open a notebook to see and declare its gradient checks.'));
+    } else if (ledgerState === 'error') {
+      replaceChildren(this.checks, el('div', { class: 'jp-gradcheck-field-error' }, `Could not read the ledger: ${ledgerError}`));
+    } else if (!views.length) {
       replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-empty' }, 'No checks yet. Write the expectation first, then run.'));
-      return;
-    }
-    const actions = {
-      editTolerance: (view: ICheckView) => void this.editTolerance(view),
-      reviseExpectation: (view: ICheckView) => void this.reviseExpectation(view)
-    };
-    replaceChildren(this.checks, [...this.views].reverse().map(view => checkCard(view, actions)));
-  }
-
-  /** After an action: reload, then bind the notebook to the ledger it changed. */
-  private async afterAction(): Promise<void> {
-    await this.refresh();
-    const notebook = this.tracker.currentWidget;
-    if (!notebook?.model || !this.ledger) {
-      return;
-    }
-    if (this.ledger.chain && this.ledger.chain.ok === false) {
-      // Rebinding to a broken chain, or over a binding the ledger no longer matches,
-      // would hide the break from `verify`.
-      this.notice.textContent =
-        'The notebook binding was not updated: the ledger does not verify. Press Verify to see why.';
-      return;
-    }
-    this.notice.textContent = '';
-    applyBinding(notebook.model, bindingFromLedger(this.ledger));
-  }
-
-  /** Validate the form, send `POST checks`, and show the outcome. */
-  async run(): Promise<void> {
-    const path = this.notebookPath;
-    if (!path) {
-      this.form.showErrors({ '': 'open a notebook first: checks are recorded in its ledger' });
-      return;
-    }
-    const built = buildCheck(this.form.values(), this.status?.devices ?? []);
-    if (!built.ok) {
-      this.form.showErrors(built.errors);
-      return;
-    }
-    this.form.clearErrors();
-    this.form.setBusy(true);
-    try {
-      await api.runCheck(path, built.value);
-    } catch (error) {
-      if (error instanceof api.GradcheckRequestError) {
-        const inputs = Object.keys(built.value.inputs ?? {});
-        this.form.showErrors({ [fieldForError(error.field, inputs)]: error.message });
-      } else {
-        this.form.showErrors({ '': (error as Error).message });
-      }
-    } finally {
-      this.form.setBusy(false);
-      await this.afterAction();
+    } else {
+      const actions = {
+        editTolerance: (view: ICheckView) => void this.editTolerance(view),
+        reviseExpectation: (view: ICheckView) => void this.reviseExpectation(view)
+      };
+      replaceChildren(this.checks, [...views].reverse().map(view => checkCard(view, actions)));
     }
   }
 
-  /** Open an edit dialog for the active notebook's check; reload and rebind when it changed something. */
-  private async edit(dialog: (notebook: string) => Promise<boolean>): Promise<void> {
-    const notebook = this.notebookPath;
-    if (notebook && (await dialog(notebook))) {
-      await this.afterAction();
+  /** The tolerance dialog for a check of the active notebook; the model records the change and rebinds. */
+  private async editTolerance(view: ICheckView): Promise<void> {
+    const notebook = this.model.notebookPath;
+    if (notebook) {
+      await editToleranceDialog(view, edit => this.model.changeTolerance(view.id, edit, notebook));
     }
   }
 
-  private editTolerance(view: ICheckView): Promise<void> {
-    return this.edit(notebook =>
-      editToleranceDialog(view, async edit => {
-        await api.changeTolerance({ notebook, check_id: view.id, ...edit });
-      })
-    );
+  private async reviseExpectation(view: ICheckView): Promise<void> {
+    const notebook = this.model.notebookPath;
+    if (notebook) {
+      await reviseExpectationDialog(view, edit => this.model.changeExpectation(view.id, edit, notebook));
+    }
   }
+}
 
-  private reviseExpectation(view: ICheckView): Promise<void> {
-    return this.edit(notebook =>
-      reviseExpectationDialog(view, async edit => {
-        await api.changeExpectation({ notebook, check_id: view.id, ...edit });
-      })
-    );
-  }
-
-  /** Download the active notebook's ledger export as a file. */
-  async exportLedger(format: api.ExportFormat): Promise<void> {
-    const path = this.notebookPath;
-    if (!path) {
-      await showErrorMessage('Export ledger', 'Open a notebook first: its ledger is what is exported.');
-      return;
-    }
-    try {
-      const blob = await api.exportLedger(path, format);
-      const stem = basename(path).replace(/\.ipynb$/, '');
-      const url = URL.createObjectURL(blob);
-      const link = el('a', { href: url, download: `${stem}.gradcheck.${format}`, hidden: true });
-      document.body.appendChild(link);
-      link.click();
-      link.remove();
-      window.setTimeout(() => URL.revokeObjectURL(url), 10000);
-    } catch (error) {
-      await showErrorMessage('Export ledger', (error as Error).message);
-    }
-    await this.refresh();
-  }
-
-  /** Save the notebook (so its binding is on disk), then `POST verify` and show the report. */
-  async verify(): Promise<void> {
-    const notebook = this.tracker.currentWidget;
-    const path = this.notebookPath;
-    if (!notebook || !path) {
-      replaceChildren(this.verifyResult, 'Open a notebook first: its ledger is what is verified.');
-      return;
-    }
-    replaceChildren(this.verifyResult, 'Verifying…');
-    try {
-      if (notebook.model?.dirty) {
-        await notebook.context.save();
-      }
-      const report = await api.verifyLedger(path, false);
-      replaceChildren(this.verifyResult, verifyReport(report));
-    } catch (error) {
-      replaceChildren(this.verifyResult, el('div', { class: 'jp-gradcheck-field-error' }, `Verify failed: ${(error as Error).message}`));
-    }
-    await this.refresh();
-  }
+/** Download an export through a temporary link. */
+function download(file: IExportFile): void {
+  const url = URL.createObjectURL(file.blob);
+  const link = el('a', { href: url, download: file.filename, hidden: true });
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  window.setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
 function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement {
@@ -352,9 +266,24 @@ function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement
   return node;
 }
 
+/** What the verify area shows for the last verify. */
+function verifyResult(verification: VerifyState): Child {
+  switch (verification.state) {
+    case 'none':
+      return null;
+    case 'no-notebook':
+      return 'Open a notebook first: its ledger is what is verified.';
+    case 'running':
+      return 'Verifying…';
+    case 'failed':
+      return el('div', { class: 'jp-gradcheck-field-error' }, `Verify failed: ${verification.message}`);
+    case 'done':
+      return verifyReport(verification.report, verification.summary);
+  }
+}
+
 /** A verify report as a verdict badge and its lines. */
-function verifyReport(report: { [key: string]: unknown }): HTMLElement {
-  const summary = summariseVerify(report);
+function verifyReport(report: { [key: string]: unknown }, summary: IVerifySummary): HTMLElement {
   return el(
     'div',
     { testid: 'gradcheck-verify-report', 'data-ok': String(summary.ok) },

@@ -10,22 +10,11 @@ import {
   validateExpectationEdit,
   validateToleranceEdit
 } from '../validation';
+import { builtSquare, formValues } from './fakes';
 
+/** The declare form for x*x at 3 with the expectation 6, with no origin or destination. */
 function form(overrides: Partial<IFormValues> = {}): IFormValues {
-  return {
-    function: 'x*x',
-    inputs: '{"x": 3}',
-    analytical_gradient: '6',
-    dtype: 'float64',
-    device: 'cpu',
-    'finite_difference.scheme': 'central',
-    'finite_difference.step': '',
-    'tolerance.rtol': '',
-    'tolerance.atol': '',
-    origin: '',
-    destination: '',
-    ...overrides
-  };
+  return formValues({ origin: '', destination: '', ...overrides });
 }
 
 describe('parseInputs', () => {
@@ -80,16 +69,7 @@ describe('buildCheck', () => {
     const result = buildCheck(form());
     expect(result).toEqual({
       ok: true,
-      value: {
-        function: 'x*x',
-        inputs: { x: 3 },
-        analytical_gradient: 6,
-        dtype: 'float64',
-        device: 'cpu',
-        finite_difference: { scheme: 'central', step: null },
-        origin: '',
-        destination: ''
-      }
+      value: builtSquare({ origin: '', destination: '' })
     });
   });
 

@@ -68,16 +68,27 @@ class Operand:
 
 
 def compare(name: str, input_name: str, left, right, *, left_label: str, right_label: str,
-            rtol: float, atol: float) -> dict:
-    """One comparison record between two same-shaped tensors (or `Operand`s of them)."""
+            rtol: float, atol: float, bound=None) -> dict:
+    """One comparison record between two same-shaped tensors (or `Operand`s of them).
+
+    `bound`, a tensor shaped like `right`, adds an allowance of its own to each element's
+    tolerance (a finite difference's rounding bound, core/check/error_bound.py); the record
+    then carries `error_bound` with its largest value and its value at the worst element.
+    """
     left = left if isinstance(left, Operand) else Operand(left)
     right = right if isinstance(right, Operand) else Operand(right)
+    extra = None
+    if bound is not None:
+        extra = Operand(bound).values if left.values is not None and right.values is not None else None
+        if extra is None or len(extra) != len(right.values):
+            return compare_tensors(name, input_name, left.tensor, right.tensor, left_label=left_label,
+                                   right_label=right_label, rtol=rtol, atol=atol, bound=bound)
     if left.values is not None and right.values is not None and left.shape == right.shape \
             and _plain_number(rtol) and _plain_number(atol):
         return _compare_floats(name, input_name, left.values, right.values, right.shape,
-                               left_label=left_label, right_label=right_label, rtol=rtol, atol=atol)
+                               left_label=left_label, right_label=right_label, rtol=rtol, atol=atol, extra=extra)
     return compare_tensors(name, input_name, left.tensor, right.tensor, left_label=left_label,
-                            right_label=right_label, rtol=rtol, atol=atol)
+                            right_label=right_label, rtol=rtol, atol=atol, bound=bound)
 
 
 def _record(name, input_name, left_label, right_label, rtol, atol, passed, max_abs, max_rel,
@@ -103,14 +114,15 @@ def _record(name, input_name, left_label, right_label, rtol, atol, passed, max_a
     }
 
 
-def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol) -> dict:
+def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol, bound=None) -> dict:
     """The torch path, for tensors of any size and device."""
     import torch
 
     left64 = left.detach().to("cpu", torch.float64).broadcast_to(right.shape)
     right64 = right.detach().to("cpu", torch.float64)
     error = (left64 - right64).abs()
-    bound = atol + rtol * right64.abs()
+    extra = None if bound is None else bound.detach().to("cpu", torch.float64).reshape(right64.shape)
+    bound = atol + rtol * right64.abs() + (0 if extra is None else extra)
     nan = torch.isnan(error)
     excess = torch.where(nan, torch.full_like(error, float("inf")), error - bound)
     passed = bool((excess <= 0).all())
@@ -119,23 +131,30 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
     relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
     relative = torch.where(error == 0, torch.zeros_like(relative), relative)
-    return _record(name, input_name, left_label, right_label, rtol, atol, passed,
-                   error.max(), relative.max(), right64.shape, worst_flat,
-                   to_value(left64.reshape(-1)[worst_flat]), to_value(right64.reshape(-1)[worst_flat]),
-                   error.reshape(-1)[worst_flat], relative.reshape(-1)[worst_flat])
+    result = _record(name, input_name, left_label, right_label, rtol, atol, passed,
+                     error.max(), relative.max(), right64.shape, worst_flat,
+                     to_value(left64.reshape(-1)[worst_flat]), to_value(right64.reshape(-1)[worst_flat]),
+                     error.reshape(-1)[worst_flat], relative.reshape(-1)[worst_flat])
+    if extra is not None:
+        result["error_bound"] = {"max": _finite_or_none(extra.max()) if extra.numel() else 0.0,
+                                 "at_worst": _finite_or_none(extra.reshape(-1)[worst_flat])}
+    return result
 
 
 def _compare_floats(name, input_name, left: list, right: list, shape, *, left_label, right_label,
-                    rtol, atol) -> dict:
+                    rtol, atol, extra=None) -> dict:
     """The plain-Python path: the torch path's operations, element by element, in doubles."""
-    if len(left) == 1:  # one element is its own worst and its own maximum
+    if len(left) == 1 and extra is None:  # one element is its own worst and its own maximum
         a, b = left[0], right[0]
         e = abs(a - b)
         r = 0.0 if e == 0 else (_INF if b == 0 else e / abs(b))
         passed = (_INF if e != e else e - (atol + rtol * abs(b))) <= 0
         return _record(name, input_name, left_label, right_label, rtol, atol, passed, e, r, shape, 0, a, b, e, r)
     errors = [abs(a - b) for a, b in zip(left, right)]
-    excess = [_INF if e != e else e - (atol + rtol * abs(b)) for e, b in zip(errors, right)]
+    if extra is None:
+        excess = [_INF if e != e else e - (atol + rtol * abs(b)) for e, b in zip(errors, right)]
+    else:
+        excess = [_INF if e != e else e - (atol + rtol * abs(b) + x) for e, b, x in zip(errors, right, extra)]
     passed = all(x <= 0 for x in excess)
     if passed:
         worst_flat = _argmax([_INF if e != e else (_MAX_FINITE if e == _INF else e) for e in errors])
@@ -143,9 +162,12 @@ def _compare_floats(name, input_name, left: list, right: list, shape, *, left_la
         worst_flat = _argmax(excess)
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
     relative = [0.0 if e == 0 else (_INF if b == 0 else e / abs(b)) for e, b in zip(errors, right)]
-    return _record(name, input_name, left_label, right_label, rtol, atol, passed,
-                   _max(errors), _max(relative), shape, worst_flat,
-                   left[worst_flat], right[worst_flat], errors[worst_flat], relative[worst_flat])
+    result = _record(name, input_name, left_label, right_label, rtol, atol, passed,
+                     _max(errors), _max(relative), shape, worst_flat,
+                     left[worst_flat], right[worst_flat], errors[worst_flat], relative[worst_flat])
+    if extra is not None:
+        result["error_bound"] = {"max": _finite_or_none(_max(extra)), "at_worst": _finite_or_none(extra[worst_flat])}
+    return result
 
 
 def _argmax(values: list) -> int:

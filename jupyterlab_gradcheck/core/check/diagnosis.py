@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import defaults, diagonal
+from .error_bound import BOUND_FACTOR
 from .finite_difference import Probe, difference_quotient
 
 #: Multiple of the estimated floor within which a discrepancy is called precision-limited.
@@ -39,35 +40,58 @@ class DiagnosisContext:
     nondeterminism: str = ""
     #: input name -> the finite-difference path taken ("general", or a diagonal chain's kind)
     fd_structure: dict = field(default_factory=dict)
+    #: input name -> what re-estimating its failing elements tried (core/check/refinement.py)
+    refinement: dict = field(default_factory=dict)
+    #: the policy version the check ran under (core/check/policy.py)
+    policy: int = 1
 
 
 def _fmt(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _one_sided(probe: Probe, flat_index: int, h: float) -> tuple[float, float]:
+def _one_sided(probe: Probe, flat_index: int, h: float) -> tuple[float, float, float]:
+    """(forward, backward, rounding bound of either) differences at one element, output by output.
+
+    Outputs the element does not touch cancel exactly, as in the estimate itself; the rounding
+    bound is eps * sum_j |v_j| (|f_j(x+)| + |f_j(x)| + |f_j(x-)|) / h over the outputs that moved.
+    """
     import torch
 
     x = probe.values[probe.name]
-    centre = float(probe.phi(x))
-    index = torch.tensor([flat_index], device=x.device)
-    step = torch.tensor([h], dtype=x.dtype, device=x.device)
-    plus = float(probe.phi_batch(probe.shifted(step, indices=index))[0])
-    minus = float(probe.phi_batch(probe.shifted(-step, indices=index))[0])
-    return (plus - centre) / h, (centre - minus) / h
+    index = torch.tensor([flat_index, flat_index], device=x.device)
+    step = torch.tensor([h, -h], dtype=x.dtype, device=x.device)
+    shifted = probe.shifted(step, indices=index)
+    taken = shifted.reshape(2, -1)[:, flat_index] - x.reshape(-1)[flat_index]
+    centre = probe.output(x)
+    plus, minus = probe.outputs(shifted).unbind(0)
+    forward = float(probe.contract((plus - centre).unsqueeze(0))[0] / taken[0])
+    backward = float(probe.contract((centre - minus).unsqueeze(0))[0] / -taken[1])
+    moved = (plus != centre) | (minus != centre)
+    magnitude = ((plus.abs() + centre.abs() + minus.abs()) * moved).reshape(-1)
+    weights = probe.v.abs().reshape(-1).to(magnitude.dtype)
+    rounding = float(torch.finfo(magnitude.dtype).eps * (magnitude * weights).sum() / abs(h))
+    return forward, backward, rounding
 
 
 def kink_evidence(ctx: DiagnosisContext, input_name: str, flat_index: int):
-    """(is_kink, forward, backward) from one-sided differences at two steps a decade apart."""
+    """(is_kink, forward, backward) from one-sided differences at two steps a decade apart.
+
+    A kink needs the gap between the one-sided differences at the smaller step to exceed both
+    the comparison's tolerance and what rounding alone can open (BOUND_FACTOR times the rounding
+    bound of the two quotients), and not to shrink with the step as a smooth function's does.
+    Without the rounding allowance a linear op differencing a large sum reads noise in the
+    seventh digit as a kink.
+    """
     eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
     probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
     x_i = float(ctx.fd_values[input_name].reshape(-1)[flat_index])
     h1 = eps ** 0.25 * max(1.0, abs(x_i))
-    f1, b1 = _one_sided(probe, flat_index, h1)
-    f2, b2 = _one_sided(probe, flat_index, h1 / 10)
+    f1, b1, _ = _one_sided(probe, flat_index, h1)
+    f2, b2, rounding = _one_sided(probe, flat_index, h1 / 10)
     d1, d2 = abs(f1 - b1), abs(f2 - b2)
     scale = max(abs(f2), abs(b2))
-    threshold = ctx.fd_tolerance["atol"] + ctx.fd_tolerance["rtol"] * scale
+    threshold = ctx.fd_tolerance["atol"] + ctx.fd_tolerance["rtol"] * scale + 2 * BOUND_FACTOR * rounding
     return (d2 > threshold and d2 > 0.5 * d1), f2, b2
 
 
@@ -122,6 +146,14 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
             "differentiable there, so any single derivative value is a convention"
         )
     abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
+    tried = ctx.refinement.get(input_name)
+    if "finite_difference" in name and tried:
+        bound = (comparison.get("error_bound") or {}).get("at_worst")
+        return "probable_bug", (
+            f"at {where} autograd gives {_fmt(right)} but finite differences give {_fmt(left)}; the default "
+            f"step failed {tried['elements']} element(s), so {tried['tried']}, and {tried['still_failing']} still "
+            f"differ beyond their error estimate (here ≈ {_fmt(bound)}): suspect the backward"
+        )
     if "finite_difference" in name:
         floor, rounding, truncation = _rounding_floor(ctx, input_name, flat, right)
         if abs_err <= FLOOR_MARGIN * floor:

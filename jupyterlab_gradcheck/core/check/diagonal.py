@@ -152,12 +152,15 @@ def record(function, arguments: dict, name: str):
     return None
 
 
-def estimates(probe, scheme: str, h):
+def estimates(probe, scheme: str, h, *, exact: bool = False):
     """The scheme's d phi / d x_i for every flat element i, or None where x's chain is not diagonal.
 
-    `h` holds each element's absolute step. The evaluation at x establishes the chain; every
+    `h` holds each element's absolute step; with `exact` each quotient divides by the shift the
+    arithmetic really took, (x_i + s) - x_i. The evaluation at x establishes the chain; every
     shifted evaluation must repeat it exactly (same operations, same constant factor), else the
-    estimate is abandoned and None tells the caller to take the general path.
+    estimate is abandoned and None tells the caller to take the general path. When
+    `probe.track_rounding` is set, `probe.rounding` gets each element's rounding bound,
+    eps |w_i| (|g_i(x+)| + |g_i(x-)|) / width (core/check/error_bound.py).
     """
     import torch
 
@@ -170,30 +173,53 @@ def estimates(probe, scheme: str, h):
     def body(multiple: float, imaginary: bool = False):
         shift = (h * multiple).reshape(x.shape)
         point = x.to(torch.promote_types(x.dtype, torch.complex64)) + 1j * shift if imaginary else x + shift
+        taken = (point - x) if exact and not imaginary else shift
         trace = record(probe.function, probe.arguments(point), probe.name)
         if trace is None or (trace.kind, trace.operations, trace.factor) != (base.kind, base.operations, base.factor):
             raise _NotDiagonal(f"the chain changed at the point shifted by {multiple} h")
         evaluations.append(trace)
-        return trace.body.reshape(-1)
+        return trace.body.reshape(-1), taken.reshape(-1)
 
     v = probe.v.reshape(-1)
     weight = v if base.kind == "elementwise" else v[0] * base.factor.real
+    track = probe.track_rounding
     try:
         if scheme == "complex_step":
-            result = (weight * body(1.0, imaginary=True)).imag / h
+            value, _ = body(1.0, imaginary=True)
+            result = (weight * value).imag / h
+            rounding = _rounding(weight, value.imag, None, h) if track else None
         elif scheme == "forward":
-            result = weight * (body(1.0) - base.body.reshape(-1)) / h
+            value, taken = body(1.0)
+            centre = base.body.reshape(-1)
+            result = weight * (value - centre) / taken
+            rounding = _rounding(weight, value, centre, taken) if track else None
         else:
-            result = weight * (body(1.0) - body(-1.0)) / (2 * h)
+            (plus, up), (minus, down) = body(1.0), body(-1.0)
+            width = up - down
+            result = weight * (plus - minus) / width
+            rounding = _rounding(weight, plus, minus, width) if track else None
             if scheme == "richardson":
-                half = weight * (body(0.5) - body(-0.5)) / h
+                (half_plus, half_up), (half_minus, half_down) = body(0.5), body(-0.5)
+                half = weight * (half_plus - half_minus) / (half_up - half_down)
                 result = (4 * half - result) / 3
+                if track:
+                    rounding = (4 * _rounding(weight, half_plus, half_minus, half_up - half_down) + rounding) / 3
     except _NotDiagonal:
         return None
     finally:
         probe.stats["forward_evaluations"] += len(evaluations)
     probe.structure = base.kind
+    probe.rounding = rounding
     return result
+
+
+def _rounding(weight, first, second, width):
+    """eps |w_i| (|first_i| + |second_i|) / |width_i| where they differ (|first_i| alone for the complex step)."""
+    import torch
+
+    eps = torch.finfo(first.dtype).eps
+    magnitude = first.abs() if second is None else (first.abs() + second.abs()) * (first != second)
+    return eps * weight.abs() * magnitude / width.abs()
 
 
 def element_magnitude(probe, flat_index: int):

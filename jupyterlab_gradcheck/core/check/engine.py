@@ -21,10 +21,13 @@ from .comparison import Operand, compare
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
+from .error_bound import BOUND_FACTOR, element_tolerance
 from .finite_difference import fd_gradients
 from .observations import observe_autograd
+from .policy import STEP_SCALE_CAP, policy
+from .refinement import refine_inputs
 from .spec import CheckSpec, parse_spec
-from .step_sweep import step_sweep
+from .step_sweep import guarded_step_sweep
 from .tensors import describe, to_tensor
 from .torch_gradcheck import torch_gradcheck
 
@@ -79,7 +82,7 @@ def _nondeterminism(function, leaves: dict) -> str:
     return ""
 
 
-def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict) -> list[dict]:
+def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds: dict | None) -> list[dict]:
     tol, fd_tol = spec.tolerance, spec.finite_difference
     rows = []
     for name in spec.inputs:
@@ -94,7 +97,7 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict) -> list
                     left_label="analytical", right_label="autograd_grad", **tol),
             compare("autograd_vs_finite_difference", name, fd[name], autograd,
                     left_label="finite_difference", right_label="autograd_grad",
-                    rtol=fd_tol["rtol"], atol=fd_tol["atol"]),
+                    rtol=fd_tol["rtol"], atol=fd_tol["atol"], bound=bounds[name] if bounds else None),
             compare("pass_2_vs_twice_pass_1", name, raw["backward_pass_2_accumulated"][name], twice,
                     left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
             compare("after_clear_none_vs_pass_1", name, raw["after_clear_none"][name], pass_1,
@@ -153,8 +156,24 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     fd_values = {n: _as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
     fd_v = _as_dtype(v.detach(), getattr(torch, fd_dtype))
     fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
+    rules = policy(spec.policy)
+    # The error bound widens only the default tolerance at the default step: an explicit tolerance
+    # or a chosen step is applied as written (a step too small for the dtype stays a failure).
+    bounded = rules.error_bound and not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
+    rounding = {} if bounded else None
     fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme,
-                                   step=fd_step, work_elements=spec.work_elements)
+                                   step=fd_step, work_elements=spec.work_elements, policy=rules, rounding=rounding)
+    bounds = {n: element_tolerance(r).reshape(fd_raw[n].shape) for n, r in rounding.items()} if bounded else None
+    if bounded:
+        fd_info["error_bound"] = (f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
+                                  "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width")
+    if bounded and rules.refine and fd_scheme == "central":
+        refined = refine_inputs(function, fd_values, fd_v, dtype=spec.dtype, autograd=raw["autograd_grad"],
+                                estimates=fd_raw, bounds=bounds, rtol=spec.finite_difference["rtol"],
+                                atol=spec.finite_difference["atol"], work_elements=spec.work_elements,
+                                structures={n: i["structure"] for n, i in fd_info["inputs"].items()})
+        if refined:
+            fd_info["refinement"] = refined
     fd = {n: _as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
     half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
     observations["finite_difference"] = {
@@ -164,16 +183,19 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         "gradients": {n: describe(fd[n]) for n in fd},
         **fd_info,
     }
-    observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device)
+    observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device,
+                                                      fast=True if rules.gradcheck_fast else None)
     raw["finite_difference"] = fd
 
-    comparisons = _comparisons(spec, analytical, raw, fd)
+    comparisons = _comparisons(spec, analytical, raw, fd, bounds)
     context = DiagnosisContext(
         function=function, fd_values=fd_values, fd_v=fd_v, dtype=spec.dtype, scheme=fd_scheme,
         step=fd_info["step"] if fd_step is not None else None,
         fd_tolerance=spec.finite_difference, grads=raw,
-        nondeterminism=_nondeterminism(function, leaves),
+        # two more forward passes, needed only to explain a failure
+        nondeterminism=_nondeterminism(function, leaves) if any(not r["passed"] for r in comparisons) else "",
         fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
+        refinement=fd_info.get("refinement", {}), policy=spec.policy,
     )
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
     verdict = observations["torch_gradcheck"]["status"]
@@ -203,9 +225,13 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         name = first["input"] if first else names[0]
         flat = next((r["worst"]["flat_index"] for r in comparisons
                      if first and r["name"] == first["comparison"] and r["input"] == name), 0)
-        chosen = {spec.dtype: fd_info["step"] * max(1.0, abs(float(fd_values[name].reshape(-1)[flat])))
+        x_i = abs(float(fd_values[name].reshape(-1)[flat]))
+        scale = min(max(1.0, x_i), STEP_SCALE_CAP) if rules.bounded_step else max(1.0, x_i)
+        chosen = {spec.dtype: fd_info["step"] * scale
                   if fd_step is None else fd_info["step"]} if fd_step != "adaptive" else None
-        record["step_sweep"] = step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen)
+        reference = raw["autograd_grad"][name] if spec.dtype == "float64" else None
+        record["step_sweep"] = guarded_step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen,
+                                                  reference=reference, bounded=rules.bounded_step)
     return record
 
 

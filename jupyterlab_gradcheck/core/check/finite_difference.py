@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import defaults, diagonal
+from . import defaults, diagonal, error_bound
+from .policy import CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
 #: bounds the memory a chunk needs, and so the peak, independently of n.
@@ -31,6 +32,9 @@ CHUNK_ELEMENTS = 1 << 20
 LOOP_BELOW = 24
 #: From this many elements a diagonal chain is worth recognising (one element gains nothing).
 DIAGONAL_FROM = 2
+#: Relative agreement required between a batched and a separate evaluation of one copy: far
+#: above the rounding of a different kernel (~1e-14), far below a step's effect (~1e-6).
+BATCH_AGREEMENT = 1e-9
 #: Shifted copies per element for each scheme: the signed multiples of h evaluated.
 SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,),
            "richardson": (1.0, -1.0, 0.5, -0.5)}
@@ -52,6 +56,14 @@ class Probe:
     #: Which path the estimates came from: "general", or the chain core/check/diagonal.py observed.
     structure: str = "general"
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
+    #: Check the first batched evaluation against a separate evaluation of one copy (policy 2).
+    guard: bool = False
+    #: Why the batched path was refused for this input ("" while it is used or never tried).
+    refused: str = ""
+    #: Whether difference_quotient also fills `rounding` (core/check/error_bound.py).
+    track_rounding: bool = False
+    #: Per element of the last difference_quotient: the rounding bound of its quotient.
+    rounding: object = None
     _mapped: object = field(default=None, init=False, repr=False)
 
     def arguments(self, x) -> dict:
@@ -80,10 +92,33 @@ class Probe:
             try:
                 if self._mapped is None:
                     self._mapped = torch.func.vmap(self.output)
-                return self._mapped(xs)
+                out = self._mapped(xs)
             except Exception:  # a callable vmap cannot trace: fall back, and say so
                 self.batched = False
-        return torch.stack([self.output(x) for x in xs])
+            else:
+                if not self.guard or self._batch_agrees(xs, out):
+                    return out
+        # Each copy is cloned into storage of its own: a row of the stack is a view at an offset,
+        # and a function that reads storage directly (as_strided with a storage_offset) would
+        # read the first, unshifted row instead of its own.
+        return torch.stack([self.output(x.clone()) for x in xs])
+
+    def _batch_agrees(self, xs, out) -> bool:
+        """Whether the batch's last copy matches a separate evaluation of it; else refuse the batched path."""
+        import torch
+
+        self.guard = False  # once per input: the first batch shows whether batching is faithful
+        single = self.output(xs[-1].clone())
+        self.stats["batch_check_evaluations"] = self.stats.get("batch_check_evaluations", 0) + 1
+        scale = float(single.abs().max()) if single.numel() else 0.0
+        if torch.allclose(out[-1], single, rtol=BATCH_AGREEMENT, atol=BATCH_AGREEMENT * scale, equal_nan=True):
+            return True
+        difference = float((out[-1] - single).abs().max())
+        self.batched = False
+        self.refused = (f"a batched evaluation differed from a separate evaluation of the same copy by {difference:.3g} "
+                        "(the function reads its input's storage directly, as as_strided does): each copy is "
+                        "evaluated on its own")
+        return False
 
     def contract(self, outputs):
         """sum(v * output) for each output stacked along dimension 0."""
@@ -135,68 +170,111 @@ def _complex_of(dtype):
     return {torch.float64: torch.complex128, torch.float32: torch.complex64}[dtype]
 
 
-def step_vector(probe: Probe, step, dtype: str, scheme: str, indices=None):
-    """Absolute step per element: relative to max(1, |x|) by default, else the fixed step."""
+def step_vector(probe: Probe, step, dtype: str, scheme: str, indices=None, *, bounded: bool = False):
+    """Absolute step per element: relative to max(1, |x|) by default (that scale capped at
+    STEP_SCALE_CAP when `bounded`, policy 2), else the fixed step."""
     import torch
 
     flat = probe.values[probe.name].reshape(-1)
     if indices is not None:
         flat = flat[indices]
     if step is None:
-        return defaults.fd_step(dtype, scheme) * torch.clamp(flat.abs(), min=1.0)
+        scale = torch.clamp(flat.abs(), min=1.0)
+        if bounded:
+            scale = torch.clamp(scale, max=STEP_SCALE_CAP)
+        return defaults.fd_step(dtype, scheme) * scale
     return torch.full_like(flat, float(step))
 
 
-def difference_quotient(probe: Probe, scheme: str, h, indices=None):
-    """The scheme's estimate of d phi / d x_i for every (or the given) flat element i."""
+def signed_steps(probe: Probe, scheme: str, h, indices=None, *, exact: bool = False):
+    """The shifts of each element for `scheme`, one row per multiple of h (SHIFTS).
+
+    With `exact`, each shift is the one the arithmetic actually takes, (x_i + s) - x_i: x_i + s
+    rounds to the grid around x_i, so the quotient divides by the step really taken and the
+    rounding of the step itself (eps |x_i| / h, large where |x_i| is) leaves no error.
+    """
+    import torch
+
+    multiples = SHIFTS[scheme]
+    if not exact or scheme == "complex_step":
+        return torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
+    flat = probe.values[probe.name].reshape(-1)
+    x = flat if indices is None else flat[indices]
+    return torch.stack([(x + h * m) - x for m in multiples])
+
+
+def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bool = False):
+    """The scheme's estimate of d phi / d x_i for every (or the given) flat element i.
+
+    When `probe.track_rounding` is set, `probe.rounding` holds each estimate's rounding bound
+    afterwards (core/check/error_bound.py says how it is counted).
+    """
     import torch
 
     x = probe.values[probe.name]
     if indices is None and probe.structured and x.numel() >= DIAGONAL_FROM:
-        estimates = diagonal.estimates(probe, scheme, h)
+        estimates = diagonal.estimates(probe, scheme, h, exact=exact)
         if estimates is not None:
             return estimates
         probe.structured = False  # not a diagonal chain: do not look again for this input
     total = x.numel() if indices is None else len(indices)
     base = probe.output(x) if scheme == "forward" else None
-    multiples = SHIFTS[scheme]
-    steps = torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
-    rows = probe.rows_per_chunk(len(multiples))
+    steps = signed_steps(probe, scheme, h, indices, exact=exact)
+    rows = probe.rows_per_chunk(steps.shape[0])
     if total <= rows:  # one chunk: nothing to assemble
-        return _chunk_estimates(probe, scheme, steps, h, indices, 0, total, base)
+        estimates, rounding = _chunk_estimates(probe, scheme, steps, indices, 0, total, base)
+        probe.rounding = rounding
+        return estimates
     # Allocated once, before the chunks: a small tensor kept alive between the chunks' large
     # temporaries would split the freed blocks, and the allocator would take fresh memory
     # for every chunk (the resident size then grows with n instead of staying at one chunk).
     estimates = torch.empty(total, dtype=x.dtype, device=x.device)
+    probe.rounding = torch.empty(total, dtype=x.dtype, device=x.device) if probe.track_rounding else None
     for start in range(0, total, rows):
         stop = min(start + rows, total)
-        estimates[start:stop] = _chunk_estimates(probe, scheme, steps, h, indices, start, stop, base)
+        estimates[start:stop], rounding = _chunk_estimates(probe, scheme, steps, indices, start, stop, base)
+        if rounding is not None:
+            probe.rounding[start:stop] = rounding
     return estimates
 
 
-def _chunk_estimates(probe: Probe, scheme: str, steps, h, indices, start: int, stop: int, base):
-    """Estimates for elements start..stop-1 (of `indices` when given): one batch of copies."""
+def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop: int, base):
+    """(estimates, rounding or None) for elements start..stop-1 (of `indices` when given)."""
     imaginary = scheme == "complex_step"
+    chunk = steps[:, start:stop]
     if indices is None:
-        stack = probe.shifted_range(start, stop, steps[:, start:stop], imaginary=imaginary)
+        stack = probe.shifted_range(start, stop, chunk, imaginary=imaginary)
     else:
-        stack = probe.shifted(steps[:, start:stop].reshape(-1), imaginary=imaginary,
+        stack = probe.shifted(chunk.reshape(-1), imaginary=imaginary,
                               indices=indices[start:stop].repeat(steps.shape[0]))
-    return _quotient(probe, scheme, probe.outputs(stack), h[start:stop], base)
+    return _quotient(probe, scheme, probe.outputs(stack), chunk, base)
 
 
-def _quotient(probe: Probe, scheme: str, out, h, base):
-    """One chunk's estimates from its shifted outputs, differenced output by output."""
-    count = len(h)
+def _quotient(probe: Probe, scheme: str, out, steps, base):
+    """One chunk's estimates from its shifted outputs, differenced output by output.
+
+    Returns (estimates, rounding bound per estimate, or None when not tracked).
+    """
+    count = steps.shape[1]
+    track = probe.track_rounding
     if scheme == "complex_step":
-        return probe.contract(out).imag / h
+        estimate = probe.contract(out).imag / steps[0]
+        return estimate, (error_bound.rounding_of(probe, out.imag, None, steps[0]) if track else None)
     if scheme == "forward":
-        return probe.contract(out - base) / h
-    central = probe.contract(out[:count] - out[count:2 * count]) / (2 * h)
+        estimate = probe.contract(out - base) / steps[0]
+        return estimate, (error_bound.rounding_of(probe, out, base, steps[0]) if track else None)
+    plus, minus = out[:count], out[count:2 * count]
+    width = steps[0] - steps[1]
+    central = probe.contract(plus - minus) / width
+    rounding = error_bound.rounding_of(probe, plus, minus, width) if track else None
     if scheme == "richardson":
-        half = probe.contract(out[2 * count:3 * count] - out[3 * count:]) / h
-        return (4 * half - central) / 3
-    return central
+        half_plus, half_minus = out[2 * count:3 * count], out[3 * count:]
+        half_width = steps[2] - steps[3]
+        half = probe.contract(half_plus - half_minus) / half_width
+        if track:
+            rounding = (4 * error_bound.rounding_of(probe, half_plus, half_minus, half_width) + rounding) / 3
+        return (4 * half - central) / 3, rounding
+    return central, rounding
 
 
 def adaptive(probe: Probe, scheme: str, dtype: str):
@@ -240,28 +318,41 @@ def adaptive(probe: Probe, scheme: str, dtype: str):
 
 
 def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
-                 work_elements: int = 1, structured: bool = True) -> tuple[dict, dict]:
+                 work_elements: int = 1, structured: bool = True, policy: Policy | None = None,
+                 rounding: dict | None = None) -> tuple[dict, dict]:
     """Finite-difference gradient per input (in the values' dtype) and what was done.
 
-    `structured=False` forces the general path (one shifted copy per element) even where the
-    function is an elementwise chain; the benchmarks use it to show both costs.
+    `policy` (default: the current one) decides the step's bound, exact steps and the batch
+    guard (core/check/policy.py). A `rounding` dict is filled with each input's per-element
+    rounding bound (flat tensors). `structured=False` forces the general path (one shifted
+    copy per element) even where the function is an elementwise chain; the benchmarks use it
+    to show both costs.
     """
+    policy = policy or POLICIES[CURRENT]
     grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "inputs": {}}
     for name, x in values.items():
-        probe = Probe(function, values, v, name, work=work_elements, structured=structured)
+        probe = Probe(function, values, v, name, work=work_elements, structured=structured,
+                      guard=policy.batch_guard, track_rounding=rounding is not None)
         telemetry = None
         if step == "adaptive":
             flat, used, telemetry = adaptive(probe, scheme, dtype)
             kind = "adaptive"
         else:
-            h = step_vector(probe, step, dtype, scheme)
-            flat = difference_quotient(probe, scheme, h)
+            h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)
+            flat = difference_quotient(probe, scheme, h, exact=policy.bounded_step)
             used = defaults.fd_step(dtype, scheme) if step is None else float(step)
-            kind = "relative to max(1, |x|)" if step is None else "fixed"
+            kind = "fixed" if step is not None else (
+                f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact" if policy.bounded_step
+                else "relative to max(1, |x|)")
         grads[name] = flat.reshape(x.shape).real
+        if rounding is not None:
+            rounding[name] = probe.rounding
         info["inputs"][name] = {
             "step": used, "step_kind": kind, "batched": probe.batched, "structure": probe.structure,
             "forward_evaluations": probe.stats["forward_evaluations"],
+            **({"batch_check_evaluations": probe.stats["batch_check_evaluations"]}
+               if "batch_check_evaluations" in probe.stats else {}),
+            **({"batched_refused": probe.refused} if probe.refused else {}),
             **({"telemetry": telemetry} if telemetry else {}),
         }
     first = next(iter(info["inputs"].values()))

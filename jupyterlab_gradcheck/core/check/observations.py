@@ -68,7 +68,15 @@ def _grads(leaves: dict) -> dict:
 
 
 def _copy(gradient):
-    """A copy of a gradient that is cut from any graph (`.grad` normally has none to cut)."""
+    """A copy of a gradient that is cut from any graph (`.grad` normally has none to cut).
+
+    autograd's immutable zero placeholder (a ZeroTensor, which cannot be read element by
+    element) becomes ordinary zeros of the same shape, dtype and device.
+    """
+    import torch
+
+    if gradient._is_zerotensor():
+        return torch.zeros(gradient.shape, dtype=gradient.dtype, device=gradient.device)
     return gradient.detach().clone() if gradient.requires_grad else gradient.clone()
 
 
@@ -93,6 +101,11 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     output.backward(v)
     unused = [name for name, leaf in leaves.items() if leaf.grad is None]
     pass_1 = _grads(leaves)
+    for leaf in leaves.values():
+        if leaf.grad is not None and leaf.grad._is_zerotensor():
+            # autograd's immutable zero placeholder (sgn of a real input): pass 2 must add into
+            # .grad, so it is replaced by an ordinary tensor of the same zeros first
+            leaf.grad = torch.zeros_like(leaf)
 
     forward(function, leaves).backward(v)
     pass_2 = _grads(leaves)

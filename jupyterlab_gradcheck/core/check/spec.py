@@ -21,11 +21,13 @@ from ..expr.parser import Expression, parse_expression
 from ..expr.shapes import broadcast, infer_shapes
 from ..jsonio import encodable
 from . import defaults
+from .policy import CURRENT, policy_version
 from .record_values import numel, shape_of
 
 INPUT_FIELDS = (
     "id", "function", "inputs", "dtype", "device", "analytical_gradient", "grad_output",
     "tolerance", "finite_difference", "origin", "destination", "observed_gradient", "executed",
+    "policy",
 )
 #: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
 OUTPUT_FIELDS = (
@@ -59,6 +61,8 @@ class CheckSpec:
     #: Elements of the largest tensor one evaluation builds (inputs or, for an expression,
     #: any intermediate): finite differences size their batches by it.
     work_elements: int = 1
+    #: The finite-difference policy version this check runs under (core/check/policy.py).
+    policy: int = CURRENT
     extra: dict = field(default_factory=dict)
 
     @property
@@ -87,6 +91,7 @@ class CheckSpec:
             "destination": self.destination,
             "observed_gradient": None,
             "executed": False,
+            "policy": self.policy,
         }
 
 
@@ -371,4 +376,5 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         tolerance_explicit=tolerance_explicit,
         fd_tolerance_explicit=fd_explicit,
         work_elements=work,
+        policy=policy_version(record),
     )

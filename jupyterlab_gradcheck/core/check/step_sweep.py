@@ -4,50 +4,79 @@ It shows why a step cannot be chosen without looking at the dtype: the error fal
 step (truncation, ~h^2 for central differences) until rounding (~eps/h) takes over, so the
 best step sits near eps^(1/3) with an error near eps^(2/3). The reference is the float64
 autograd derivative at the same element. `sweep_svg.render` draws the data.
+
+The sweep is a side chart: `guarded_step_sweep` turns any failure into a note in the record,
+never a failed check. Its causes of failure are handled where they arise:
+
+- a function that holds float64 tensors of its own (a weight, saved statistics) cannot be
+  evaluated in float32 by casting its inputs alone; such a series is evaluated under a dispatch
+  mode that casts every float64 operand of every operation to float32 (`_downcast_mode`);
+- a large step can leave the function's domain (a probability shifted past 1, a matrix no
+  longer positive definite); the steps whose evaluation raises are left out of the series and
+  listed with the reason;
+- the reference gradient is autograd's own (passed by the engine), or computed with
+  `allow_unused` so that an input the output does not reach has a zero gradient.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 from . import defaults
 from .finite_difference import Probe, difference_quotient
+from .policy import STEP_SCALE_CAP
 
 #: Decades of step swept: 10^0 down to 10^-16.
 DECADES = tuple(range(0, 17))
 
 
-def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
-               dtypes=("float32", "float64"), scheme: str = "central", chosen: dict | None = None) -> dict:
-    """Error of `scheme` at one element for each decade of step, for each dtype."""
-    import torch
+def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0, **options) -> dict:
+    """`step_sweep`, or a record of why it could not be drawn (the check's verdict never depends on it)."""
+    try:
+        return step_sweep(function, values, v, name, flat_index, **options)
+    except Exception as exc:  # a side chart must never break a check
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return {"input": name, "flat_index": flat_index, "scheme": options.get("scheme", "central"),
+                "series": [], "note": f"the step sweep could not be drawn ({message}); the check does not depend on it"}
 
-    reference = _reference(function, values, v, name, flat_index)
+
+def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
+               dtypes=("float32", "float64"), scheme: str = "central", chosen: dict | None = None,
+               reference=None, bounded: bool = False) -> dict:
+    """Error of `scheme` at one element for each decade of step, for each dtype.
+
+    `reference` is autograd's float64 gradient of the input (computed here when absent);
+    `bounded` caps the step's scale as policy 2 does (core/check/policy.py).
+    """
+    if reference is None:
+        reference = _reference(function, values, v, name)
+    reference = float(reference.reshape(-1)[flat_index])
     x_i = float(values[name].reshape(-1)[flat_index])
     scale = max(1.0, abs(x_i))
+    floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
     relative = abs(reference) > 0
-    series = []
+    series, notes = [], []
     for dtype in dtypes:
-        target = getattr(torch, defaults.FD_DTYPE[dtype])
-        cast = {k: t.detach().to(target) for k, t in values.items()}
-        probe = Probe(function, cast, v.detach().to(target), name)
-        steps = [10.0 ** -k * scale for k in DECADES]
-        index = torch.tensor([flat_index] * len(steps), device=cast[name].device)
-        h = torch.tensor(steps, dtype=cast[name].dtype, device=cast[name].device)
-        estimates = difference_quotient(probe, scheme, h, index).detach().to("cpu", torch.float64)
-        errors = [abs(float(e) - reference) / (abs(reference) if relative else 1.0) for e in estimates]
-        best = min(range(len(steps)), key=lambda k: errors[k])
+        steps, estimates, note = _estimates(function, values, v, name, flat_index, dtype, scheme, scale)
+        if note:
+            notes.append(f"{dtype}: {note}")
+        if not steps:
+            continue
+        errors = [abs(e - reference) / (abs(reference) if relative else 1.0) for e in estimates]
+        best = min(range(len(steps)), key=lambda k: errors[k] if errors[k] == errors[k] else float("inf"))
         eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
         series.append({
             "dtype": dtype,
             "steps": steps,
             "errors": errors,
-            "chosen_step": (chosen or {}).get(dtype, defaults.fd_step(dtype, scheme) * scale),
-            "floor_step": defaults.fd_step(dtype, scheme) * scale,
+            "chosen_step": (chosen or {}).get(dtype, defaults.fd_step(dtype, scheme) * floor_scale),
+            "floor_step": defaults.fd_step(dtype, scheme) * floor_scale,
             "floor_error": defaults.fd_floor(dtype, scheme),
             "best_step": steps[best],
             "best_error": errors[best],
             "eps": eps,
         })
-    return {
+    result = {
         "input": name,
         "flat_index": flat_index,
         "x": x_i,
@@ -56,13 +85,107 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
         "error_kind": "relative" if relative else "absolute",
         "series": series,
     }
+    if notes:
+        result["note"] = "; ".join(notes)
+    return result
 
 
-def _reference(function, values, v, name, flat_index) -> float:
+def _estimates(function, values, v, name, flat_index, dtype, scheme, scale) -> tuple[list, list, str]:
+    """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated)."""
+    import torch
+
+    target = getattr(torch, defaults.FD_DTYPE[dtype])
+    cast = {k: t.detach().to(target) for k, t in values.items()}
+    cast_v = v.detach().to(target)
+    note = ""
+    probe = Probe(function, cast, cast_v, name)
+    if target != torch.float64 and _output_dtype(probe, cast[name]) != target:
+        # the function holds tensors of another dtype: cast them at every operation instead
+        probe = Probe(_downcast(function), cast, cast_v, name, batched=False)
+        note = f"evaluated with every float64 operand cast to {defaults.FD_DTYPE[dtype]} (the function holds its own tensors)"
+    steps = [10.0 ** -k * scale for k in DECADES]
+    device = cast[name].device
+    try:
+        index = torch.tensor([flat_index] * len(steps), device=device)
+        h = torch.tensor(steps, dtype=target, device=device)
+        found = difference_quotient(probe, scheme, h, index).detach().to("cpu", torch.float64).tolist()
+        return steps, found, note
+    except Exception:  # some step leaves the domain: evaluate step by step and keep what runs
+        pass
+    kept, estimates, refused = [], [], []
+    for step in steps:
+        try:
+            one = difference_quotient(probe, scheme, torch.tensor([step], dtype=target, device=device),
+                                      torch.tensor([flat_index], device=device))
+            kept.append(step)
+            estimates.append(float(one[0]))
+        except Exception as exc:
+            refused.append((step, " ".join(str(exc).split())[:120]))
+    if refused:
+        left_out = ", ".join(f"{s:.0e}" for s, _ in refused)
+        note = (note + "; " if note else "") + f"steps {left_out} left out: the function raised there ({refused[0][1]})"
+    return kept, estimates, note
+
+
+def _output_dtype(probe: Probe, x):
+    import torch
+
+    with torch.no_grad():
+        try:
+            return probe.output(x).dtype
+        except Exception:  # it cannot even run with cast inputs: the downcast mode may
+            return None
+
+
+@cache
+def _downcast_mode_class():
+    """A dispatch mode casting every float64 (complex128) operand to float32 (complex64); made on first use."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    narrower = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+
+    def cast(value):
+        if isinstance(value, torch.Tensor) and value.dtype in narrower:
+            return value.to(narrower[value.dtype])
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(item) for item in value)
+        return value
+
+    class Downcast(TorchDispatchMode):
+        """Evaluates every operation with its float64 operands in float32."""
+
+        @classmethod
+        def _should_skip_dynamo(cls):  # nothing here is compiled: do not load the compiler
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = {k: cast(val) for k, val in (kwargs or {}).items()}
+            if kwargs.get("dtype") in narrower:
+                kwargs["dtype"] = narrower[kwargs["dtype"]]
+            return func(*cast(tuple(args)), **kwargs)
+
+    return Downcast
+
+
+def _downcast(function):
+    """`function` evaluated under the downcast mode (float32 is the only narrower dtype swept)."""
+    import torch
+
+    def narrowed(**inputs):
+        with torch.no_grad(), _downcast_mode_class()():
+            return function(**inputs)
+
+    return narrowed
+
+
+def _reference(function, values, v, name):
+    """autograd's float64 gradient of phi = sum(v * f) with respect to input `name` (zeros if unused)."""
     import torch
 
     leaves = {k: t.detach().to(torch.float64) for k, t in values.items()}
     leaves[name] = leaves[name].clone().requires_grad_(True)
     output = function(**leaves)
-    (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name])
-    return float(gradient.reshape(-1)[flat_index])
+    (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name],
+                                      allow_unused=True)
+    return torch.zeros_like(leaves[name]) if gradient is None else gradient

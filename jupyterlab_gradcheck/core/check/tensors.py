@@ -27,6 +27,8 @@ def to_value(tensor):
     import torch
 
     data = tensor.detach()
+    if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
+        data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)
     if data.is_complex():
         data = data.real
     data = data.to("cpu", torch.float64)

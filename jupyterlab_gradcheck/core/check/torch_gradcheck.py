@@ -3,7 +3,9 @@
 It is recorded beside ours, not instead of it. gradcheck uses a fixed step eps=1e-6 and
 atol=1e-5, rtol=1e-3, which only make sense in double precision, so it runs for float64 (and
 complex128) inputs and is recorded as skipped, with that reason, for the other dtypes.
-Above FAST_MODE_ABOVE input elements its fast mode is used, and the record says so.
+Above FAST_MODE_ABOVE input elements its fast mode is used (under policy 2 always: slow mode
+costs as much as our whole check, and ours is the element-by-element verdict), and the record
+says so.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 FAST_MODE_ABOVE = 1000
 
 
-def torch_gradcheck(function, leaves: dict, dtype: str, device: str) -> dict:
-    """The `torch_gradcheck` observation: status, verdict, reason, and the settings used."""
+def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bool | None = None) -> dict:
+    """The `torch_gradcheck` observation: status, verdict, reason, and the settings used.
+
+    `fast` forces gradcheck's fast mode on or off; None chooses by size (FAST_MODE_ABOVE).
+    """
     import sys
 
     import torch
@@ -29,7 +34,7 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str) -> dict:
                           "is below what the dtype resolves"}
     names = list(leaves)
     inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
-    fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE
+    fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE if fast is None else fast
 
     if len(names) == 1:
         name = names[0]

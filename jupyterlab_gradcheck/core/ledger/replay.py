@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from ..check.policy import policy_version
 from ..check.spec import INPUT_FIELDS
 from ..errors import DeviceUnavailable, SpecError
 from .line_format import LineError, read_entry
@@ -71,6 +72,7 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
     from ..check.engine import run_check
 
     spec = {key: record[key] for key in INPUT_FIELDS if key in record and key not in ("observed_gradient", "executed")}
+    spec["policy"] = policy_version(record)  # the finite-difference policy that made the recorded verdict
     spec["device"] = recorded_device(record)
     try:
         return run_check(spec, sweep=False, devices=devices), []

@@ -1,0 +1,220 @@
+"""B5, right on every op: PyTorch's OpInfo database, our check against torch.autograd.gradcheck.
+
+Workload: every operator of `torch.testing._internal.common_methods_invocations.op_db` that
+supports autograd in float64 on the CPU, its first SAMPLES_PER_OP samples with at most 2,000
+differentiable elements, each reduced to a scalar by a fixed weighting
+(benchmarks/opinfo_samples.py). On each sample, in the same run: our full check (expectation =
+autograd's own gradient, so only our finite differences are under test), gradcheck's slow mode
+and its fast mode (benchmarks/opinfo_sweep.py). Then at least MUTATION_SAMPLES samples wrapped
+in a custom Function whose backward is wrong at one element (x1.01, +1e-4 of the gradient's
+scale, two elements swapped), through all three.
+
+Goals (docs/accuracy.md):
+- false failures (gradcheck slow accepts a correct op, we fail or crash) <= 1% of the samples
+  slow mode accepts; operators PyTorch marks as having a wrong gradient are listed apart;
+- detection of the +1e-4 error >= 90%, and of every kind >= gradcheck's slow mode;
+- median cost per sample <= gradcheck's slow mode, timed in the same run (ours includes its
+  own embedded gradcheck call, the step sweep and everything else a check records).
+
+`--quick` takes a subset: every 12th operator and the operators of the bugs this benchmark
+found, one sample each, and 24 mutation samples. `python -m benchmarks.bench_opinfo` runs the
+full sweep alone and writes benchmarks/opinfo.md with every disagreement.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import warnings
+
+from . import graded, row
+
+FALSE_FAILURE_GOAL = 0.01
+DETECTION_GOAL = 0.90
+COST_GOAL = 1.0
+MUTATION_SAMPLES = 240
+QUICK_MUTATION_SAMPLES = 24
+#: Operators of the bugs this benchmark found, always in the quick subset.
+QUICK_OPS = ("as_strided", "as_strided_copy", "kron", "nn.functional.conv2d", "sgn", "nn.functional.batch_norm",
+             "nn.functional.binary_cross_entropy", "norm", "linalg.norm", "logcumsumexp", "tan", "polygamma",
+             "_softmax_backward_data", "nn.functional.prelu", "lu_solve", "mm", "fft.fft2")
+
+
+def sweep(quick: bool, progress=None) -> dict:
+    """Every verdict, time and mutation result of the sweep, with the counts of what was left out."""
+    import torch
+
+    from .opinfo_samples import cases
+    from .opinfo_sweep import run_case, run_mutations
+
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    if quick:
+        chosen, counts = cases(limit_ops=45, samples_per_op=1)
+        extra, _ = cases(ops=list(QUICK_OPS), samples_per_op=1)
+        seen = {c.label for c in chosen}
+        chosen += [c for c in extra if c.label not in seen]
+    else:
+        chosen, counts = cases()
+    results = []
+    for k, case in enumerate(chosen):
+        results.append(run_case(case))
+        if progress and k % 100 == 0:
+            progress(f"opinfo: {k}/{len(chosen)} samples")
+    wanted = QUICK_MUTATION_SAMPLES if quick else MUTATION_SAMPLES
+    eligible = [(c, r) for c, r in zip(chosen, results)
+                if not c.marked_wrong and r["slow"]["accepts"] and r["ours"]["accepts"]]
+    stride = max(1, len(eligible) // wanted)
+    mutations = []
+    for k, (case, _) in enumerate(eligible[::stride][:wanted]):
+        mutations.append({"case": case.label, **run_mutations(case, seed=k)})
+    return {"results": results, "mutations": mutations, "counts": counts, "seconds": time.perf_counter() - started}
+
+
+def _verdict(result: dict, who: str) -> str:
+    accepts = result[who]["accepts"]
+    return "crash" if accepts is None else ("accept" if accepts else "reject")
+
+
+def summarise(data: dict) -> dict:
+    """The figures: acceptance, the agreement matrix, false failures, detection, cost."""
+    results = data["results"]
+    counted = [r for r in results if not r["marked_wrong"]]
+    apart = [r for r in results if r["marked_wrong"]]
+    matrix: dict = {}
+    for r in counted:
+        key = (_verdict(r, "ours"), _verdict(r, "slow"))
+        matrix[key] = matrix.get(key, 0) + 1
+    slow_accepts = [r for r in counted if r["slow"]["accepts"]]
+    false_failures = [r for r in slow_accepts if r["ours"]["accepts"] is not True]
+    disagreements = [r for r in counted if _verdict(r, "ours") != _verdict(r, "slow")]
+    detection = {}
+    for kind in ("x1.01", "+1e-4", "swap"):
+        applied = [m[kind] for m in data["mutations"] if m.get(kind)]
+        detection[kind] = {who: (sum(m[who] for m in applied) / len(applied) if applied else float("nan"))
+                           for who in ("ours", "slow", "fast")}
+        detection[kind]["samples"] = len(applied)
+    times = {who: [r[who]["seconds"] for r in results] for who in ("ours", "slow", "fast")}
+    medians = {who: statistics.median(v) for who, v in times.items()}
+    per_sample = [r["ours"]["seconds"] / r["slow"]["seconds"] for r in results if r["slow"]["seconds"] > 0]
+    return {
+        "samples": len(results), "ops": len({r["op"] for r in results}), "apart": apart, "matrix": matrix,
+        "accepted": {who: sum(r[who]["accepts"] is True for r in counted) / max(1, len(counted))
+                     for who in ("ours", "slow", "fast")},
+        "slow_accepts": len(slow_accepts), "false_failures": false_failures, "disagreements": disagreements,
+        "detection": detection, "medians": medians, "median_ratio_per_sample": statistics.median(per_sample),
+        "counted": len(counted),
+    }
+
+
+def _reason(r: dict) -> str:
+    """Why ours and slow mode disagree on one sample, from each side's own words."""
+    ours = r["ours"]
+    if ours["accepts"] is None:
+        side = f"ours crashed: {ours['error']}"
+    elif ours["failure"]:
+        side = f"ours {ours['failure']['diagnosis']}: {ours['failure']['reason']}"
+    else:
+        side = "ours accepts"
+    slow = r["slow"]
+    other = "slow accepts" if slow["accepts"] else f"slow {'crashed' if slow['accepts'] is None else 'rejects'}: {slow['error']}"
+    return f"{r['case']} ({r['numel']} elements): {side} | {other}"
+
+
+def rows_of(summary: dict, data: dict, quick: bool) -> list[dict]:
+    """The benchmark rows, graded where the issue sets a goal."""
+    label = "B5 OpInfo" + (" (quick subset)" if quick else "")
+    s = summary
+    matrix = s["matrix"]
+    matrix_text = "; ".join(f"ours {o} / slow {g}: {n}" for (o, g), n in sorted(matrix.items()))
+    false_count = len(s["false_failures"])
+    rate = false_count / max(1, s["slow_accepts"])
+    out = [
+        row(f"{label}: samples", s["samples"], "samples", "-", "INFO",
+            f"{s['ops']} operators, float64 CPU, <= 2000 elements; {data['counts'].get('outside_contract', 0)} samples with "
+            f"empty or non-finite inputs left out (a record refuses them as bad input); {len(s['apart'])} samples of "
+            f"operators PyTorch marks as having a wrong gradient listed apart; sweep took {data['seconds']:.0f} s"),
+        row(f"{label}: accepted, ours / slow / fast", round(100 * s["accepted"]["ours"], 1), "%", "-", "INFO",
+            f"slow {100 * s['accepted']['slow']:.1f}%, fast {100 * s['accepted']['fast']:.1f}% of {s['counted']} samples"),
+        graded(f"{label}: false failures / samples slow mode accepts", round(100 * rate, 2), "%",
+               f"<= {100 * FALSE_FAILURE_GOAL:g}%", rate <= FALSE_FAILURE_GOAL,
+               f"{false_count} of {s['slow_accepts']}: " + (" ; ".join(_reason(r) for r in s["false_failures"]) or "none"),
+               profile="\n".join(_reason(r) for r in s["disagreements"]) or None),
+        row(f"{label}: verdict agreement matrix", len(s["disagreements"]), "disagreements", "-", "INFO",
+            matrix_text + "; every disagreement with its reason is in the profile below and docs/accuracy.md"),
+    ]
+    if s["apart"]:
+        out.append(row(f"{label}: operators PyTorch marks wrong (apart)", len(s["apart"]), "samples", "-", "INFO",
+                       "; ".join(f"{r['case']}: ours {_verdict(r, 'ours')}, slow {_verdict(r, 'slow')} "
+                                 f"({r['marked_wrong']})" for r in s["apart"])))
+    for kind, found in s["detection"].items():
+        ours, slow, fast = found["ours"], found["slow"], found["fast"]
+        goal_met = ours >= slow and (kind != "+1e-4" or ours >= DETECTION_GOAL)
+        goal = f">= slow{' and >= 90%' if kind == '+1e-4' else ''}"
+        out.append(graded(f"{label}: mutation {kind} detected, ours", round(100 * ours, 1), "%", goal, goal_met,
+                          f"slow {100 * slow:.1f}%, fast {100 * fast:.1f}% over {found['samples']} samples"))
+    medians = s["medians"]
+    ratio = medians["ours"] / medians["slow"]
+    out.append(graded(f"{label}: median cost per sample, ours / gradcheck slow", round(ratio, 2), "x",
+                      f"<= {COST_GOAL:g}x", ratio <= COST_GOAL,
+                      f"fast / slow {medians['fast'] / medians['slow']:.2f}x; median of per-sample ratios "
+                      f"ours/slow {s['median_ratio_per_sample']:.2f}x; ours includes its embedded gradcheck call "
+                      f"(fast mode), four autograd passes, the step sweep and the record"))
+    return out
+
+
+def run(quick: bool) -> list[dict]:
+    """B5 rows (see the module's docstring)."""
+    data = sweep(quick, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    return rows_of(summarise(data), data, quick)
+
+
+def markdown(summary: dict, data: dict) -> str:
+    """The full report: the matrix, every disagreement, the operators apart, detection and cost."""
+    s = summary
+    lines = ["# OpInfo sweep: every disagreement", "",
+             f"{s['samples']} samples of {s['ops']} operators, swept in {data['seconds']:.0f} s. "
+             "Generated by `python -m benchmarks.bench_opinfo`; see docs/accuracy.md.", "",
+             "## Verdict agreement (operators PyTorch marks wrong excluded)", "",
+             "| ours \\ gradcheck slow | " + " | ".join(("accept", "reject", "crash")) + " |", "|---|---|---|---|"]
+    for ours in ("accept", "reject", "crash"):
+        lines.append(f"| {ours} | " + " | ".join(str(s["matrix"].get((ours, g), 0)) for g in ("accept", "reject", "crash")) + " |")
+    lines += ["", "## Every disagreement, with each side's reason", ""]
+    lines += [f"- {_reason(r)}" for r in s["disagreements"]] or ["- none"]
+    lines += ["", "## Operators whose gradient PyTorch marks wrong (not counted)", ""]
+    lines += [f"- {_reason(r)} — {r['marked_wrong']}" for r in s["apart"]] or ["- none"]
+    lines += ["", "## Mutations", "", "| kind | samples | ours | slow | fast |", "|---|---|---|---|---|"]
+    for kind, found in s["detection"].items():
+        lines.append(f"| {kind} | {found['samples']} | {100 * found['ours']:.1f}% | {100 * found['slow']:.1f}% | "
+                     f"{100 * found['fast']:.1f}% |")
+    missed = [f"{m['case']} {kind}" for m in data["mutations"] for kind in ("x1.01", "+1e-4", "swap")
+              if m.get(kind) and not m[kind]["ours"]]
+    lines += ["", "Missed by ours: " + (", ".join(missed) or "none"), "", "## Cost per sample (medians)", "",
+              f"ours / slow {s['medians']['ours'] / s['medians']['slow']:.2f}x, fast / slow "
+              f"{s['medians']['fast'] / s['medians']['slow']:.2f}x (ratios in the same run)"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    from pathlib import Path
+
+    import torch
+
+    from . import __main__ as runner
+
+    torch.set_num_threads(1)
+    quick = "--quick" in sys.argv
+    data = sweep(quick, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    summary = summarise(data)
+    print(runner.table(rows_of(summary, data, quick)))
+    if not quick:
+        target = Path(__file__).resolve().parent / "opinfo.md"
+        target.write_text(markdown(summary, data), encoding="utf-8")
+        print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

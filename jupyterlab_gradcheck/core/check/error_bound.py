@@ -1,0 +1,52 @@
+"""The rounding bound of each finite-difference estimate, from the values actually differenced.
+
+A central estimate of element i is sum_j v_j (f_j(x + h e_i) - f_j(x - h e_i)) / 2h, taken
+output by output. Each evaluated output carries a rounding error of a few units of eps |f_j|
+(more where f_j is itself a sum whose terms cancel), so the quotient's rounding is bounded by
+
+    rounding_i = eps * sum_j |v_j| (|f_j(x + h e_i)| + |f_j(x - h e_i)|) / 2h,
+
+summed over the outputs that element i changed (outputs it does not touch are evaluated
+identically and cancel exactly). This grows with the magnitude that is differenced and with
+1/h, which is what a fixed absolute tolerance ignores: at |x| = 1e4, or for a sum of a thousand
+outputs, eps * |f| / h alone exceeds 3.7e-9. Under policy 2 each element's tolerance adds
+BOUND_FACTOR * rounding_i to `atol + rtol * |autograd_i|` (core/check/policy.py).
+
+The truncation error (~h^2 |f'''| / 6 for central differences) is not estimated for every
+element, which would double the evaluations: an element that fails is re-estimated at smaller
+steps with Richardson extrapolation, whose successive values give its truncation error
+(core/check/refinement.py).
+"""
+
+from __future__ import annotations
+
+#: Multiple of the rounding bound allowed per element: one evaluation of f_j may round by a
+#: few eps |f_j| (a libm function by ~1 ulp, a sum of k terms by up to k ulps of its largest
+#: term), so the bound from |f_j| alone is widened by this constant.
+BOUND_FACTOR = 4.0
+
+
+def rounding_of(probe, first, second, width):
+    """eps * sum_j |v_j| (|first_j| + |second_j|) / |width| per row, over outputs that differ.
+
+    `first` and `second` are the stacked outputs (one row per element) whose difference is the
+    quotient's numerator, or `second` None for the complex step (no subtraction: the imaginary
+    part's own rounding, eps * |Im f| / h).
+    """
+    import torch
+
+    real = first.real if first.is_complex() else first
+    eps = torch.finfo(real.dtype).eps
+    rows = first.shape[0]
+    if second is None:
+        magnitude = first.abs()
+    else:
+        magnitude = (first.abs() + second.abs()) * (first != second)
+    weights = probe.v.abs().reshape(-1).to(magnitude.dtype)
+    total = (magnitude.reshape(rows, -1) * weights).sum(1)
+    return eps * total / width.abs()
+
+
+def element_tolerance(rounding):
+    """The part of each element's tolerance that comes from its rounding bound."""
+    return BOUND_FACTOR * rounding

@@ -1,0 +1,66 @@
+"""Versions of the finite-difference policy, so that a recorded verdict keeps its meaning.
+
+Every completed record says which policy made it (`"policy": N`). A replay of an old ledger
+runs each record under the policy it names, so it reproduces the verdict that was recorded,
+while a new check runs under the current one. A record written before the policy was versioned
+has no field and was made by policy 1.
+
+- **1**: step eps^(1/3) * max(1, |x_i|) (unbounded); one tolerance `{rtol, atol}` for every
+  element; shifted copies evaluated in one batch unchecked; torch's gradcheck in slow mode up to
+  1000 input elements.
+- **2** (current): the step's scale is bounded (`STEP_SCALE_CAP`) and the step actually taken,
+  (x_i + h) - x_i, is used in the quotient; each element's tolerance adds the rounding bound of
+  its own difference (core/check/error_bound.py); elements that still fail are re-estimated with
+  Richardson extrapolation over smaller steps before the comparison fails, and the record says
+  what was tried (core/check/refinement.py); a batched evaluation is checked against a separate
+  one and refused, with the reason recorded, when they differ; torch's gradcheck runs in fast
+  mode (its slow mode costs as much as our whole check; ours is the element-by-element verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+#: The policy of new checks.
+CURRENT = 2
+#: The policy of an executed record with no "policy" field (written before versions existed).
+UNVERSIONED = 1
+#: Largest |x| the default step grows with under policy 2: beyond it the step stays
+#: eps^(1/3) * STEP_SCALE_CAP, because a step that grows with |x| without bound (0.06 at 1e4)
+#: measures curvature instead of slope; the rounding it costs is in each element's bound.
+STEP_SCALE_CAP = 16.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one policy version does."""
+
+    version: int
+    bounded_step: bool  #: step scale min(max(1, |x|), STEP_SCALE_CAP) and the exact step taken
+    error_bound: bool  #: each element's default tolerance adds its own rounding bound
+    refine: bool  #: failing elements are re-estimated (Richardson, smaller steps) before failing
+    batch_guard: bool  #: a batched evaluation is checked against a separate evaluation
+    gradcheck_fast: bool  #: torch's gradcheck always in fast mode
+
+
+POLICIES = {
+    1: Policy(1, bounded_step=False, error_bound=False, refine=False, batch_guard=False, gradcheck_fast=False),
+    2: Policy(2, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True),
+}
+
+
+def policy_version(record: dict) -> int:
+    """The policy a record asks for: its own field, 1 for an executed record without one, else CURRENT."""
+    value = record.get("policy")
+    if value is None:
+        return UNVERSIONED if record.get("executed") is True else CURRENT
+    if isinstance(value, bool) or not isinstance(value, int) or value not in POLICIES:
+        raise SpecError(f"policy {value!r} is not one of {', '.join(map(str, POLICIES))}", field="policy")
+    return value
+
+
+def policy(version: int) -> Policy:
+    """The Policy of a version number."""
+    return POLICIES[version]

@@ -22,10 +22,13 @@ from .core.report.record_html import failure_sentence, record_html
 class CheckResult:
     """A completed check: `.passed`, `.record`, and in a notebook the expectation/observation table."""
 
-    def __init__(self, record: dict, *, ledger=None):
+    def __init__(self, record: dict, *, ledger=None, attestation: dict | None = None):
         self.record = record
         #: The Ledger it was written to, or None when it was run without one.
         self.ledger = ledger
+        #: Ledger id, check id, seq and hash of the observation entry written (None without a
+        #: ledger); the run displayed it as its own output, so a saved notebook binds its ledger.
+        self.attestation = attestation
 
     @property
     def passed(self) -> bool:
@@ -59,6 +62,7 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         return record_html(self.record, history=self.history)
+
 
 
 def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, device: str | None = None,
@@ -97,12 +101,12 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
 def check_record(record: dict, *, justification: str | None = None, notebook: str | os.PathLike | None = None,
                  ledger=None) -> CheckResult:
     """Run one check record (the seed record is accepted as written) and return its result."""
-    from .kernel.kernel_run import run_in_kernel
+    from .kernel.kernel_run import run_attested
     from .kernel.location import open_ledger
 
     target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
-    completed = run_in_kernel(record, target, justification=justification)
-    return CheckResult(completed, ledger=target)
+    completed, attestation = run_attested(record, target, justification=justification)
+    return CheckResult(completed, ledger=target, attestation=attestation)
 
 
 def _as_checkable(fn, input_names: list[str]):

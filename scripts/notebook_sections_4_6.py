@@ -266,11 +266,16 @@ PROOF = '''def jupyter_gradcheck(*args):
     return done
 
 
-assert jupyter_gradcheck("verify", NOTEBOOK.name, "--replay").returncode == 0'''
+# {comment}
+assert jupyter_gradcheck("verify", LEDGER.path.name, "--replay", "--ledger-only").returncode == 0'''
 
 cell("s6-verify", code(
-    PROOF.format(doc="`jupyter gradcheck ARGS`, run beside the notebook as a grader would run it."),
-    PROOF.format(doc="`jupyter gradcheck ARGS`, ejecutado junto al cuaderno como lo haría quien evalúa."),
+    PROOF.format(doc="`jupyter gradcheck ARGS`, run beside the notebook as a grader would run it.",
+                 comment="From inside the running notebook its saved copy is older than this kernel, so the "
+                 "ledger is verified alone; a grader verifies the saved notebook."),
+    PROOF.format(doc="`jupyter gradcheck ARGS`, ejecutado junto al cuaderno como lo haría quien evalúa.",
+                 comment="Desde dentro del cuaderno en ejecución su copia guardada es anterior a este núcleo, "
+                 "así que se verifica solo el registro; quien evalúa verifica el cuaderno guardado."),
 ))
 
 cell("s6-export-intro", md(

@@ -13,6 +13,7 @@ from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing
 
 from support.html_tables import column, tables_in
+from support.ledger import check_entries
 
 
 class Cube(torch.autograd.Function):
@@ -78,7 +79,7 @@ def test_wrong_backward_fails_and_names_the_worst_element(ledger_path):
     fd_failure = next(f for f in result.record["failures"] if f["comparison"] == "autograd_vs_finite_difference")
     assert fd_failure["index"] == [2]  # finite differences point at the same element
     assert "x[2]: analytical 27.0 vs backward_pass_1 9.0" in re.sub(r"<[^>]+>", "", result._repr_html_())
-    entries = Ledger(ledger_path).entries()
+    entries = check_entries(Ledger(ledger_path))
     assert [e["kind"] for e in entries] == ["expectation", "observation"]
     assert entries[1]["data"]["passed"] is False
     assert result.history["failures_kept"][0]["seq"] == 2
@@ -110,7 +111,7 @@ def test_python_callables_and_callable_expectations(ledger_path):
 
     result = check(softplus_sum, grad=d_softplus, x=[-2.0, 0.0, 2.0], ledger=ledger_path)
     assert result.passed is True, result.summary()
-    expectation = Ledger(ledger_path).entries()[0]["data"]
+    expectation = check_entries(Ledger(ledger_path))[0]["data"]
     assert expectation["function"].endswith("softplus_sum")
     assert re.fullmatch(r"<callable .*\bd_softplus>", expectation["analytical_gradient"])
 
@@ -138,7 +139,7 @@ def test_check_record_runs_the_seed_record_into_the_notebook_ledger(tmp_path, se
 
     result = check_record(json.loads(seed_text), notebook=tmp_path / "lab1.ipynb")
     assert (result.record["executed"], result.record["observed_gradient"], result.passed) == (True, 6.0, True)
-    kinds = [e["kind"] for e in Ledger(tmp_path / "lab1.gradcheck.jsonl").entries()]
+    kinds = [e["kind"] for e in check_entries(Ledger(tmp_path / "lab1.gradcheck.jsonl"))]
     assert kinds == ["expectation", "observation"]
 
 
@@ -149,9 +150,9 @@ def test_a_changed_tolerance_needs_a_justification(ledger_path):
     check(Cube, grad=EXPECTED, x=X, ledger=ledger_path)
     with pytest.raises(JustificationRequired, match=r"tolerance rtol 1e-07 -> 0.001"):
         check(Cube, grad=EXPECTED, x=X, tolerance={"rtol": 1e-3}, ledger=ledger_path)
-    assert len(Ledger(ledger_path).entries()) == 2
+    assert len(check_entries(Ledger(ledger_path))) == 2
     check(Cube, grad=EXPECTED, x=X, tolerance={"rtol": 1e-3}, justification="float32 next", ledger=ledger_path)
-    entries = Ledger(ledger_path).entries()
+    entries = check_entries(Ledger(ledger_path))
     assert [e["kind"] for e in entries][2:] == ["tolerance_change", "expectation", "observation"]
     assert entries[2]["data"]["justification"] == "float32 next"
 

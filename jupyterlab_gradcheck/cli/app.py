@@ -10,7 +10,7 @@ from ..core.errors import GradcheckError
 from .common import EXIT_BAD_INPUT
 
 #: Subcommand modules, each with `add_parser(subparsers)` and `run(args) -> int`.
-COMMANDS = ("run_command", "tolerance_command", "verify_command", "export_command")
+COMMANDS = ("run_command", "tolerance_command", "verify_command", "export_command", "witness_command")
 
 
 def build_parser() -> argparse.ArgumentParser:

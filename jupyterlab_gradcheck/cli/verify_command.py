@@ -31,6 +31,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="with --replay over a folder: worker processes sharing the submissions "
                         "(default: one per CPU; 1 replays in this process)")
+    parser.add_argument("--ledger-only", action="store_true",
+                        help="verify a ledger file alone, without the notebook beside it: for a check from "
+                        "inside the running notebook, whose saved copy is older than its kernel")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.set_defaults(handler=run)
 
@@ -62,7 +65,7 @@ def _lines(report: dict) -> list[str]:
 def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise SpecError(f"--jobs must be at least 1, got {args.jobs}", field="jobs")
-    result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs)
+    result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs, ledger_only=args.ledger_only)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

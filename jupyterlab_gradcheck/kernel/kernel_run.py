@@ -1,8 +1,10 @@
 """Run one check in the user's kernel, the way the inline panel and `check()` both do.
 
-The order is the core's (`run_and_record`: expectation, run, observation); what this adds is
-the justified tolerance change in front of it, and a run without a ledger for callers that
-asked for none. Bad input raises before anything is written.
+The order is the core's (`record_run`: expectation, run, observation); what this adds is
+the justified tolerance change in front of it, the attestation of the entry written (displayed
+as the run's own output, so a saved notebook binds its ledger), and a run without a ledger for
+callers that asked for none, which a configured witness still sees as a private run. Bad
+input raises before anything is written.
 """
 
 from __future__ import annotations
@@ -10,16 +12,31 @@ from __future__ import annotations
 from ..core.check.devices import resolve_device
 from ..core.check.engine import run_check
 from ..core.check.spec import parse_spec
-from ..core.ledger.ledgered_run import run_and_record
+from ..core.ledger import witness_client
+from ..core.ledger.attestation import attestation_for
+from ..core.ledger.ledgered_run import record_run
 from ..core.ledger.store import Ledger
+from .attest import publish
+from .location import session_notebook
 from .tolerance_gate import justify_tolerance_changes
+
+
+def run_attested(record, ledger: Ledger | None, *, justification: str | None = None) -> tuple[dict, dict | None]:
+    """The completed record and the attestation of its observation entry (None without a ledger)."""
+    spec = parse_spec(record)
+    resolve_device(spec.device)
+    if ledger is None:
+        completed = run_check(spec)
+        notebook = session_notebook()
+        witness_client.report_private(str(notebook) if notebook else None, spec.id)
+        return completed, None
+    justify_tolerance_changes(spec, ledger, justification)
+    completed, entry = record_run(spec, ledger)
+    attestation = attestation_for(ledger, entry)
+    publish(attestation)
+    return completed, attestation
 
 
 def run_in_kernel(record, ledger: Ledger | None, *, justification: str | None = None) -> dict:
     """The completed record; written to `ledger` (after any justified tolerance change) unless None."""
-    spec = parse_spec(record)
-    resolve_device(spec.device)
-    if ledger is None:
-        return run_check(spec)
-    justify_tolerance_changes(spec, ledger, justification)
-    return run_and_record(spec, ledger)
+    return run_attested(record, ledger, justification=justification)[0]

@@ -5,9 +5,10 @@ Server the kernel learns its notebook from `JPY_SESSION_NAME` (the notebook's pa
 (a script, a console, a kernel started by hand) the caller names the notebook or the ledger
 file. An explicit argument wins over the environment because it is what the user wrote.
 
-The notebook that is open in JupyterLab is saved by the frontend, which keeps the ledger
-binding in its metadata; writing that file from the kernel would race the editor, so a
-ledger reached through the session's own notebook does not rewrite the notebook's metadata.
+A kernel never writes a notebook file: the one it runs for is held by an editor or by
+nbconvert, which saves its own copy over whatever the kernel wrote. The binding travels instead
+in each check's output (an attestation, core.ledger.attestation), which every saver keeps, and
+JupyterLab's front end copies it into `metadata.gradcheck` through the notebook model.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core.ledger.store import Ledger, ledger_path_for
+from ..core.ledger.store import Ledger
 
 SESSION_VARIABLE = "JPY_SESSION_NAME"
 
@@ -44,15 +45,12 @@ def open_ledger(notebook: str | os.PathLike | None = None, ledger: str | os.Path
     """
     open_notebook = session_notebook()
     if ledger is not None:
-        path = Path(ledger).expanduser()
-        beside_open = open_notebook is not None and _same(ledger_path_for(open_notebook), path)
-        return Ledger(path, bind=not beside_open)
+        return Ledger(Path(ledger).expanduser(), bind=False)
     if notebook is not None:
         path = Path(notebook).expanduser()
         if path.suffix != ".ipynb":
             raise LedgerLocationMissing(f"notebook={str(notebook)!r} is not a notebook (.ipynb); {HOW_TO_GIVE_ONE}")
-        is_open = open_notebook is not None and _same(open_notebook, path)
-        return Ledger.for_notebook(path, bind=not is_open)
+        return Ledger.for_notebook(path, bind=False)
     if open_notebook is not None:
         return Ledger.for_notebook(open_notebook, bind=False)
     session = os.environ.get(SESSION_VARIABLE, "").strip()
@@ -61,7 +59,3 @@ def open_ledger(notebook: str | os.PathLike | None = None, ledger: str | os.Path
     else:
         reason = f"{SESSION_VARIABLE} is unset, so this kernel was not started for a notebook by Jupyter Server"
     raise LedgerLocationMissing(f"no ledger location: {reason}; {HOW_TO_GIVE_ONE}")
-
-
-def _same(a: Path, b: Path) -> bool:
-    return os.path.abspath(a) == os.path.abspath(b)

@@ -21,6 +21,7 @@ from ..core.ledger.binding import binding_for, read_binding
 from ..core.ledger.ledgered_run import declare
 from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
+from ..core.ledger.verify_chain import drop_internals
 from . import paths
 from .errors import NotFound, WorkerFailed
 from .ledger_io import LedgerIO
@@ -179,8 +180,7 @@ def _read_view(ledger: Ledger, notebook_path: Path) -> dict:
     exists = ledger.path.is_file()
     chain = verify_ledger_file(ledger.path) if exists else None
     if chain is not None:
-        chain.pop("_hashes", None)
-        chain.pop("_last_complete_line", None)
+        drop_internals(chain)
     return {
         "entries": ledger.entries(),
         "checks": ledger.checks(),

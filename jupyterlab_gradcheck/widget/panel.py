@@ -21,7 +21,7 @@ from ..core.check.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
 from ..core.jsonio import loads_strict
 from ..core.report.record_html import FONT_DIM, history_html, record_html
-from ..kernel.kernel_run import run_in_kernel
+from ..kernel.kernel_run import run_attested
 from ..kernel.location import LedgerLocationMissing, open_ledger
 
 _LABEL_WIDTH = "170px"
@@ -106,6 +106,8 @@ class GradcheckPanel(widgets.VBox):
         self.result = widgets.HTML()
         #: The completed record of the last run, or None.
         self.record: dict | None = None
+        #: The attestation of the last run's observation entry, published to the front end.
+        self.attestation: dict | None = None
         self.ledger = None
         self._ran_tolerance: dict | None = None
         self._open_ledger(notebook, ledger)
@@ -226,7 +228,7 @@ class GradcheckPanel(widgets.VBox):
         try:
             entries_before = self.ledger.head()["entries"]
             spec = self.spec_from_fields()
-            record = run_in_kernel(spec, self.ledger, justification=self.justification.value)
+            record, self.attestation = run_attested(spec, self.ledger, justification=self.justification.value)
         except JustificationRequired as exc:
             self.justification.layout.display = "flex"
             self.message.value = _message(exc.message, _ERROR)

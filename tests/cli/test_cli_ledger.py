@@ -65,10 +65,12 @@ def test_three_checks_one_failing_land_in_the_notebook_ledger(recorded):
     folder, code, records, _err = recorded
     assert code == 1
     assert [r["passed"] for r in records] == [True, True, False]
-    entries = [json.loads(raw) for raw in lines_of(folder / "lab1.gradcheck.jsonl")]
+    genesis, *entries = [json.loads(raw) for raw in lines_of(folder / "lab1.gradcheck.jsonl")]
+    assert genesis["data"]["event"] == "genesis"
     assert [e["kind"] for e in entries] == ["expectation", "observation"] * 3
     binding = nbformat.read(str(folder / "lab1.ipynb"), as_version=4).metadata["gradcheck"]
-    assert binding == {"ledger": "lab1.gradcheck.jsonl", "entries": 6, "head": entries[-1]["hash"]}
+    assert binding == {"ledger": "lab1.gradcheck.jsonl", "ledger_id": genesis["data"]["ledger_id"], "entries": 6,
+                       "head": entries[-1]["hash"]}
 
 
 def test_tolerance_change_needs_a_justification(recorded, gradcheck_cli, tmp_path):
@@ -90,7 +92,7 @@ def test_tolerance_change_needs_a_justification(recorded, gradcheck_cli, tmp_pat
     entry = json.loads(out)
     assert (entry["seq"], entry["kind"], entry["check_id"]) == (7, "tolerance_change", "cube_wrong")
     assert entry["data"]["after_failure"] is True and entry["data"]["widened"] is True
-    assert ledger.read_bytes().startswith(before) and len(lines_of(ledger)) == 7
+    assert ledger.read_bytes().startswith(before) and len(lines_of(ledger)) == 8  # genesis + 7
     binding = nbformat.read(str(notebook), as_version=4).metadata["gradcheck"]
     assert (binding["entries"], binding["head"]) == (7, entry["hash"])
 
@@ -115,14 +117,14 @@ def test_verify_passes_on_the_honest_ledger(copy, gradcheck_cli):
 def _tamper_cases(ledger):
     lines = lines_of(ledger)
     observation = line_number_of(ledger, is_observation_of("cube_wrong"))
-    byte = bytearray(lines[2])
+    byte = bytearray(lines[2])  # line 3 (line 1 is the genesis entry)
     byte[40] = ord("Z") if byte[40] != ord("Z") else ord("Y")
     edited_value = lines[observation - 1].replace(b'"observed_gradient":12.0', b'"observed_gradient":6.0')
     return {
         "one byte": (lines[:2] + [bytes(byte)] + lines[3:], "error: line 3: "),
-        "deleted line": (lines[:3] + lines[4:], "error: line 4: seq 5 where 4 was expected"),
-        "swapped lines": ([lines[0], lines[2], lines[1], *lines[3:]], "error: line 2: seq 3 where 2 was expected"),
-        "truncated": (lines[:5], "error: the ledger was truncated: the notebook binding records 7 entries"),
+        "deleted line": (lines[:4] + lines[5:], "error: line 5: seq 5 where 4 was expected"),
+        "swapped lines": ([*lines[:2], lines[3], lines[2], *lines[4:]], "error: line 3: seq 3 where 2 was expected"),
+        "truncated": (lines[:6], "error: the ledger was truncated: the notebook binding records 7 entries"),
         "edited value": (lines[: observation - 1] + [edited_value] + lines[observation:],
                          f"error: line {observation}: hash mismatch"),
     }

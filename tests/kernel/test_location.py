@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import nbformat
 import pytest
 
-from jupyterlab_gradcheck.kernel.kernel_run import run_in_kernel
+from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.kernel.kernel_run import run_attested
 from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing, open_ledger
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
@@ -56,19 +55,26 @@ def test_a_notebook_argument_must_be_a_notebook(tmp_path):
         open_ledger(notebook=tmp_path / "lab1.py")
 
 
-def test_a_named_closed_notebook_gets_its_binding_but_the_open_one_does_not(tmp_path, monkeypatch):
-    """Given lab1.ipynb open in this session and hw.ipynb closed on disk,
-    when a check is recorded for each,
-    then hw.ipynb's metadata names its ledger and head (the core's binding), while lab1.ipynb's
-    file is not rewritten from the kernel."""
+def test_the_kernel_writes_no_notebook_and_attests_each_entry_instead(tmp_path, monkeypatch):
+    """Given lab1.ipynb open in this session and hw.ipynb closed on disk (both mode 0644),
+    when a check is recorded for each from the kernel,
+    then neither notebook file is rewritten (same bytes, same mode: an editor or nbconvert holds
+    it and would save over it), and each run attests its observation entry instead: the ledger's
+    id, file name, the check, and the seq and hash that are in the ledger."""
     for name in ("lab1.ipynb", "hw.ipynb"):
         nbformat.write(nbformat.v4.new_notebook(), str(tmp_path / name))
-    before = (tmp_path / "lab1.ipynb").read_bytes()
+        (tmp_path / name).chmod(0o644)
+    before = {name: (tmp_path / name).read_bytes() for name in ("lab1.ipynb", "hw.ipynb")}
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "lab1.ipynb"))
 
-    run_in_kernel(SEED, open_ledger())
-    run_in_kernel(SEED, open_ledger(notebook=tmp_path / "hw.ipynb"))
+    attested = [run_attested(SEED, open_ledger())[1], run_attested(SEED, open_ledger(notebook=tmp_path / "hw.ipynb"))[1]]
 
-    assert (tmp_path / "lab1.ipynb").read_bytes() == before
-    binding = json.loads((tmp_path / "hw.ipynb").read_text())["metadata"]["gradcheck"]
-    assert (binding["ledger"], binding["entries"]) == ("hw.gradcheck.jsonl", 2)
+    for name, content in before.items():
+        assert (tmp_path / name).read_bytes() == content
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644
+    for name, attestation in zip(("lab1", "hw"), attested):
+        ledger = Ledger(tmp_path / f"{name}.gradcheck.jsonl")
+        observation = ledger.entries()[-1]
+        assert attestation == {"ledger_id": ledger.ledger_id(), "ledger": f"{name}.gradcheck.jsonl",
+                               "check_id": observation["check_id"], "seq": 2, "hash": observation["hash"]}
+        assert observation["kind"] == "observation"

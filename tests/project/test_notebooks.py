@@ -74,6 +74,7 @@ def executed(request, tmp_path_factory):
         client.execute()
     except CellExecutionError as exc:  # the message names the cell and the traceback
         pytest.fail(f"{source.name}: a cell raised: {exc}")
+    nbformat.write(notebook, path)  # saved with its outputs, as nbconvert saves it
     ledger = path.with_name(path.stem + ".gradcheck.jsonl")
     return {"lang": lang, "notebook": notebook, "path": path, "ledger": ledger,
             "entries": _ledger_entries(ledger), "examples_before": examples_before}
@@ -99,10 +100,11 @@ def test_the_ledger_sits_beside_the_notebook_and_the_repo_is_untouched(executed)
 
 
 def test_expectations_are_written_before_anything_is_computed(executed):
-    """Given the ledger, then its first entries are the section-1 expectations, and every
-    observation points at an earlier expectation of the same check."""
+    """Given the ledger, then after its genesis entry its first entries are the section-1
+    expectations, and every observation points at an earlier expectation of the same check."""
     entries = executed["entries"]
-    assert [(e["kind"], e["check_id"]) for e in entries[:2]] == [("expectation", "square"), ("expectation", "vector_sum")]
+    assert entries[0]["data"]["event"] == "genesis"
+    assert [(e["kind"], e["check_id"]) for e in entries[1:3]] == [("expectation", "square"), ("expectation", "vector_sum")]
     kinds = {e["seq"]: (e["kind"], e["check_id"]) for e in entries}
     for entry in entries:
         if entry["kind"] == "observation":
@@ -152,13 +154,16 @@ def test_the_tolerance_change_is_justified_and_sits_between_failure_and_pass(exe
 
 
 def test_verify_replay_on_the_notebooks_ledger_exits_zero(executed):
-    """Given the executed edition, when `jupyter gradcheck verify NOTEBOOK --replay` runs on it,
-    then it exits 0 and every recorded observation was re-run and reproduced."""
+    """Given the executed edition saved with its outputs, when `jupyter gradcheck verify NOTEBOOK
+    --replay` runs on it, then it exits 0, the notebook binds its ledger through the attestations
+    in its outputs (no front end wrote its metadata), and every observation reproduced."""
     done = _jupyter_gradcheck("verify", executed["path"].name, "--replay", "--json", cwd=executed["path"].parent)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)["reports"][0]
     observations = sum(1 for e in executed["entries"] if e["kind"] == "observation")
-    assert report["entries"] == len(executed["entries"])
+    assert report["binding"]["ok"] is True and report["binding"]["source"] == "attestations"
+    assert report["binding"]["attested"] == observations  # every check run in the notebook is attested
+    assert report["entries"] == len(executed["entries"]) - 1  # the genesis entry opens the ledger
     assert report["replay"]["observations"] == observations
     assert report["replay"]["reproduced"] == observations
     assert [f["flag"] for f in report["flags"]] == ["widened_after_failure"]
@@ -208,6 +213,39 @@ def test_inside_jupyter_server_the_session_names_the_notebook(tmp_path):
     assert sorted(p.name for p in notebook_dir.iterdir()) == sorted(
         [path.name, path.stem + ".gradcheck.jsonl", path.stem + ".report.html"])
     assert list(elsewhere.iterdir()) == []
+
+
+def test_nbconvert_in_place_binds_through_the_outputs_and_a_truncation_is_caught(tmp_path):
+    """Given the examples copied to an empty folder and the shipped ledger deleted,
+    when the English notebook is executed with `jupyter nbconvert --to notebook --execute
+    --inplace` (nbconvert saves its own copy: no front end ever binds it),
+    then `verify LEDGER --replay` exits 0 with the binding ok from the outputs' attestations (the
+    shipped metadata is reported as an earlier epoch), and after its last entry is cut off the
+    same verify exits 1 naming the cell that attests it."""
+    import shutil
+
+    folder = tmp_path / "course"
+    shutil.copytree(ROOT / "examples", folder)
+    notebook = folder / EDITIONS["en"].name
+    ledger = notebook.with_name(notebook.stem + ".gradcheck.jsonl")
+    ledger.unlink()
+    mode = notebook.stat().st_mode & 0o777
+    done = subprocess.run([str(JUPYTER), "nbconvert", "--to", "notebook", "--execute", "--inplace", notebook.name],
+                          cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert notebook.stat().st_mode & 0o777 == mode  # the kernel never rewrote the file
+    done = _jupyter_gradcheck("verify", ledger.name, "--replay", "--json", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)["reports"][0]
+    assert report["binding"]["ok"] is True and report["binding"]["source"] == "attestations"
+    assert any(w.startswith("new epoch: the notebook's metadata binds an earlier ledger") for w in report["warnings"])
+    assert report["replay"]["reproduced"] == report["replay"]["observations"] > 0
+
+    write_lines = ledger.read_bytes().split(b"\n")[:-2]
+    ledger.write_bytes(b"".join(line + b"\n" for line in write_lines))
+    done = _jupyter_gradcheck("verify", ledger.name, "--replay", cwd=folder)
+    assert done.returncode == 1, done.stdout
+    assert f"attests entry seq {report['last_seq']}" in done.stdout and "the ledger was truncated" in done.stdout
 
 
 @pytest.mark.parametrize("lang", sorted(EDITIONS))

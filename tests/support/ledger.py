@@ -81,3 +81,11 @@ def line_number_of(path: Path, predicate) -> int:
 
 def is_observation_of(check_id: str):
     return lambda entry: entry["kind"] == "observation" and entry["check_id"] == check_id
+
+
+def check_entries(ledger: Ledger) -> list[dict]:
+    """The ledger's entries after its genesis entry (seq 0, which names the ledger): the ones
+    the checks wrote. Fails when the ledger does not open with a genesis entry."""
+    genesis, *entries = ledger.entries()
+    assert (genesis["seq"], genesis["kind"], genesis["data"]["event"]) == (0, "note", "genesis"), genesis
+    return entries

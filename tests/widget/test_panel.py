@@ -20,6 +20,7 @@ from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.widget import GradcheckPanel
 
 from support.html_tables import column, tables_in
+from support.ledger import check_entries
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def notebook(tmp_path, monkeypatch):
 
 
 def kinds(notebook) -> list[str]:
-    return [entry["kind"] for entry in Ledger.for_notebook(notebook).entries()]
+    return [entry["kind"] for entry in check_entries(Ledger.for_notebook(notebook))]
 
 
 def seed_panel() -> GradcheckPanel:
@@ -60,7 +61,7 @@ def test_seed_check_shows_6_expected_beside_6_0_observed_and_ledger_order(notebo
     assert observed["meta"] == "shape [] · dtype float64 · device cpu"
     assert "passed" in panel.message.value
 
-    entries = Ledger(notebook.with_name("lab1.gradcheck.jsonl")).entries()
+    entries = check_entries(Ledger(notebook.with_name("lab1.gradcheck.jsonl")))
     assert [e["kind"] for e in entries] == ["expectation", "observation"]
     expectation, observation = entries
     assert expectation["data"]["analytical_gradient"] == 6
@@ -99,7 +100,7 @@ def test_tolerance_change_after_a_run_needs_a_justification(notebook):
 
     panel.justification.value = "the same check will run in float32 next"
     panel.run_button.click()
-    entries = Ledger.for_notebook(notebook).entries()
+    entries = check_entries(Ledger.for_notebook(notebook))
     assert [e["kind"] for e in entries] == [
         "expectation", "observation", "tolerance_change", "expectation", "observation"]
     change = entries[2]["data"]
@@ -124,7 +125,7 @@ def test_widening_after_a_failure_is_flagged(notebook):
     panel.rtol.value = "0.5"
     panel.justification.value = "testing what a wide tolerance hides"
     panel.run_button.click()
-    change = Ledger.for_notebook(notebook).entries()[2]
+    change = check_entries(Ledger.for_notebook(notebook))[2]
     assert change["kind"] == "tolerance_change"
     assert (change["data"]["widened"], change["data"]["after_failure"]) == (True, True)
     assert panel.record["passed"] is True  # |7 - 6| <= 0.5 * 6: the widening hides the bug
@@ -209,7 +210,7 @@ def test_without_a_ledger_location_the_panel_says_how_to_give_one(tmp_path, monk
 
     named = GradcheckPanel({"function": "x*x", "x": 3, "analytical_gradient": 6}, notebook=tmp_path / "hw.ipynb")
     named.run_button.click()
-    assert [e["kind"] for e in Ledger(tmp_path / "hw.gradcheck.jsonl").entries()] == ["expectation", "observation"]
+    assert [e["kind"] for e in check_entries(Ledger(tmp_path / "hw.gradcheck.jsonl"))] == ["expectation", "observation"]
 
 
 def test_a_record_the_core_refuses_is_filled_in_with_the_reason_shown(notebook):

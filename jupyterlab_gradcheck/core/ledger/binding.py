@@ -57,14 +57,13 @@ def binding_for(ledger: Ledger, notebook_path: str | os.PathLike) -> dict:
         name = os.path.relpath(ledger.path, Path(notebook_path).parent)
     except ValueError:  # another drive on Windows
         name = str(ledger.path)
-    return {"ledger": Path(name).as_posix(), "entries": head["entries"], "head": head["head"]}
+    return {"ledger": Path(name).as_posix(), "ledger_id": ledger.ledger_id(), "entries": head["entries"],
+            "head": head["head"]}
 
 
-def read_binding(notebook_path: str | os.PathLike) -> dict | None:
-    """`metadata.gradcheck` of a notebook, or None when it has none.
-
-    Read as plain JSON: verifying a folder of submissions reads only this key.
-    """
+def read_document(notebook_path: str | os.PathLike) -> dict:
+    """A notebook as plain JSON (no nbformat: verifying a folder reads many); LedgerError when
+    it cannot be read."""
     try:
         with open(notebook_path, encoding="utf-8") as handle:
             document = json.load(handle)
@@ -72,6 +71,19 @@ def read_binding(notebook_path: str | os.PathLike) -> dict | None:
         raise LedgerError(f"no notebook at {notebook_path}") from None
     except (OSError, ValueError) as exc:
         raise LedgerError(f"cannot read the notebook {notebook_path}: {exc}") from None
+    return document if isinstance(document, dict) else {}
+
+
+def binding_of(document: dict) -> dict | None:
+    """`metadata.gradcheck` of a notebook document, or None when it has none."""
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    value = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    return dict(value) if isinstance(value, dict) else None
+
+
+def read_binding(notebook_path: str | os.PathLike) -> dict | None:
+    """`metadata.gradcheck` of a notebook, or None when it has none."""
+    document = read_document(notebook_path)
     metadata = document.get("metadata") if isinstance(document, dict) else None
     value = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
     return dict(value) if isinstance(value, dict) else None
@@ -141,7 +153,7 @@ def compare_binding(binding: dict, hashes_by_seq: dict[int, str], entries: int, 
     elif hashes_by_seq.get(bound_entries, "0" * 64 if bound_entries == 0 else None) == bound_head:
         warnings.append(
             f"the notebook binding is {entries - bound_entries} entries behind the ledger "
-            "(the notebook was not saved after the last checks)"
+            "(entries made after the notebook's metadata was last written)"
         )
     else:
         errors.append(

@@ -82,6 +82,12 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
     written. An error raised once the expectation is written is recorded as a failed run
     (`failed_to_run`) and then re-raised, so the attempt is never lost.
     """
+    return record_run(spec, ledger, sweep=sweep, devices=devices)[0]
+
+
+def record_run(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None
+               ) -> tuple[dict, dict]:
+    """`run_and_record`, returning the observation entry it appended too (for its attestation)."""
     from ..check.devices import resolve_device
     from ..check.engine import run_check
 
@@ -95,6 +101,6 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
         ledger.record_failed_to_run(spec_dict, expectation["seq"], reason)
         refresh_binding(ledger)
         raise
-    ledger.record_observation(record, expectation["seq"])
+    entry = ledger.record_observation(record, expectation["seq"])
     refresh_binding(ledger)
-    return record
+    return record, entry

@@ -115,6 +115,39 @@ def _jsonable_other(value: Any) -> Any:
     raise LedgerError(f"ledger data cannot hold a value of type {type(value).__name__}")
 
 
+#: The event of the note that opens every ledger, at seq 0, naming it with a random id.
+GENESIS_EVENT = "genesis"
+GENESIS_LINE_MAX = 1024
+
+
+def genesis_entry(time: str) -> dict:
+    """The entry (without its hash) that opens a new ledger: seq 0, a random `ledger_id`.
+
+    Two ledgers of the same notebook are told apart by it, so a fresh ledger written after a
+    deleted one is a new ledger, not the old one continued.
+    """
+    import secrets
+
+    return {"seq": 0, "time": time, "kind": "note", "check_id": None, "prev": GENESIS,
+            "data": {"event": GENESIS_EVENT, "ledger_id": secrets.token_hex(16),
+                     "text": "a new ledger; its id tells it apart from any other ledger of this notebook"}}
+
+
+def is_genesis(info: "LineInfo") -> bool:
+    """Whether a read line is a genesis entry (seq 0, a note naming a ledger id)."""
+    return (info.seq == 0 and info.kind == "note" and isinstance(info.data, dict)
+            and info.data.get("event") == GENESIS_EVENT and isinstance(info.data.get("ledger_id"), str))
+
+
+def genesis_id(raw: bytes) -> str | None:
+    """The ledger id of a stored first line, or None when it is not a genesis entry."""
+    try:
+        info = read_line(raw)
+    except LineError:
+        return None
+    return info.data["ledger_id"] if is_genesis(info) and info.prev == GENESIS else None
+
+
 def make_line(entry_without_hash: dict) -> tuple[bytes, str]:
     """The stored line (with its newline) and the hash of an entry."""
     body = canonical_json(entry_without_hash).encode("utf-8")

@@ -207,7 +207,8 @@ def appended(fd: int, line: bytes) -> None:
         kept = _kept.get(key)
         if kept is None or kept.offset + len(line) != stat.st_size:
             return
-        kept._fold(line[:-1])
+        for raw in line[:-1].split(b"\n"):  # canonical JSON holds no raw newline
+            kept._fold(raw)
         kept.offset = stat.st_size
         kept.tail = (kept.tail + line)[-_TAIL_BYTES:]
         kept._saw(stat)

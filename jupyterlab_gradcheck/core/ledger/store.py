@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import JustificationRequired, LedgerError, SpecError
+from . import witness_client
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
-from .line_format import GENESIS, KINDS, LineError, LineInfo, jsonable, make_line, read_entry, read_line
+from .line_format import (GENESIS, GENESIS_LINE_MAX, KINDS, LineError, LineInfo, genesis_entry, genesis_id, jsonable,
+                          make_line, read_entry, read_line)
 from .reader import appended, fd_lines, histories_and_head, known_head, light_entry, light_histories
 from .tail import fsync_folder, now_utc, read_head, seal_torn_tail, write_all
 
@@ -87,6 +89,18 @@ class Ledger:
             if fd is not None:
                 yield from fd_lines(fd)
 
+    def ledger_id(self) -> str | None:
+        """The random id its genesis entry gave this ledger; None for a ledger without one
+        (missing, empty, or written before ledgers had ids)."""
+        try:
+            with open(self.path, "rb") as handle:
+                first = handle.readline(GENESIS_LINE_MAX)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        return genesis_id(first.rstrip(b"\n"))
+
     # -------------------------------------------------------------------- the head
     def _head_locked(self, fd: int) -> tuple[int, str, list[bytes], bytes]:
         """(head seq, head hash, unsealed invalid lines before a torn tail, torn tail bytes)."""
@@ -126,14 +140,20 @@ class Ledger:
             seq, prev, invalid, torn = self._head_locked(fd)
             if torn or invalid:
                 seq, prev = seal_torn_tail(fd, self.path, seq, prev, invalid, torn)
-        entry = {"seq": seq + 1, "time": now_utc(), "kind": kind, "check_id": check_id,
+        time = now_utc()
+        opening = b""
+        if seq == 0 and prev == GENESIS:  # a new ledger: its genesis entry names it first
+            opening, prev = make_line(genesis_entry(time))
+        entry = {"seq": seq + 1, "time": time, "kind": kind, "check_id": check_id,
                  "data": jsonable(data), "prev": prev}
         line, digest = make_line(entry)
-        write_all(fd, line, self.path)
-        if entry["seq"] == 1:
+        write_all(fd, opening + line, self.path)
+        if opening:
             fsync_folder(self.path.parent)  # the new file's name is durable too
-        appended(fd, line)
+        appended(fd, opening + line)
         entry["hash"] = digest
+        if witness_client.client() is not None:
+            witness_client.report_entry(self, entry, self.ledger_id())
         return entry
 
     # ---------------------------------------------------------- the entry kinds

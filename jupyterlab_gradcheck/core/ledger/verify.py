@@ -15,10 +15,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import LedgerError
-from .binding import compare_binding, notebook_beside, read_binding
+from ..errors import LedgerError, SpecError
+from .attestation import calls_the_checker, notebook_attestations
+from .binding import binding_of, notebook_beside, read_binding, read_document
+from .notebook_binding import judge_binding
 from .store import LEDGER_SUFFIX, Ledger
-from .verify_chain import Lines, add_error, hash_in_child, new_report, settle_ok, verify_lines
+from .verify_chain import Lines, add_error, drop_internals, hash_in_child, new_report, settle_ok, verify_lines
 
 __all__ = ["Lines", "discover", "embedded_lines", "ledger_lines", "verify_item", "verify_items", "verify_ledger_file",
            "verify_lines", "verify_notebook", "verify_path"]
@@ -33,20 +35,6 @@ def embedded_lines(meta: dict | None) -> tuple[str, list[tuple[int, bytes, bool]
     if embedded.get("torn_tail"):
         lines.append((len(lines) + 1, str(embedded["torn_tail"]).encode("utf-8"), False))
     return str(embedded.get("ledger", "")), lines
-
-
-def _finish(report: dict, binding: dict | None, where: str) -> dict:
-    if binding is None:
-        report["warnings"].append(f"{where}: no notebook binding to compare the head with")
-    else:
-        errors, warnings = compare_binding(binding, report["_hashes"], report["last_seq"], report["head"])
-        report["binding"] = {"ok": not errors, "recorded": binding,
-                             "found": {"entries": report["last_seq"], "head": report["head"]}}
-        for reason in errors:
-            add_error(report, None, reason, scope="binding")
-        report["warnings"].extend(warnings)
-    settle_ok(report)
-    return report
 
 
 #: Ledgers above this size have their hashes checked in a forked process (see chain.hash_in_child).
@@ -69,57 +57,95 @@ def _verify_file_lines(ledger: Ledger, deep: bool) -> dict:
     return report
 
 
-def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False) -> dict:
-    """Verify a ledger file, and its binding when the notebook beside it names it."""
+def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False, with_notebook: bool = True) -> dict:
+    """Verify a ledger file, and its binding when the notebook beside it binds it (through its
+    metadata or the attestations in its outputs). `with_notebook=False` checks the ledger
+    alone: for a check made from inside the running notebook, whose saved copy is older than
+    its kernel."""
     ledger = Ledger(path)
     if not ledger.path.is_file():
         raise LedgerError(f"no ledger at {path}")
     report = _verify_file_lines(ledger, deep)
     report.update(path=str(ledger.path), ledger=str(ledger.path), notebook=None)
-    notebook = notebook_beside(ledger.path)
-    binding = None
-    if notebook is not None:
-        meta = read_binding(notebook)
-        if isinstance(meta, dict) and Path(str(meta.get("ledger", ""))).name == ledger.path.name:
-            binding, report["notebook"] = meta, str(notebook)
-    return _finish(report, binding, ledger.path.name)
+    notebook = notebook_beside(ledger.path) if with_notebook else None
+    document = read_document(notebook) if notebook is not None else None
+    if document is not None:
+        report["notebook"] = str(notebook)
+    return judge_binding(report, document, ledger.path.name, ledger.path.name)
+
+
+def _bound_ledger(path: Path, meta: dict | None) -> Path:
+    """The ledger a notebook's binding names (a file beside it), else the one beside it by name;
+    LedgerError when the binding names a file outside the notebook's folder."""
+    if isinstance(meta, dict) and meta.get("ledger"):
+        name = str(meta["ledger"])
+        if Path(name).name != name or name in (".", ".."):
+            raise LedgerError(f"the binding of {path.name} names {name!r}, outside the notebook's folder: a "
+                              "submission's ledger sits beside its notebook")
+        return path.parent / name
+    return path.with_name(path.stem + LEDGER_SUFFIX)
 
 
 def verify_notebook(path: str | os.PathLike, *, deep: bool = False) -> dict:
     """Verify a notebook's ledger: the one embedded in it, else the file its binding names."""
-    meta = read_binding(path)
+    path = Path(path)
+    document = read_document(path)
+    meta = binding_of(document)
     embedded = embedded_lines(meta)
     if embedded is not None:
         name, lines = embedded
         report = verify_lines(lines, deep=deep)
         report.update(path=str(path), notebook=str(path), ledger=name, embedded=True)
-        return _finish(report, meta, Path(path).name)
-    if isinstance(meta, dict) and meta.get("ledger"):
-        ledger_path = Path(path).parent / str(meta["ledger"])
-    else:
-        ledger_path = Path(path).with_name(Path(path).stem + LEDGER_SUFFIX)
+        return judge_binding(report, document, name, path.name)
+    try:
+        ledger_path = _bound_ledger(path, meta)
+    except LedgerError as exc:
+        return _refused(path, meta, exc.message)
     if not ledger_path.is_file():
-        report = new_report()
-        report.update(path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0)
-        if isinstance(meta, dict):
-            add_error(report, None, f"the notebook binding names {ledger_path.name}, which is missing",
-                   scope="binding")
-            report["binding"] = {"ok": False, "recorded": meta, "found": None}
-        else:
-            report["warnings"].append(f"{Path(path).name}: no ledger and no binding (no checks recorded)")
-        settle_ok(report)
-        if not isinstance(meta, dict):
-            report["binding_ok"] = None  # nothing recorded, nothing to bind
-        return report
+        return _missing(path, document, meta, ledger_path)
     report = verify_lines(Ledger(ledger_path).iter_raw_lines(), deep=deep)
     report.update(path=str(path), notebook=str(path), ledger=str(ledger_path))
-    return _finish(report, meta if isinstance(meta, dict) else None, Path(path).name)
+    return judge_binding(report, document, ledger_path.name, path.name)
+
+
+def _refused(path: Path, meta, reason: str) -> dict:
+    report = new_report()
+    report.update(path=str(path), notebook=str(path), ledger=None, _hashes={}, last_seq=0)
+    add_error(report, None, reason, scope="binding")
+    report["binding"] = {"ok": False, "recorded": meta, "found": None}
+    settle_ok(report)
+    return report
+
+
+def _missing(path: Path, document: dict, meta, ledger_path: Path) -> dict:
+    """The report of a notebook whose ledger is missing: an error when anything says it had one."""
+    report = new_report()
+    report.update(path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0,
+                  ledger_missing=True)
+    attested = notebook_attestations(document)
+    if isinstance(meta, dict):
+        add_error(report, None, f"the notebook binding names {ledger_path.name}, which is missing", scope="binding")
+    if attested:
+        add_error(report, None, f"the notebook's outputs attest {len(attested)} entries of {ledger_path.name}, "
+                  "which is missing: the ledger was deleted", scope="binding")
+    elif calls_the_checker(document):
+        add_error(report, None, f"the notebook calls the checker, but its ledger {ledger_path.name} is missing: "
+                  "the ledger was deleted", scope="binding")
+    if report["errors"]:
+        report["binding"] = {"ok": False, "recorded": meta, "found": None, "attested": len(attested)}
+    else:
+        report["warnings"].append(f"{path.name}: no ledger, no binding and no checker call (no checks recorded)")
+    settle_ok(report)
+    if not report["errors"]:
+        report["binding_ok"] = None  # nothing recorded, nothing to bind
+    return report
 
 
 def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
     """("notebook" | "ledger", path) for a file, or for every one under a folder.
 
-    A ledger beside a notebook is verified through that notebook, not twice.
+    A ledger is verified through the notebook that binds it, not twice; every other ledger,
+    one beside a notebook whose binding names another file included, is verified on its own.
     """
     root = Path(path)
     if root.is_file():
@@ -128,7 +154,12 @@ def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
     if not root.is_dir():
         raise LedgerError(f"no file or folder at {path}")
     notebooks = sorted(p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    covered = {p.with_name(p.stem + LEDGER_SUFFIX) for p in notebooks}
+    covered = set()
+    for notebook in notebooks:
+        try:
+            covered.add(_bound_ledger(notebook, read_binding(notebook)))
+        except LedgerError:  # unreadable, or bound outside its folder: its report says so
+            pass
     for notebook in notebooks:
         yield "notebook", notebook
     for ledger in sorted(root.rglob("*" + LEDGER_SUFFIX)):
@@ -136,17 +167,16 @@ def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
             yield "ledger", ledger
 
 
-def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False) -> dict:
+def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False, with_notebook: bool = True) -> dict:
     """The report of one notebook or ledger, with its replay when asked."""
     report = verify_notebook(item, deep=deep or replay) if kind == "notebook" else \
-        verify_ledger_file(item, deep=deep or replay)
+        verify_ledger_file(item, deep=deep or replay, with_notebook=with_notebook)
     if replay:
         from .replay import replay_lines
 
         report["replay"] = replay_lines(ledger_lines(kind, item))
         report["ok"] = report["ok"] and report["replay"]["ok"]
-    report.pop("_hashes", None)
-    report.pop("_last_complete_line", None)
+    drop_internals(report)
     return report
 
 
@@ -164,8 +194,16 @@ def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: b
     return [verify_item(kind, item, replay, deep) for kind, item in items]
 
 
-def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1) -> dict:
-    """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations."""
+def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1,
+                ledger_only: bool = False) -> dict:
+    """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations;
+    `ledger_only` verifies one ledger file without the notebook beside it."""
+    if ledger_only:
+        if not Path(path).is_file() or Path(path).suffix == ".ipynb":
+            raise SpecError(f"--ledger-only needs a ledger file (.gradcheck.jsonl), got {Path(path).name}",
+                            field="path")
+        return {"ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
+                "reports": [report]}
     reports = verify_items(list(discover(path)), replay=replay, deep=deep, jobs=jobs)
     return {"ok": all(r["ok"] for r in reports), "reports": reports}
 
@@ -177,8 +215,10 @@ def ledger_lines(kind: str, item: Path) -> list[tuple[int, bytes, bool]]:
         embedded = embedded_lines(meta)
         if embedded is not None:
             return embedded[1]
-        name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else item.stem + LEDGER_SUFFIX
-        item = item.parent / str(name)
+        try:
+            item = _bound_ledger(item, meta)
+        except LedgerError:  # bound outside its folder: nothing of it is replayed
+            return []
         if not item.is_file():
             return []
     return list(Ledger(item).iter_raw_lines())

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator
 
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
-from .line_format import GENESIS, KINDS, LineError, LineInfo, is_canonical, read_entry, read_line, stored_hash_ok
+from .line_format import (GENESIS, GENESIS_EVENT, KINDS, LineError, LineInfo, is_canonical, is_genesis, read_entry,
+                          read_line, stored_hash_ok)
 from .reader import light_entry
 from .tail import MAX_SEAL_RUN, line_sha
 
@@ -27,7 +28,14 @@ _BATCH, _AHEAD = 256, 4
 
 def new_report() -> dict:
     return {"ok": True, "entries": 0, "head": GENESIS, "errors": [], "warnings": [],
-            "torn_tail": None, "sealed": [], "flags": [], "binding": None}
+            "torn_tail": None, "sealed": [], "flags": [], "binding": None, "ledger_id": None}
+
+
+def drop_internals(report: dict) -> dict:
+    """The report without what only the verifier uses (hashes and times by seq, the last line read)."""
+    for key in ("_hashes", "_times", "_last_complete_line"):
+        report.pop(key, None)
+    return report
 
 
 def add_error(report: dict, line: int | None, reason: str, scope: str = "chain") -> None:
@@ -56,6 +64,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     report = new_report()
     builder = HistoryBuilder()
     hashes: dict[int, str] = {}
+    times: dict[int, str] = {}
     line_of_seq: dict[int, int] = {}
     last_seq, last_hash = 0, GENESIS
     pending: list[tuple[int, bytes, str]] = []
@@ -81,6 +90,13 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
                 _settle_pending(report, pending, info, number)
                 pending = []
             seq = info.seq
+            if seq == 0 and last_hash == GENESIS and not hashes and hash_ok and info.prev == GENESIS \
+                    and is_genesis(info):
+                report["ledger_id"] = info.data["ledger_id"]  # the genesis entry opens the ledger
+                last_hash = hashes[0] = info.hash
+                times[0] = info.time
+                add(light_entry(info))
+                continue
             if not (hash_ok and seq == last_seq + 1 and info.prev == last_hash):
                 for problem in _chain_problems(info, last_seq, last_hash):
                     add_error(report, number, problem)
@@ -91,7 +107,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
                 add_error(report, number, problem)
             add(light_entry(info))
             last_seq, last_hash = seq, info.hash
-            hashes[seq], line_of_seq[seq] = last_hash, number
+            hashes[seq], line_of_seq[seq], times[seq] = last_hash, number, info.time
     report["entries"] = len(line_of_seq)
     torn = report["torn_tail"]
     if pending and torn is not None and len(pending) <= MAX_SEAL_RUN:
@@ -104,6 +120,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     _collect_flags(report, builder, line_of_seq)
     report["head"], report["last_seq"] = last_hash, last_seq
     report["_hashes"] = hashes
+    report["_times"] = times
     report["_last_complete_line"] = last_complete
     settle_ok(report)
     return report
@@ -242,6 +259,8 @@ def semantic_problems(info: LineInfo, builder: HistoryBuilder) -> list[str]:
         return [f"unknown entry kind {kind!r}"]
     if kind != "note" and not (isinstance(check_id, str) and check_id):
         return [f"a {kind} entry without a check id"]
+    if kind == "note" and isinstance(data, dict) and data.get("event") == GENESIS_EVENT:
+        return ["a genesis entry after the first line: only the entry that opens a ledger names it"]
     if kind == "observation":
         if builder.kinds_by_seq.get(info.expectation_seq) != ("expectation", check_id):
             return [f"observation of {check_id!r} refers to seq {info.expectation_seq}, which is not an "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime, timedelta
 
 import pytest
@@ -27,21 +28,23 @@ def _independent_hash(entry: dict) -> str:
 
 def test_entries_are_hash_chained_from_64_zeros(tmp_path):
     """Given an empty ledger, when three notes are appended (one with non-ASCII text),
-    then each line is a JSON object with the seven fields, the first prev is 64 zeros, each
-    prev is the hash before it, each hash is SHA-256 over the canonical JSON without `hash`,
-    seq counts 1, 2, 3 and time is UTC."""
+    then the file opens with a genesis entry (seq 0, prev 64 zeros, a random 32-hex ledger id),
+    each line is a JSON object with the seven fields, each prev is the hash before it, each hash
+    is SHA-256 over the canonical JSON without `hash`, seq counts 0, 1, 2, 3 and time is UTC."""
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
     for text in ("first", "second: ∂f/∂x", "third"):
         ledger.append("note", None, {"text": text})
     entries = [json.loads(raw) for raw in lines_of(ledger.path)]
-    assert [e["seq"] for e in entries] == [1, 2, 3]
-    assert entries[0]["prev"] == "0" * 64
-    assert entries[1]["prev"] == entries[0]["hash"] and entries[2]["prev"] == entries[1]["hash"]
+    assert [e["seq"] for e in entries] == [0, 1, 2, 3]
+    genesis = entries[0]
+    assert genesis["prev"] == "0" * 64 and genesis["kind"] == "note" and genesis["data"]["event"] == "genesis"
+    assert re.fullmatch(r"[0-9a-f]{32}", genesis["data"]["ledger_id"]) and ledger.ledger_id() == genesis["data"]["ledger_id"]
+    assert all(later["prev"] == earlier["hash"] for earlier, later in zip(entries, entries[1:]))
     for entry in entries:
         assert set(entry) == {"seq", "time", "kind", "check_id", "data", "prev", "hash"}
         assert entry["hash"] == _independent_hash(entry)
         assert datetime.fromisoformat(entry["time"]).utcoffset() == timedelta(0)
-    assert entries[1]["data"]["text"] == "second: ∂f/∂x"
+    assert entries[2]["data"]["text"] == "second: ∂f/∂x"
     assert "∂f/∂x".encode() in ledger.path.read_bytes()  # kept as UTF-8, not \u-escaped
 
 
@@ -56,7 +59,7 @@ def test_non_finite_values_are_stored_as_strict_json(tmp_path):
     when it is appended, then the line is strict JSON (no NaN token) and the hash holds."""
     ledger = Ledger(tmp_path / "a.jsonl")
     entry = ledger.append("note", None, {"values": [float("nan"), float("inf"), -float("inf"), 1.5]})
-    raw = lines_of(ledger.path)[0]
+    raw = lines_of(ledger.path)[1]  # after the genesis entry
     assert b"NaN," not in raw.replace(b'"NaN"', b"")
     assert json.loads(raw)["data"]["values"] == ["NaN", "Infinity", "-Infinity", 1.5]
     assert entry["hash"] == _independent_hash(json.loads(raw))
@@ -82,7 +85,8 @@ def test_run_and_record_writes_the_expectation_before_the_observation(tmp_path):
     then each check has an expectation entry followed by an observation that refers to its
     seq, the observation holds the full record, and the failing one is kept with passed false."""
     _notebook, ledger = notebook_with_three_checks(tmp_path, tolerance_change=False)
-    entries = ledger.entries()
+    genesis, *entries = ledger.entries()
+    assert (genesis["seq"], genesis["data"]["event"]) == (0, "genesis")
     assert [(e["kind"], e["check_id"]) for e in entries] == [
         (kind, spec["id"]) for spec in THREE_CHECKS for kind in ("expectation", "observation")]
     for expectation, observation in zip(entries[::2], entries[1::2]):

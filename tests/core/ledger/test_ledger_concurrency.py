@@ -24,8 +24,8 @@ for i in range(count):
 def test_two_processes_append_1000_entries_each(tmp_path):
     """Given two writer processes released at the same moment,
     when each appends 1,000 entries to the same ledger,
-    then the ledger holds 2,000 entries with a valid chain and seq 1..2000, and each
-    writer's entries are all there, in the order it wrote them."""
+    then the ledger holds one genesis entry and 2,000 entries with a valid chain and seq
+    1..2000, and each writer's entries are all there, in the order it wrote them."""
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     path, go = tmp_path / "shared.gradcheck.jsonl", tmp_path / "go"
@@ -39,7 +39,8 @@ def test_two_processes_append_1000_entries_each(tmp_path):
     report = verify_ledger_file(path)
     assert report["ok"], report["errors"][:3]
     assert report["entries"] == 2000 and report["torn_tail"] is None
-    entries = Ledger(path).entries()
+    genesis, *entries = Ledger(path).entries()
+    assert genesis["data"]["event"] == "genesis"  # exactly one: whichever writer came first wrote it
     assert [e["seq"] for e in entries] == list(range(1, 2001))
     for name in ("a", "b"):
         assert [e["data"]["i"] for e in entries if e["data"]["writer"] == name] == list(range(1000))

@@ -60,7 +60,7 @@ def test_a_truncated_ledger_is_read_again_from_its_first_line(tmp_path):
     then the next read reports 1 run, as a read from the first line does."""
     ledger = _ledger(tmp_path, runs=((SQUARE, 3),))
     assert ledger.history("square")["runs"] == 3
-    write_lines(ledger.path, lines_of(ledger.path)[:2])
+    write_lines(ledger.path, lines_of(ledger.path)[:3])  # the genesis entry and the first run
     assert ledger.history("square")["runs"] == 1
     assert ledger.checks(records=False) == _from_first_line(ledger)
 
@@ -105,8 +105,8 @@ def test_a_same_size_rewrite_with_a_new_mtime_is_read_again(tmp_path):
     assert ledger.history("square")["unjustified_tolerance_changes"] == []
     before = os.stat(ledger.path)
     lines = lines_of(ledger.path)
-    assert b'"rtol":1e-07' in lines[0]
-    lines[0] = lines[0].replace(b'"rtol":1e-07', b'"rtol":2e-07')
+    assert b'"rtol":1e-07' in lines[1]  # line 1 is the genesis entry, then the expectation
+    lines[1] = lines[1].replace(b'"rtol":1e-07', b'"rtol":2e-07')
     with open(ledger.path, "r+b") as handle:
         handle.write(b"".join(line + b"\n" for line in lines))
     os.utime(ledger.path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
@@ -181,7 +181,7 @@ def test_appends_after_a_read_chain_on_the_kept_head_without_reading_the_tail(tm
     run_and_record(CUBE_WRONG, ledger, sweep=False)
     assert calls == []
     entries = ledger.entries()
-    assert [e["seq"] for e in entries] == list(range(1, 9))
+    assert [e["seq"] for e in entries] == list(range(0, 9))
     assert all(later["prev"] == earlier["hash"] for earlier, later in zip(entries, entries[1:]))
     assert verify_ledger_file(ledger.path)["ok"]
 
@@ -204,18 +204,18 @@ def test_an_entry_appended_by_another_writer_becomes_the_head(tmp_path):
 def test_a_torn_tail_after_a_read_is_sealed_by_the_next_append(tmp_path):
     """Given a ledger this process has read, when another writer leaves half an entry
     (no newline), then the next append keeps those bytes, seals them with a note naming
-    line 5, and verify passes with that sealed write."""
+    line 6 (after the genesis entry and 2 runs), and verify passes with that sealed write."""
     line, _ = make_line({"seq": 5, "time": "t", "kind": "note", "check_id": None,
                          "data": {"text": "lost in the crash"}, "prev": "0" * 64})
     torn = line[: len(line) // 2]
     ledger = _read_then_append_raw(tmp_path, torn)
     entry = ledger.note("after the crash")
-    seal = json.loads(lines_of(ledger.path)[5])
-    assert seal["data"]["event"] == "torn_tail_sealed" and seal["data"]["lines"][0]["line"] == 5
+    seal = json.loads(lines_of(ledger.path)[6])
+    assert seal["data"]["event"] == "torn_tail_sealed" and seal["data"]["lines"][0]["line"] == 6
     assert (entry["seq"], entry["prev"]) == (6, seal["hash"])
     report = verify_ledger_file(ledger.path)
     assert report["ok"], report["errors"]
-    assert report["sealed"] == [{"line": 5, "bytes": len(torn), "sealed_by": 6}]  # the note is line 6
+    assert report["sealed"] == [{"line": 6, "bytes": len(torn), "sealed_by": 7}]  # the note is line 7
 
 
 def test_an_invalid_last_line_after_a_read_refuses_the_append(tmp_path):
@@ -249,7 +249,7 @@ def test_a_held_ledger_keeps_other_writers_out_until_the_block_ends(tmp_path):
     with ledger.locked() as held:
         assert not _can_lock(ledger.path)
         assert held.history("square")["runs"] == 2
-        entry = held.record_expectation(dict(json.loads(lines_of(ledger.path)[0])["data"]))
+        entry = held.record_expectation(dict(json.loads(lines_of(ledger.path)[1])["data"]))
     assert entry["seq"] == 5 and entry["kind"] == "expectation"
     assert _can_lock(ledger.path)
     assert verify_ledger_file(ledger.path)["ok"]
@@ -274,8 +274,8 @@ def test_a_rerun_with_a_new_derivation_records_the_change_under_the_same_lock(tm
     ledger = _ledger(tmp_path)
     run_and_record({**SQUARE, "analytical_gradient": 7}, ledger, sweep=False)
     kinds = [entry["kind"] for entry in ledger.entries()]
-    assert kinds[4:] == ["expectation_change", "expectation", "observation"]
-    change = ledger.entries()[4]["data"]
+    assert kinds[5:] == ["expectation_change", "expectation", "observation"]  # after genesis and 2 runs
+    change = ledger.entries()[5]["data"]
     assert (change["old"], change["new"], change["via"], change["after_observation"]) == (6, 7, "rerun", True)
     assert ledger.history("square")["analytical_gradient"] == 7
 

@@ -34,7 +34,8 @@ def _ledger_with_notes(tmp_path, count=3) -> Ledger:
 
 def test_partial_entry_is_reported_kept_and_sealed(tmp_path):
     """Given a ledger whose last append stopped half way (a partial line, no newline),
-    when it is verified, then verify fails naming a torn tail on line 4 and nothing else;
+    when it is verified, then verify fails naming a torn tail on line 5 (after the genesis
+    entry and three notes) and nothing else;
     when an entry is then appended, the partial bytes stay in the file, a seal note names
     their line, length and SHA-256, the new entry follows, and verify passes with a warning."""
     ledger = _ledger_with_notes(tmp_path)
@@ -46,21 +47,21 @@ def test_partial_entry_is_reported_kept_and_sealed(tmp_path):
 
     report = verify_ledger_file(ledger.path)
     assert not report["ok"]
-    assert report["torn_tail"]["line"] == 4 and report["torn_tail"]["complete_entry"] is False
-    assert [(e["line"], e["reason"].split(":")[0]) for e in report["errors"]] == [(4, "torn tail")]
-    assert [e["seq"] for e in ledger.entries()] == [1, 2, 3]
+    assert report["torn_tail"]["line"] == 5 and report["torn_tail"]["complete_entry"] is False
+    assert [(e["line"], e["reason"].split(":")[0]) for e in report["errors"]] == [(5, "torn tail")]
+    assert [e["seq"] for e in ledger.entries()] == [0, 1, 2, 3]
 
     entry = ledger.append("note", None, {"text": "after the crash"})
     content = ledger.path.read_bytes()
     assert content.startswith(committed + torn + b"\n")
-    seal = json.loads(lines_of(ledger.path)[4])
+    seal = json.loads(lines_of(ledger.path)[5])
     assert seal["kind"] == "note" and seal["seq"] == 4
-    assert seal["data"]["lines"] == [{"line": 4, "bytes": len(torn), "sha256": hashlib.sha256(torn).hexdigest()}]
+    assert seal["data"]["lines"] == [{"line": 5, "bytes": len(torn), "sha256": hashlib.sha256(torn).hexdigest()}]
     assert entry["seq"] == 5 and entry["prev"] == seal["hash"]
 
     report = verify_ledger_file(ledger.path)
     assert report["ok"], report["errors"]
-    assert report["sealed"] == [{"line": 4, "bytes": len(torn), "sealed_by": 5}]
+    assert report["sealed"] == [{"line": 5, "bytes": len(torn), "sealed_by": 6}]
     assert any("interrupted write" in w for w in report["warnings"])
 
 
@@ -89,7 +90,7 @@ def test_an_interrupted_seal_is_sealed_with_the_first_torn_write(tmp_path):
     ledger.append("note", None, {"text": "recovered"})
     report = verify_ledger_file(ledger.path)
     assert report["ok"], report["errors"]
-    assert [s["line"] for s in report["sealed"]] == [4, 5]
+    assert [s["line"] for s in report["sealed"]] == [5, 6]
 
 
 WRITER = """

@@ -38,7 +38,8 @@ def test_child_hashing_still_names_a_changed_line(ledger_path, monkeypatch):
     when verified through the child path,
     then the report fails naming line 17 as a hash mismatch, as the thread path does."""
     lines = ledger_path.read_bytes().split(b"\n")
-    lines[16] = lines[16].replace(b"entry 16", b"entry 61", 1)
+    assert b"entry 15" in lines[16]  # line 1 is the genesis entry, so line 17 holds entry 15
+    lines[16] = lines[16].replace(b"entry 15", b"entry 51", 1)
     ledger_path.write_bytes(b"\n".join(lines))
     monkeypatch.setattr(verify, "HASH_IN_CHILD_ABOVE", 0)
     report = verify_ledger_file(ledger_path)

@@ -58,25 +58,26 @@ def test_changing_any_one_byte_of_any_line_names_that_line(honest):
 
 
 def test_deleting_a_line_names_the_gap(honest):
-    """Given the honest ledger, when line 4 (an observation in the middle) is deleted, then
-    verify fails on the line that now follows the gap, line 4, for its seq and its prev."""
+    """Given the honest ledger, when line 5 (seq 4, an observation in the middle; line 1 is the
+    genesis entry) is deleted, then verify fails on the line that now follows the gap, line 5,
+    for its seq and its prev."""
     _notebook, path = honest
     original = lines_of(path)
-    write_lines(path, original[:3] + original[4:])
+    write_lines(path, original[:4] + original[5:])
     reasons = _reasons(verify_ledger_file(path))
-    assert (4, "seq 5 where 4 was expected: an entry is missing, repeated or out of order") in reasons
-    assert any(line == 4 and "prev does not match" in reason for line, reason in reasons)
+    assert (5, "seq 5 where 4 was expected: an entry is missing, repeated or out of order") in reasons
+    assert any(line == 5 and "prev does not match" in reason for line, reason in reasons)
 
 
 def test_swapping_two_lines_names_them(honest):
-    """Given the honest ledger, when lines 2 and 3 are swapped, then verify fails naming
-    line 2 (seq 3 where 2 was expected) and line 3."""
+    """Given the honest ledger, when lines 3 and 4 (seq 2 and 3) are swapped, then verify
+    fails naming line 3 (seq 3 where 2 was expected) and line 4."""
     _notebook, path = honest
     original = lines_of(path)
-    write_lines(path, [original[0], original[2], original[1], *original[3:]])
+    write_lines(path, [*original[:2], original[3], original[2], *original[4:]])
     reasons = _reasons(verify_ledger_file(path))
-    assert reasons[0] == (2, "seq 3 where 2 was expected: an entry is missing, repeated or out of order")
-    assert any(line == 3 for line, _ in reasons)
+    assert reasons[0] == (3, "seq 3 where 2 was expected: an entry is missing, repeated or out of order")
+    assert any(line == 4 for line, _ in reasons)
 
 
 def test_truncating_the_ledger_is_caught_by_the_binding(honest):
@@ -84,7 +85,7 @@ def test_truncating_the_ledger_is_caught_by_the_binding(honest):
     still valid on its own), then verify fails on the binding, saying the ledger was truncated
     from 7 to 5 entries; as a bare file with no notebook beside it, it would pass."""
     notebook, path = honest
-    write_lines(path, lines_of(path)[:5])
+    write_lines(path, lines_of(path)[:6])  # the genesis entry and seq 1..5
     report = verify_notebook(notebook)
     assert not report["ok"] and report["chain_ok"] and report["binding_ok"] is False
     [(line, reason)] = _reasons(report)
@@ -149,7 +150,7 @@ def test_a_forged_flag_is_caught_even_with_the_chain_and_binding_recomputed(hone
     update_binding(notebook, Ledger(path))
     report = verify_notebook(notebook)
     assert report["binding_ok"] and not report["ok"]
-    assert _reasons(report) == [(7, "after_failure is recorded as False but the check's latest observation "
+    assert _reasons(report) == [(8, "after_failure is recorded as False but the check's latest observation "
                                     "had failed")]
 
 
@@ -165,7 +166,7 @@ def test_a_tolerance_changed_without_an_entry_is_an_error(tmp_path):
     spec = {key: record[key] for key in ("id", "function", "inputs", "dtype", "device", "analytical_gradient")}
     ledger.append("expectation", "square", {**spec, "tolerance": {"rtol": 0.5, "atol": 1e-10}})
     assert _reasons(verify_ledger_file(ledger.path)) == [
-        (3, "the tolerance of 'square' changed from {'rtol': 1e-07, 'atol': 1e-10} to "
+        (4, "the tolerance of 'square' changed from {'rtol': 1e-07, 'atol': 1e-10} to "
             "{'rtol': 0.5, 'atol': 1e-10} without a justified tolerance_change entry")]
 
 

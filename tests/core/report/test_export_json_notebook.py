@@ -52,11 +52,12 @@ def test_notebook_export_embeds_the_ledger_and_verifies_alone(tmp_path, gradchec
 
     document = json.loads(out.read_text())
     lines = document["metadata"]["gradcheck"]["embedded"]["lines"]
-    lines[5] = lines[5].replace('"observed_gradient":12.0', '"observed_gradient":6.0')
+    assert '"observed_gradient":12.0' in lines[6]  # line 7: seq 6, after the genesis entry
+    lines[6] = lines[6].replace('"observed_gradient":12.0', '"observed_gradient":6.0')
     out.write_text(json.dumps(document))
     code, stdout, _err = gradcheck_cli("verify", str(out))
     assert code == 1
-    assert "line 6: hash mismatch" in stdout
+    assert "line 7: hash mismatch" in stdout
 
 
 def test_notebook_export_refuses_what_is_not_a_notebook(tmp_path, gradcheck_cli):

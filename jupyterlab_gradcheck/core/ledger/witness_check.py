@@ -1,0 +1,86 @@
+"""Hold a submitted ledger against what the witness saw (core.ledger.witness_log).
+
+The witness keys what it saw by user and notebook. For one submitted notebook or ledger:
+
+- every head the witness saw for the submitted ledger id must be an entry of the ledger, with
+  that hash at that seq: otherwise the ledger was rewritten after the witness saw it;
+- the ledger must reach the witness's latest head for that id: otherwise it was truncated;
+- a ledger id the witness never saw for that notebook, while it saw another, is a fresh or
+  swapped ledger; an id that is not the newest the witness saw for the notebook is an older
+  run swapped in; a witnessed notebook whose ledger is missing was deleted;
+- an entry whose own time lies after the moment the witness received its head (beyond clock
+  skew) had its time edited;
+- runs the witness saw without a ledger (`ledger=False`, scratch notebooks) are flagged as
+  private runs, with their count.
+
+Each error names the witnessed seq and the time the witness received it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from .witness_log import CLOCK_SKEW_SECONDS, parse_time
+
+
+def _at(receipt: dict) -> str:
+    return f"seq {receipt.get('seq')} (witnessed {receipt.get('time')})"
+
+
+def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, ledger_id: str | None,
+                     hashes: dict[int, str] | None, times: dict[int, str] | None) -> dict:
+    """`{"witnessed", "errors", "flags", "seen"}` for one submission.
+
+    `notebook` is the submitted notebook's file name; `user` the student when the submission
+    says (nbgrader's layout), else None to take whoever the witness saw for that ledger id or
+    notebook; `ledger_id`, `hashes` (seq -> hash) and `times` (seq -> entry time) describe the
+    submitted ledger, all None when it is missing.
+    """
+    errors: list[str] = []
+    flags: list[dict] = []
+    of_id = [r for r in receipts if ledger_id is not None and r.get("ledger_id") == ledger_id and not r.get("private")]
+    if of_id and user is None:
+        user = of_id[-1].get("user")
+    for_notebook = [r for r in receipts if r.get("notebook") == notebook and (user is None or r.get("user") == user)]
+    ledgered = [r for r in for_notebook if not r.get("private")]
+    private = [r for r in for_notebook if r.get("private")]
+    if private:
+        flags.append({"flag": "private_runs_witnessed", "count": len(private),
+                      "reason": f"the witness saw {len(private)} run(s) of {notebook} made without a ledger"})
+    if hashes is None:
+        if ledgered:
+            last = ledgered[-1]
+            errors.append(f"the ledger of {notebook} is missing, but the witness saw it up to {_at(last)}: "
+                          "the ledger was deleted")
+        return {"witnessed": bool(ledgered) or None, "errors": errors, "flags": flags, "seen": len(ledgered)}
+    if not of_id:
+        if ledgered:
+            others = sorted({str(r.get("ledger_id")) for r in ledgered})
+            errors.append(f"the witness never saw ledger {str(ledger_id)[:12]} for {notebook}; it saw "
+                          f"{', '.join(o[:12] for o in others)} up to {_at(ledgered[-1])}: a fresh or swapped ledger")
+            return {"witnessed": False, "errors": errors, "flags": flags, "seen": len(ledgered)}
+        return {"witnessed": False, "errors": [], "flags": flags, "seen": 0}
+    newest = ledgered[-1] if ledgered else None
+    if newest is not None and newest.get("ledger_id") != ledger_id:
+        errors.append(f"the witness saw a newer ledger {str(newest.get('ledger_id'))[:12]} of {notebook} "
+                      f"at {_at(newest)}: an older run was swapped in")
+    for receipt in of_id:
+        seq, head = receipt.get("seq"), receipt.get("head")
+        found = hashes.get(seq)
+        if found is None:
+            errors.append(f"the ledger has no entry at {_at(receipt)} that the witness saw "
+                          f"(head {str(head)[:12]}): the ledger was truncated")
+        elif found != head:
+            errors.append(f"the entry at {_at(receipt)} has hash {found[:12]}, but the witness saw "
+                          f"{str(head)[:12]}: the ledger was rewritten")
+        elif times is not None:
+            entry, received = parse_time(times.get(seq)), parse_time(receipt.get("time"))
+            if entry and received and entry > received + timedelta(seconds=CLOCK_SKEW_SECONDS):
+                errors.append(f"the entry at {_at(receipt)} claims the time {times.get(seq)}, after the "
+                              "witness received it: its time was edited")
+    last_seen = max((r.get("seq") or 0) for r in of_id)
+    unwitnessed = [s for s in hashes if s > last_seen]
+    if unwitnessed:
+        flags.append({"flag": "entries_not_witnessed", "count": len(unwitnessed),
+                      "reason": f"{len(unwitnessed)} entr(y/ies) after seq {last_seen} were not seen by the witness"})
+    return {"witnessed": not errors, "errors": errors, "flags": flags, "seen": len(of_id)}

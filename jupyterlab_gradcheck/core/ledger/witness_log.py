@@ -1,0 +1,192 @@
+"""The witness's log: every ledger head it was told of, hash-chained and signed by its own key.
+
+The student controls their ledger, their notebook and the machine they run on, so everything
+inside a submission can be rewritten consistently afterwards. The witness is a party they do
+not control (a JupyterHub service, or a process the instructor runs): each time a ledger gains
+an entry, its head is reported to the witness, which appends `{ledger_id, notebook, user, seq,
+head, entry_time}` to this log with the time it received it, and answers with a receipt
+signed by its Ed25519 key. What the witness saw can then be held against what is submitted
+(`compare_with_witness`): a rewrite, a truncation, a swapped or fresh ledger, or a deleted one.
+
+The log is JSON Lines like a ledger: `prev`/`hash` chain the receipts (SHA-256 over the
+canonical JSON without `hash` and `signature`), and `signature` is the key's signature of the
+hash. The private key is a PEM file beside the log (`W.jsonl.key`, mode 0600); its public half
+is in every receipt's answer and in `public_key()`.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import LedgerError, SpecError
+from .line_format import GENESIS, canonical_json
+from .tail import now_utc
+
+#: The fields a client reports; `private` marks a run made without a ledger (ledger=False).
+REPORT_FIELDS = ("ledger_id", "notebook", "user", "seq", "head", "entry_time", "private", "check_id")
+MAX_FIELD = 4096
+
+
+def receipt_hash(receipt: dict) -> str:
+    """SHA-256 of a receipt's canonical JSON without its `hash` and `signature`."""
+    import hashlib
+
+    body = {k: v for k, v in receipt.items() if k not in ("hash", "signature")}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+def load_or_create_key(path: Path):
+    """The witness's Ed25519 private key from `path`, created (mode 0600) when absent."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if path.is_file():
+        return serialization.load_pem_private_key(path.read_bytes(), password=None)
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(pem)
+    return key
+
+
+def public_key_text(key) -> str:
+    """The public half of a private key, as base64 of its 32 raw bytes."""
+    from cryptography.hazmat.primitives import serialization
+
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def signature_ok(receipt: dict, public_key: str) -> bool:
+    """Whether `receipt` is whole (its hash) and signed by the key whose public half is given."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        if receipt.get("hash") != receipt_hash(receipt):
+            return False
+        key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key))
+        key.verify(base64.b64decode(receipt["signature"]), receipt["hash"].encode("ascii"))
+        return True
+    except (InvalidSignature, KeyError, TypeError, ValueError):
+        return False
+
+
+def validate_report(report) -> dict:
+    """The reported head, checked field by field; SpecError naming the first bad field."""
+    if not isinstance(report, dict):
+        raise SpecError("the report must be a JSON object", field="report")
+    unknown = sorted(set(report) - set(REPORT_FIELDS))
+    if unknown:
+        raise SpecError(f"unknown field {unknown[0]!r}", field=unknown[0])
+    private = report.get("private", False)
+    if not isinstance(private, bool):
+        raise SpecError("private must be true or false", field="private")
+    clean = {"private": private}
+    for name in ("notebook", "user", "ledger_id", "head", "entry_time", "check_id"):
+        value = report.get(name)
+        optional = name in ("check_id", "entry_time") or (private and name in ("ledger_id", "head"))
+        if value is None and optional:
+            clean[name] = None
+            continue
+        if not isinstance(value, str) or not value or len(value) > MAX_FIELD:
+            raise SpecError(f"{name} must be a non-empty string", field=name)
+        clean[name] = value
+    seq = report.get("seq")
+    if private and seq is None:
+        clean["seq"] = None
+    elif isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise SpecError("seq must be a whole number >= 0", field="seq")
+    else:
+        clean["seq"] = seq
+    return clean
+
+
+class WitnessLog:
+    """The append-only, hash-chained, signed log a witness keeps."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.key = load_or_create_key(self.path.with_name(self.path.name + ".key"))
+        self.public_key = public_key_text(self.key)
+        self._lock = threading.Lock()
+        self._head: tuple[int, str] | None = None
+
+    def _read_head(self) -> tuple[int, str]:
+        if self._head is None:
+            seq, head = 0, GENESIS
+            for receipt in read_log(self.path):
+                seq, head = receipt["log_seq"], receipt["hash"]
+            self._head = (seq, head)
+        return self._head
+
+    def append(self, report: dict) -> dict:
+        """Record a reported head (validated by `validate_report`) and return its signed receipt."""
+        clean = validate_report(report)
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                seq, prev = self._read_head()
+                receipt = {**clean, "log_seq": seq + 1, "time": now_utc(), "prev": prev}
+                receipt["hash"] = receipt_hash(receipt)
+                receipt["signature"] = base64.b64encode(self.key.sign(receipt["hash"].encode("ascii"))).decode()
+                line = (json.dumps(receipt, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+                os.write(fd, line)
+                os.fsync(fd)
+                self._head = (receipt["log_seq"], receipt["hash"])
+            finally:
+                os.close(fd)
+        return receipt
+
+
+def read_log(path: str | os.PathLike) -> list[dict]:
+    """The receipts of a witness log file, in order; LedgerError when it cannot be read."""
+    receipts = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    receipts.append(json.loads(line))
+                except ValueError:
+                    raise LedgerError(f"the witness log {Path(path).name} line {number} is not JSON") from None
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise LedgerError(f"cannot read the witness log {Path(path).name}: {exc.strerror}") from None
+    return receipts
+
+
+def log_problems(receipts: list[dict], public_key: str | None) -> list[str]:
+    """What is wrong with a witness log itself: a broken chain or, given its key, a bad signature."""
+    problems, prev = [], GENESIS
+    for number, receipt in enumerate(receipts, start=1):
+        if receipt.get("prev") != prev or receipt.get("hash") != receipt_hash(receipt):
+            problems.append(f"witness log line {number}: the receipt chain is broken")
+        elif public_key is not None and not signature_ok(receipt, public_key):
+            problems.append(f"witness log line {number}: the signature does not match the witness key")
+        prev = receipt.get("hash")
+    return problems
+
+
+def parse_time(text) -> datetime | None:
+    """An ISO 8601 time as an aware datetime (UTC when it names no zone), or None."""
+    try:
+        value = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+#: How far a ledger entry's own time may lie after the witness received its head (clock skew).
+CLOCK_SKEW_SECONDS = 5.0

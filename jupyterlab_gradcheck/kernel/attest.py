@@ -1,0 +1,33 @@
+"""Display a check's attestation from the kernel, so the saved notebook binds its ledger.
+
+The attestation (core.ledger.attestation) goes out as a display of its own MIME type with a
+one-line text fallback. Whoever saves the notebook keeps it in the cell's outputs; JupyterLab's
+extension renders it as a small line and copies the ledger's new head into the open notebook's
+`metadata.gradcheck`, also for runs started from the inline panel, whose displays belong to no
+cell. Outside a kernel (a script, a test) there is nothing to display to.
+"""
+
+from __future__ import annotations
+
+from ..core.ledger.attestation import MIME_TYPE
+
+
+def text_of(attestation: dict) -> str:
+    """The one-line fallback a front end without the extension shows."""
+    return (f"gradcheck: {attestation.get('check_id')} recorded at seq {attestation['seq']} "
+            f"(hash {attestation['hash'][:12]}) in {attestation.get('ledger')}")
+
+
+def publish(attestation: dict | None) -> bool:
+    """Display the attestation when running in an IPython kernel; whether it was displayed."""
+    if attestation is None:
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    publisher = getattr(get_ipython(), "display_pub", None)
+    if publisher is None or type(get_ipython()).__name__ == "TerminalInteractiveShell":
+        return False
+    publisher.publish(data={MIME_TYPE: attestation, "text/plain": text_of(attestation)}, metadata={})
+    return True

@@ -34,6 +34,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--ledger-only", action="store_true",
                         help="verify a ledger file alone, without the notebook beside it: for a check from "
                         "inside the running notebook, whose saved copy is older than its kernel")
+    parser.add_argument("--witness", metavar="URL|LOG",
+                        help="hold every ledger against what the witness saw: its URL (token in "
+                        "GRADCHECK_WITNESS_TOKEN) or its log file")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.set_defaults(handler=run)
 
@@ -48,6 +51,12 @@ def _lines(report: dict) -> list[str]:
         out.append(f"  warning: {warning}")
     for flag in report.get("flags") or []:
         out.append(f"  flag: {flag['check_id']}: {flag['flag']} (seq {', '.join(map(str, flag['seqs']))})")
+    witness = report.get("witness")
+    if witness is not None:
+        out.append(f"  witness: {'saw' if witness['seen'] else 'never saw'} this ledger"
+                   + (f" ({witness['seen']} heads)" if witness["seen"] else ""))
+        for flag in witness["flags"]:
+            out.append(f"  witness flag: {flag['flag']}: {flag['reason']}")
     replay = report.get("replay")
     if replay is not None:
         out.append(f"  replay: {replay['reproduced']} of {replay['observations']} observations reproduced, "
@@ -65,7 +74,8 @@ def _lines(report: dict) -> list[str]:
 def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise SpecError(f"--jobs must be at least 1, got {args.jobs}", field="jobs")
-    result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs, ledger_only=args.ledger_only)
+    result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs, ledger_only=args.ledger_only,
+                         witness=args.witness)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

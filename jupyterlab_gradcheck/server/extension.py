@@ -16,6 +16,7 @@ from traitlets import Dict, Float, Integer, TraitError, Unicode, validate
 from ..core.check.spec import parse_spec
 from ..core.errors import SpecError
 from ..core.expr.limits import DEFAULT_LIMITS, Limits
+from ..core.ledger import witness_client
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
 from .routes import url_patterns
@@ -73,6 +74,20 @@ class GradcheckExtension(ExtensionApp):
         "treated as failed.",
     ).tag(config=True)
 
+    witness_url = Unicode(
+        "",
+        help="URL of the witness service that receives every ledger head this server writes "
+        "(for example a JupyterHub service's URL). Empty: GRADCHECK_WITNESS_URL from the "
+        "environment, if set. Kernels report what they write when GRADCHECK_WITNESS_URL is in "
+        "their environment (under JupyterHub, Spawner.environment).",
+    ).tag(config=True)
+
+    witness_token = Unicode(
+        "",
+        help="Token sent to the witness (Authorization: token ...). Empty: GRADCHECK_WITNESS_TOKEN, "
+        "else the user's JUPYTERHUB_API_TOKEN under a hub.",
+    ).tag(config=True)
+
     test_slow_functions = Dict(
         value_trait=Float(),
         default_value={},
@@ -118,6 +133,8 @@ class GradcheckExtension(ExtensionApp):
                      "memory_limit": self.worker_memory_limit},
         )
         self.pool.start()
+        if self.witness_url:
+            witness_client.configure(self.witness_url, self.witness_token or None)
         self.ledger_io = LedgerIO()
         root = self.serverapp.root_dir if self.serverapp is not None else os.getcwd()
         self.settings[SERVICE_SETTING] = GradcheckService(
@@ -134,4 +151,6 @@ class GradcheckExtension(ExtensionApp):
     async def stop_extension(self):
         """Stop the workers and let ledger writes under way finish."""
         await asyncio.get_running_loop().run_in_executor(None, self.pool.stop)
+        if self.witness_url:
+            witness_client.configure(None, None)
         self.ledger_io.close()

@@ -21,6 +21,7 @@ from .binding import binding_of, notebook_beside, read_binding, read_document
 from .notebook_binding import judge_binding
 from .store import LEDGER_SUFFIX, Ledger
 from .verify_chain import Lines, add_error, drop_internals, hash_in_child, new_report, settle_ok, verify_lines
+from .witness_check import apply_witness, load_witness
 
 __all__ = ["Lines", "discover", "embedded_lines", "ledger_lines", "verify_item", "verify_items", "verify_ledger_file",
            "verify_lines", "verify_notebook", "verify_path"]
@@ -167,10 +168,14 @@ def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
             yield "ledger", ledger
 
 
-def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False, with_notebook: bool = True) -> dict:
-    """The report of one notebook or ledger, with its replay when asked."""
+def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False, with_notebook: bool = True,
+                witness: dict | None = None) -> dict:
+    """The report of one notebook or ledger, with its replay when asked, held against what the
+    witness saw when one is given (from `load_witness`)."""
     report = verify_notebook(item, deep=deep or replay) if kind == "notebook" else \
         verify_ledger_file(item, deep=deep or replay, with_notebook=with_notebook)
+    if witness is not None:
+        apply_witness(report, witness)
     if replay:
         from .replay import replay_lines
 
@@ -181,7 +186,7 @@ def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False,
 
 
 def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: bool = False,
-                 jobs: int | None = 1) -> list[dict]:
+                 jobs: int | None = 1, witness: dict | None = None) -> list[dict]:
     """The report of each `(kind, path)` from `discover`, in order.
 
     With `replay` and several submissions, `jobs` worker processes (None: one per CPU) share
@@ -190,21 +195,24 @@ def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: b
     workers = min(len(items), jobs if jobs is not None else os.cpu_count() or 1)
     if replay and workers > 1:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return list(pool.map(verify_item, *zip(*items), [replay] * len(items), [deep] * len(items)))
-    return [verify_item(kind, item, replay, deep) for kind, item in items]
+            return list(pool.map(verify_item, *zip(*items), [replay] * len(items), [deep] * len(items),
+                                 [True] * len(items), [witness] * len(items)))
+    return [verify_item(kind, item, replay, deep, witness=witness) for kind, item in items]
 
 
 def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1,
-                ledger_only: bool = False) -> dict:
+                ledger_only: bool = False, witness: str | None = None) -> dict:
     """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations;
-    `ledger_only` verifies one ledger file without the notebook beside it."""
+    `ledger_only` verifies one ledger file without the notebook beside it; `witness` (a URL or
+    a witness log file) holds each submission against what the witness saw."""
+    seen = load_witness(witness) if witness else None
     if ledger_only:
         if not Path(path).is_file() or Path(path).suffix == ".ipynb":
             raise SpecError(f"--ledger-only needs a ledger file (.gradcheck.jsonl), got {Path(path).name}",
                             field="path")
         return {"ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
                 "reports": [report]}
-    reports = verify_items(list(discover(path)), replay=replay, deep=deep, jobs=jobs)
+    reports = verify_items(list(discover(path)), replay=replay, deep=deep, jobs=jobs, witness=seen)
     return {"ok": all(r["ok"] for r in reports), "reports": reports}
 
 

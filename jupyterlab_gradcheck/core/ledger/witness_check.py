@@ -18,9 +18,20 @@ Each error names the witnessed seq and the time the witness received it.
 
 from __future__ import annotations
 
+import json
+import os
+import urllib.error
+import urllib.request
 from datetime import timedelta
+from pathlib import Path
 
-from .witness_log import CLOCK_SKEW_SECONDS, parse_time
+from ..errors import LedgerError
+from .verify_chain import add_error, settle_ok
+from .witness_client import TOKEN_VARIABLE, notebook_of
+from .witness_log import CLOCK_SKEW_SECONDS, log_problems, parse_time, public_key_text, read_log
+
+#: Folders of nbgrader's layout whose next part is the student: `submitted/<student>/...`.
+STUDENT_FOLDERS = ("submitted", "autograded", "feedback")
 
 
 def _at(receipt: dict) -> str:
@@ -84,3 +95,52 @@ def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, l
         flags.append({"flag": "entries_not_witnessed", "count": len(unwitnessed),
                       "reason": f"{len(unwitnessed)} entr(y/ies) after seq {last_seen} were not seen by the witness"})
     return {"witnessed": not errors, "errors": errors, "flags": flags, "seen": len(of_id)}
+
+
+def load_witness(source: str) -> dict:
+    """`{"receipts", "problems", "source"}` from a witness's URL (its `log` route, with the
+    token in GRADCHECK_WITNESS_TOKEN) or its log file (checked against the key beside it)."""
+    if source.startswith(("http://", "https://")):
+        request = urllib.request.Request(source.rstrip("/") + "/log",
+                                         headers={"Authorization": f"token {os.environ.get(TOKEN_VARIABLE, '')}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                body = json.loads(answer.read().decode("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise LedgerError(f"cannot read the witness at {source}: {exc}") from None
+        receipts, key = body.get("receipts") or [], body.get("public_key")
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise LedgerError(f"no witness log at {source}")
+        receipts = read_log(path)
+        key_file = path.with_name(path.name + ".key")
+        key = None
+        if key_file.is_file():
+            from cryptography.hazmat.primitives import serialization
+
+            key = public_key_text(serialization.load_pem_private_key(key_file.read_bytes(), password=None))
+    return {"receipts": receipts, "problems": log_problems(receipts, key), "source": source}
+
+
+def student_of(path: str | os.PathLike) -> str | None:
+    """The student a submission's path names in nbgrader's layout, else None."""
+    parts = Path(path).parts
+    for index, part in enumerate(parts[:-1]):
+        if part in STUDENT_FOLDERS and index + 1 < len(parts) - 1:
+            return parts[index + 1]
+    return None
+
+
+def apply_witness(report: dict, witness: dict) -> None:
+    """Add what the witness saw to one verify report (call before its internals are dropped)."""
+    notebook = report.get("notebook")
+    name = Path(notebook).name if notebook else notebook_of(Path(str(report.get("ledger") or report["path"])), None)
+    missing = report.get("ledger_missing") or report.get("ledger") is None
+    found = witness_findings(witness["receipts"], notebook=name, user=student_of(report["path"]),
+                             ledger_id=report.get("ledger_id"), hashes=None if missing else report.get("_hashes", {}),
+                             times=None if missing else report.get("_times"))
+    for reason in witness["problems"] + found["errors"]:
+        add_error(report, None, reason, scope="witness")
+    report["witness"] = {"witnessed": found["witnessed"], "seen": found["seen"], "flags": found["flags"]}
+    settle_ok(report)

@@ -8,7 +8,7 @@ A report is queued and sent by one thread. A witness that is down or refuses cos
 nothing: the report stays queued and is retried with a growing pause, the newest head of a
 ledger replacing older ones (the chain makes it cover them), and the ledger gets one note,
 `witness_pending`, the first time a head of it could not be delivered. At exit the queue is
-given a moment to drain.
+given a moment to drain, unless the witness is known to be down.
 """
 
 from __future__ import annotations
@@ -177,5 +177,7 @@ def report_private(notebook: str | None, check_id: str | None) -> None:
 
 @atexit.register
 def _drain_at_exit() -> None:
-    if _client is not None:
+    """Give queued reports a moment at exit, unless the witness is already known to be down
+    (then the ledger's witness_pending note says so, and exiting is not held up)."""
+    if _client is not None and _client.last_error is None:
         _client.drain(DRAIN_AT_EXIT)

@@ -1,0 +1,43 @@
+"""The server extension reports every ledger head it writes to the witness its options name."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from jupyterlab_gradcheck.core.ledger import witness_client
+from jupyterlab_gradcheck.core.ledger.witness_log import read_log
+
+from support.server import server_config
+from support.witness import TOKEN, Witness, free_port
+
+PORT = free_port()
+
+
+@pytest.fixture
+def witness(tmp_path):
+    running = Witness(tmp_path / "w.jsonl", port=PORT).start()
+    yield running
+    running.kill()
+
+
+@pytest.mark.parametrize("jp_server_config", [server_config(witness_url=f"http://127.0.0.1:{PORT}",
+                                                            witness_token=TOKEN)])
+async def test_a_check_posted_to_the_server_reaches_the_witness(witness, api, lab1, ledger_lines, jp_server_config):
+    """Given a server whose witness_url and witness_token name a live witness,
+    when a check is POSTed, then the witness's log holds the expectation's and the observation's
+    heads (seq 1 and 2 with their hashes) for lab1.ipynb, and the request never waited on it."""
+    status, _, body = await api("POST", "checks", {"notebook": lab1, "check": {
+        "id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}})
+    assert status == 200, body
+    entries = ledger_lines()
+    for _ in range(100):  # the reports go out in the background; allow them a few seconds
+        if len(read_log(witness.log)) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    receipts = read_log(witness.log)
+    assert [(r["notebook"], r["seq"], r["head"]) for r in receipts] == [
+        ("lab1.ipynb", e["seq"], e["hash"]) for e in entries if e["seq"] > 0]
+    assert {r["ledger_id"] for r in receipts} == {entries[0]["data"]["ledger_id"]}
+    assert witness_client.client() is not None and witness_client.client().url == witness.url

@@ -46,6 +46,16 @@ class DiagnosisContext:
     policy: int = 1
 
 
+def _digits(value, other) -> str:
+    """`value` with enough significant digits (6 to 17) to differ from `other` when it does."""
+    if not isinstance(value, float) or not isinstance(other, float):
+        return _fmt(value)
+    for digits in range(6, 18):
+        if f"{value:.{digits}g}" != f"{other:.{digits}g}":
+            return f"{value:.{digits}g}"
+    return f"{value:.17g}"
+
+
 def _fmt(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
@@ -150,7 +160,7 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
     if "finite_difference" in name and tried:
         bound = (comparison.get("error_bound") or {}).get("at_worst")
         return "probable_bug", (
-            f"at {where} autograd gives {_fmt(right)} but finite differences give {_fmt(left)}; the default "
+            f"at {where} autograd gives {_digits(right, left)} but finite differences give {_digits(left, right)}; the default "
             f"step failed {tried['elements']} element(s), so {tried['tried']}, and {tried['still_failing']} still "
             f"differ beyond their error estimate (here ≈ {_fmt(bound)}): suspect the backward"
         )

@@ -104,20 +104,39 @@ class Probe:
         return torch.stack([self.output(x.clone()) for x in xs])
 
     def _batch_agrees(self, xs, out) -> bool:
-        """Whether the batch's last copy matches a separate evaluation of it; else refuse the batched path."""
+        """Whether batching is faithful for this function; else refuse the batched path, saying why.
+
+        Two separate evaluations of the batch's last copy: one on storage of its own, one on the
+        same values placed after other values in a larger buffer (a non-zero storage offset). A
+        function that reads storage directly (as_strided with a storage_offset) gives different
+        answers for the two, and under vmap it reads the first copy of the batch for every copy,
+        which need not show at the last copy; a batching rule that is wrong shows as the batched
+        output differing from the separate one.
+        """
         import torch
 
         self.guard = False  # once per input: the first batch shows whether batching is faithful
-        single = self.output(xs[-1].clone())
-        self.stats["batch_check_evaluations"] = self.stats.get("batch_check_evaluations", 0) + 1
+        copy = xs[-1]
+        single = self.output(copy.clone())
+        buffer = torch.cat([copy.reshape(-1) + 1, copy.reshape(-1)])  # other values first
+        shifted = self.output(buffer[copy.numel():].view(copy.shape))
+        self.stats["batch_check_evaluations"] = self.stats.get("batch_check_evaluations", 0) + 2
         scale = float(single.abs().max()) if single.numel() else 0.0
-        if torch.allclose(out[-1], single, rtol=BATCH_AGREEMENT, atol=BATCH_AGREEMENT * scale, equal_nan=True):
+
+        def same(a, b) -> bool:
+            return a.shape == b.shape and torch.allclose(a, b, rtol=BATCH_AGREEMENT, atol=BATCH_AGREEMENT * scale,
+                                                         equal_nan=True)
+
+        if same(single, shifted) and same(out[-1], single):
             return True
-        difference = float((out[-1] - single).abs().max())
+        reads_storage = not same(single, shifted)
+        difference = float((out[-1] - single).abs().max()) if not reads_storage else float("nan")
         self.batched = False
-        self.refused = (f"a batched evaluation differed from a separate evaluation of the same copy by {difference:.3g} "
-                        "(the function reads its input's storage directly, as as_strided does): each copy is "
-                        "evaluated on its own")
+        self.refused = ("the function reads its input's storage directly (as as_strided with a storage_offset does): "
+                        "its value changed when the same input sat at another storage offset, so every copy is "
+                        "evaluated on storage of its own" if reads_storage else
+                        f"a batched evaluation differed from a separate evaluation of the same copy by "
+                        f"{difference:.3g}: every copy is evaluated on its own")
         return False
 
     def contract(self, outputs):

@@ -9,8 +9,8 @@ The sweep is a side chart: `guarded_step_sweep` turns any failure into a note in
 never a failed check. Its causes of failure are handled where they arise:
 
 - a function that holds float64 tensors of its own (a weight, saved statistics) cannot be
-  evaluated in float32 by casting its inputs alone; such a series is evaluated under a dispatch
-  mode that casts every float64 operand of every operation to float32 (`_downcast_mode`);
+  evaluated in float32 by casting its inputs alone; such a series is evaluated under a
+  torch-function mode that casts every float64 operand of every call to float32;
 - a large step can leave the function's domain (a probability shifted past 1, a matrix no
   longer positive definite); the steps whose evaluation raises are left out of the series and
   listed with the reason;
@@ -139,9 +139,13 @@ def _output_dtype(probe: Probe, x):
 
 @cache
 def _downcast_mode_class():
-    """A dispatch mode casting every float64 (complex128) operand to float32 (complex64); made on first use."""
+    """A torch-function mode casting every float64 (complex128) operand to float32 (complex64); made on first use.
+
+    It works at the level of torch functions, before composite operations check their operands'
+    dtypes (prelu refuses mixed dtypes before any aten operation would be dispatched).
+    """
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.overrides import TorchFunctionMode
 
     narrower = {torch.float64: torch.float32, torch.complex128: torch.complex64}
 
@@ -152,14 +156,10 @@ def _downcast_mode_class():
             return type(value)(cast(item) for item in value)
         return value
 
-    class Downcast(TorchDispatchMode):
-        """Evaluates every operation with its float64 operands in float32."""
+    class Downcast(TorchFunctionMode):
+        """Evaluates every torch function with its float64 operands in float32."""
 
-        @classmethod
-        def _should_skip_dynamo(cls):  # nothing here is compiled: do not load the compiler
-            return False
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = {k: cast(val) for k, val in (kwargs or {}).items()}
             if kwargs.get("dtype") in narrower:
                 kwargs["dtype"] = narrower[kwargs["dtype"]]

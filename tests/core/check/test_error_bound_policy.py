@@ -1,0 +1,97 @@
+"""Tolerances from the error bound (policy 2): a correct op is not failed as precision_limited at
+the default settings, a small wrong backward is still caught, and an old record keeps its verdict.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from jupyterlab_gradcheck.core.check.engine import run_check
+from jupyterlab_gradcheck.core.ledger.replay import replay_record
+
+from support.checks import WrongAtOneElement, check_against_autograd, fd_comparison
+
+#: tan near pi/2: f''' ~ 6 / cos^4 is ~1e7 at x = 1.52, so a central difference at the default
+#: step (6e-6) carries a truncation error h^2 f''' / 6 ~ 6e-5, far above the tolerance 3.7e-9.
+NEAR_POLE = [1.52, 0.3, -1.5]
+
+
+def _tan_sum(x):
+    return (torch.tan(x) * torch.tensor([1.0, 2.0, 3.0], dtype=x.dtype)).sum()
+
+
+def test_truncation_near_a_pole_is_resolved_before_failing_and_the_record_says_how():
+    """Given tan at 1.52 and -1.5 (close to its poles) in float64 at the default settings,
+    when the full check runs with autograd's gradient as the expectation,
+    then it passes: the elements the default step could not resolve were re-estimated with
+    Richardson extrapolation over smaller steps, and the observation says which and how."""
+    record = check_against_autograd(_tan_sum, {"x": NEAR_POLE}, sweep=False)
+    assert record["passed"] is True
+    refinement = record["observations"]["finite_difference"]["refinement"]["x"]
+    assert refinement["elements"] >= 1 and refinement["still_failing"] == 0
+    assert 0 in refinement["flat_indices"]  # x = 1.52 is the element a default step cannot resolve
+    assert "Richardson" in refinement["tried"]
+
+
+def test_policy_1_fails_the_same_correct_op_and_its_replay_reproduces_that():
+    """Given the same check declared under policy 1 (one scalar tolerance, no re-estimation),
+    when it runs and is then replayed, and when the same record without its policy field (as
+    written before policies were versioned) is replayed,
+    then policy 1 fails it, diagnosed precision_limited as it always was, and both replays
+    reproduce that verdict instead of passing it under the current policy."""
+    record = run_check({"function": "sum(tan(x))", "x": NEAR_POLE, "analytical_gradient": "1/cos(x)**2",
+                        "policy": 1}, sweep=False)
+    assert record["policy"] == 1
+    assert record["passed"] is False
+    assert record["failure"]["diagnosis"] == "precision_limited"
+    assert replay_record(record)["status"] == "reproduced"
+    unversioned = {key: value for key, value in record.items() if key != "policy"}
+    assert replay_record(unversioned)["status"] == "reproduced"
+    current = run_check({key: record[key] for key in ("function", "inputs", "analytical_gradient")}, sweep=False)
+    assert current["policy"] == 2 and current["passed"] is True
+
+
+def test_an_unknown_policy_is_refused_as_bad_input():
+    """Given a record naming policy 7,
+    when it is run,
+    then it is refused before anything runs, naming the field."""
+    from jupyterlab_gradcheck.core.errors import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": 7})
+    assert refused.value.field == "policy"
+
+
+@pytest.mark.parametrize("kind", ["+1e-4 of scale", "x1.01"])
+def test_a_backward_wrong_at_one_element_is_still_caught(kind):
+    """Given a matrix-vector product reduced to a scalar, wrapped in a Function whose backward is
+    autograd's gradient wrong at one element (moved by 1e-4 of the gradient's largest magnitude,
+    or scaled by 1.01), with that wrong gradient as the expectation,
+    when the full check runs,
+    then the finite-difference comparison fails at that element, diagnosed probable_bug: the
+    error bound and the re-estimation do not excuse it."""
+    generator = torch.Generator().manual_seed(3)
+    a = torch.randn(12, 30, generator=generator, dtype=torch.float64)
+    weights = torch.linspace(0.5, 1.5, 12, dtype=torch.float64)
+    x = torch.randn(30, generator=generator, dtype=torch.float64)
+
+    def correct(x):
+        return ((a @ x) * weights).sum()
+
+    gradient = (weights @ a).clone()
+    wrong = gradient.clone()
+    if kind == "x1.01":
+        wrong[17] = wrong[17] * 1.01
+    else:
+        wrong[17] = wrong[17] + 1e-4 * float(gradient.abs().max())
+    WrongAtOneElement.function, WrongAtOneElement.gradient = staticmethod(correct), wrong
+    record = check_against_autograd(lambda x: WrongAtOneElement.apply(x), {"x": x}, {"x": wrong}, sweep=False)
+    row = fd_comparison(record)
+    assert row["passed"] is False
+    assert row["worst"]["flat_index"] == 17
+    failure = next(f for f in record["failures"] if f["comparison"] == "autograd_vs_finite_difference")
+    assert failure["diagnosis"] == "probable_bug"
+    assert math.isclose(failure["right"], float(wrong[17]), rel_tol=0, abs_tol=0)

@@ -25,6 +25,9 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="ledgers, notebooks or folders")
     parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
+    parser.add_argument("--witness", metavar="URL|LOG",
+                        help="hold every submission against what the witness saw (its URL, token in "
+                        "GRADCHECK_WITNESS_TOKEN, or its log file); adds the witnessed column")
     parser.add_argument("--replay", action="store_true",
                         help="csv/json/html: also re-run every observation (as verify --replay) and "
                         "report it (CSV column replay_ok)")
@@ -56,7 +59,7 @@ def run(args) -> int:
         return EXIT_OK
     from ..core.report.submissions import collect
 
-    submissions = collect(args.paths, replay=args.replay, jobs=args.jobs)
+    submissions = collect(args.paths, replay=args.replay, jobs=args.jobs, witness=args.witness)
     if args.format == "csv":
         from ..core.report.csv_export import to_csv as render
     elif args.format == "json":

@@ -1,5 +1,10 @@
 """CSV export for grading: one row per check, one file for a whole folder of submissions.
 
+A submission with no check (its ledger deleted, or never used) still has one row, with an
+empty check id and its `status`, so no student disappears from the grade sheet. `status` is
+`ok`, `verify_failed`, `ledger_missing` or `no_checks`; `witnessed` is whether the witness
+saw this ledger (empty when the export was made without `--witness`).
+
 Values that are not plain scalars (inputs, gradients) are written as compact JSON, so a
 spreadsheet shows them and a script can `json.loads` them back. Booleans are `true`/`false`;
 an empty cell means "does not apply" (a check that never ran has no `passed`; a ledger
@@ -16,7 +21,7 @@ COLUMNS = (
     "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
     "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
     "failures_kept", "tolerance_edits", "widened_after_failure",
-    "expectation_revised_after_observation", "chain_ok", "binding_ok",
+    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed",
 )
 #: Added after COLUMNS when the export replayed the observations (`export --replay`).
 REPLAY_COLUMN = "replay_ok"
@@ -98,13 +103,42 @@ def check_row(submission: dict, history: dict) -> dict:
         "expectation_revised_after_observation": bool(history.get("expectation_revised_after_observation")),
         "chain_ok": submission["chain_ok"],
         "binding_ok": submission["binding_ok"],
+        "status": status_of(submission),
+        "witnessed": witnessed_of(submission),
         REPLAY_COLUMN: submission.get("replay_ok"),
     }
 
 
+def status_of(submission: dict) -> str:
+    """`ledger_missing`, `verify_failed`, `no_checks` or `ok` for one submission."""
+    report = submission["verify"]
+    if report.get("ledger_missing"):
+        return "ledger_missing"
+    if not report["ok"]:
+        return "verify_failed"
+    return "ok" if submission["checks"] else "no_checks"
+
+
+def witnessed_of(submission: dict) -> bool | None:
+    """Whether the witness saw this submission's ledger; None without a witness."""
+    witness = submission["verify"].get("witness")
+    return None if witness is None else bool(witness.get("witnessed"))
+
+
+def submission_row(submission: dict) -> dict:
+    """The one row of a submission that has no check: who, where, and its status."""
+    return {"student": submission["student"], "assignment": submission["assignment"],
+            "notebook": submission["notebook"] or submission["ledger"], "runs": 0, "failures_kept": 0,
+            "chain_ok": submission["chain_ok"], "binding_ok": submission["binding_ok"],
+            "status": status_of(submission), "witnessed": witnessed_of(submission),
+            REPLAY_COLUMN: submission.get("replay_ok")}
+
+
 def rows(submissions: list[dict]) -> list[dict]:
-    """Every check row of every submission, in submission then ledger order."""
-    return [check_row(s, h) for s in submissions for h in s["checks"].values()]
+    """Every check row of every submission, in submission then ledger order; a submission
+    without checks gets one row with its status."""
+    return [row for s in submissions
+            for row in ([check_row(s, h) for h in s["checks"].values()] or [submission_row(s)])]
 
 
 def to_csv(submissions: list[dict]) -> str:

@@ -30,6 +30,13 @@ h3{font-size:1.05em;margin:18px 0 4px 0}
 """
 
 
+def _no_binding(submission: dict) -> str:
+    """Why a submission has no binding to compare, in words that match what is there."""
+    if submission["notebook"]:
+        return "the notebook binds nothing yet (no metadata, no attested output)"
+    return "no notebook beside this ledger"
+
+
 def _status_block(submission: dict) -> str:
     report = submission["verify"]
     chain_ok = submission["chain_ok"]
@@ -38,7 +45,12 @@ def _status_block(submission: dict) -> str:
     chain = f"chain {badge('passed' if chain_ok else 'failed')} {report['entries']} entries, head " \
             f"<code>{escape(report['head'][:16])}</code>"
     binding = "binding " + (badge("passed") if binding_ok else badge("failed") if binding_ok is False
-                            else '<span class="meta">no notebook to compare with</span>')
+                            else f'<span class="meta">{escape(_no_binding(submission))}</span>')
+    witness = report.get("witness")
+    if witness is not None:
+        binding += " · witness " + (badge("passed") if witness["witnessed"] else badge("failed")
+                                    if witness["witnessed"] is False and not report["ok"] else
+                                    '<span class="meta">saw nothing of it</span>')
     for error in report["errors"]:
         where = f"line {error['line']}: " if error.get("line") else ""
         items.append(f"<li>{escape(where + error['reason'])}</li>")

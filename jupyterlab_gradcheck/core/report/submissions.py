@@ -14,6 +14,7 @@ from pathlib import Path
 from ..ledger.history import build_history
 from ..ledger.line_format import LineError, read_entry
 from ..ledger.verify import discover, ledger_lines, verify_items
+from ..ledger.witness_check import load_witness
 
 NBGRADER_FOLDERS = ("submitted", "autograded")
 
@@ -71,12 +72,14 @@ def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = N
     }
 
 
-def collect(paths, *, replay: bool = False, jobs: int | None = 1) -> list[dict]:
+def collect(paths, *, replay: bool = False, jobs: int | None = 1, witness: str | None = None) -> list[dict]:
     """Every submission under `paths` (files or folders), in a stable order; with `replay`,
-    each one's observations are re-run too (in `jobs` worker processes)."""
+    each one's observations are re-run too (in `jobs` worker processes); with `witness` (a URL
+    or a log file) each is held against what the witness saw."""
     found = []
     for given in paths:
         root = given if Path(given).is_dir() else None
         found += [(kind, item, root) for kind, item in discover(given)]
-    reports = verify_items([(kind, item) for kind, item, _root in found], replay=replay, jobs=jobs)
+    seen = load_witness(witness) if witness else None
+    reports = verify_items([(kind, item) for kind, item, _root in found], replay=replay, jobs=jobs, witness=seen)
     return [load(kind, item, report, root) for (kind, item, root), report in zip(found, reports)]

@@ -19,7 +19,7 @@ COLUMNS = [
     "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
     "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
     "failures_kept", "tolerance_edits", "widened_after_failure",
-    "expectation_revised_after_observation", "chain_ok", "binding_ok",
+    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed",
 ]
 
 
@@ -132,3 +132,30 @@ def test_export_with_replay_adds_a_replay_ok_column(tmp_path, gradcheck_cli):
     html = html_out.read_text(encoding="utf-8")
     assert "observed_gradient: recorded 5.0, replayed 6.0 (rtol=1e-07, atol=1e-10)" in html
     assert html.count("replay <span") == 2
+
+
+def test_a_deleted_ledger_is_a_row_with_its_status_and_a_failed_verify(course, tmp_path, gradcheck_cli):
+    """Given the three students and a fourth, dave, whose notebook calls the checker but whose
+    ledger was deleted, when the folder is exported to CSV and verified, then dave has exactly
+    one row, with no check and the status ledger_missing, the others' rows say ok or
+    verify_failed as their verify does, and verify exits 1 naming dave's deleted ledger."""
+    import nbformat
+
+    dave = course / "submitted" / "dave" / "ps1" / "lab1.ipynb"
+    dave.parent.mkdir(parents=True)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from jupyterlab_gradcheck.api import check_record\ncheck_record({'function': 'x*x', 'x': 3, "
+        "'analytical_gradient': 6})")])
+    nbformat.write(notebook, str(dave))
+    out = tmp_path / "grades.csv"
+    code, _out, err = gradcheck_cli("export", str(course), "--format", "csv", "-o", str(out))
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    mine = [r for r in rows if r["student"] == "dave"]
+    assert [(r["check_id"], r["status"], r["runs"], r["chain_ok"]) for r in mine] == [("", "ledger_missing", "0", "true")]
+    statuses = {r["student"]: r["status"] for r in rows if r["student"] != "dave"}
+    assert statuses == {"alice": "ok", "bob": "ok", "carol": "verify_failed"}
+    assert {r["witnessed"] for r in rows} == {""}  # exported without a witness
+    code, out_text, _err = gradcheck_cli("verify", str(course))
+    assert code == 1
+    assert "the notebook calls the checker, but its ledger lab1.gradcheck.jsonl is missing" in out_text

@@ -97,21 +97,28 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale) -> t
     target = getattr(torch, defaults.FD_DTYPE[dtype])
     cast = {k: t.detach().to(target) for k, t in values.items()}
     cast_v = v.detach().to(target)
-    note = ""
-    probe = Probe(function, cast, cast_v, name)
-    if target != torch.float64 and _output_dtype(probe, cast[name]) != target:
-        # the function holds tensors of another dtype: cast them at every operation instead
-        probe = Probe(_downcast(function), cast, cast_v, name, batched=False)
-        note = f"evaluated with every float64 operand cast to {defaults.FD_DTYPE[dtype]} (the function holds its own tensors)"
     steps = [10.0 ** -k * scale for k in DECADES]
     device = cast[name].device
+    index = torch.tensor([flat_index] * len(steps), device=device)
+    h = torch.tensor(steps, dtype=target, device=device)
+    note = ""
+    probe = Probe(function, cast, cast_v, name)
     try:
-        index = torch.tensor([flat_index] * len(steps), device=device)
-        h = torch.tensor(steps, dtype=target, device=device)
-        found = difference_quotient(probe, scheme, h, index).detach().to("cpu", torch.float64).tolist()
-        return steps, found, note
-    except Exception:  # some step leaves the domain: evaluate step by step and keep what runs
-        pass
+        found = difference_quotient(probe, scheme, h, index)
+        needs_cast = found.dtype != target  # a float64 result: the function promoted to its own tensors' dtype
+        if not needs_cast:
+            return steps, found.detach().to("cpu", torch.float64).tolist(), note
+    except Exception:  # it cannot run on cast inputs alone, or some step leaves the domain
+        needs_cast = not _runs_in(probe, cast[name], target)
+    if needs_cast:
+        # the function holds tensors of another dtype: cast them at every call instead
+        probe = Probe(_downcast(function), cast, cast_v, name)
+        note = f"evaluated with every float64 operand cast to {defaults.FD_DTYPE[dtype]} (the function holds its own tensors)"
+        try:
+            found = difference_quotient(probe, scheme, h, index)
+            return steps, found.detach().to("cpu", torch.float64).tolist(), note
+        except Exception:  # some step leaves the domain: evaluate step by step and keep what runs
+            pass
     kept, estimates, refused = [], [], []
     for step in steps:
         try:
@@ -127,14 +134,15 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale) -> t
     return kept, estimates, note
 
 
-def _output_dtype(probe: Probe, x):
+def _runs_in(probe: Probe, x, target) -> bool:
+    """Whether the function runs at x itself with a result in `target` (then only some steps failed)."""
     import torch
 
-    with torch.no_grad():
-        try:
-            return probe.output(x).dtype
-        except Exception:  # it cannot even run with cast inputs: the downcast mode may
-            return None
+    try:
+        with torch.no_grad():
+            return probe.output(x).dtype == target
+    except Exception:  # it cannot run on these inputs at all
+        return False
 
 
 @cache

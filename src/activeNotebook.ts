@@ -66,3 +66,50 @@ export function followActiveNotebook(tracker: INotebookTrackerLike, model: IGrad
     watched = null;
   };
 }
+
+/** The MIME type of the attestation a check run in a kernel displays (core.ledger.attestation). */
+export const ATTESTATION_MIME = 'application/vnd.jupyterlab-gradcheck.attestation+json';
+
+/** The part of a kernel message the attestation watcher reads. */
+export interface IKernelMessageLike {
+  readonly header: { readonly msg_type: string };
+  readonly content: unknown;
+}
+
+/** Whether a kernel message displays a check's attestation (its ledger gained an entry). */
+export function carriesAttestation(message: IKernelMessageLike): boolean {
+  const kinds = ['display_data', 'execute_result', 'update_display_data'];
+  if (!kinds.includes(message.header.msg_type)) {
+    return false;
+  }
+  const data = (message.content as { data?: { [mime: string]: unknown } } | null)?.data;
+  return !!data && typeof data === 'object' && ATTESTATION_MIME in data;
+}
+
+/** The part of a `NotebookPanel` the attestation watcher needs. */
+export interface IKernelPanelLike {
+  readonly sessionContext: {
+    readonly iopubMessage: ISignal<unknown, IKernelMessageLike>;
+  };
+}
+
+/**
+ * Watch one notebook's kernel: when a check run in it (from `check()` or the
+ * inline panel) displays an attestation and this notebook is the model's,
+ * the model reloads its ledger and writes the new head into the notebook's
+ * `metadata.gradcheck` through the notebook model (the kernel never writes
+ * the file). Returns a function that stops watching.
+ */
+export function watchKernelChecks(
+  panel: IKernelPanelLike,
+  isActive: () => boolean,
+  model: IGradcheckModel
+): () => void {
+  const onMessage = (_sender: unknown, message: IKernelMessageLike) => {
+    if (carriesAttestation(message) && isActive()) {
+      void model.kernelAppended();
+    }
+  };
+  panel.sessionContext.iopubMessage.connect(onMessage);
+  return () => panel.sessionContext.iopubMessage.disconnect(onMessage);
+}

@@ -9,6 +9,8 @@ import { ILedgerAnswer, ILedgerSummary } from './types';
 /** The value stored under `metadata.gradcheck`. */
 export interface IBinding {
   ledger: string;
+  /** The random id of the ledger's genesis entry (absent for a ledger without one). */
+  ledger_id?: string | null;
   entries: number;
   head: string | null;
 }
@@ -30,7 +32,14 @@ export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBind
   const current = 'binding' in answer ? answer.binding?.current : undefined;
   if (isBinding(current)) {
     // The server computed it with the core's binding_for: take it as it is.
-    return current.entries > 0 ? { ledger: current.ledger, entries: current.entries, head: current.head } : null;
+    if (current.entries <= 0) {
+      return null;
+    }
+    const bound: IBinding = { ledger: current.ledger, entries: current.entries, head: current.head };
+    if (typeof current.ledger_id === 'string') {
+      bound.ledger_id = current.ledger_id;
+    }
+    return bound;
   }
   let path = '';
   let entries = 0;
@@ -45,8 +54,10 @@ export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBind
       head = ledger.head;
     }
     if (Array.isArray(answer.entries)) {
-      entries = answer.entries.length;
-      head = entries ? (answer.entries[entries - 1].hash ?? null) : null;
+      // entries count from seq 1; a genesis entry (seq 0) names the ledger and is not counted
+      const last = answer.entries[answer.entries.length - 1];
+      entries = last ? last.seq : 0;
+      head = last ? (last.hash ?? null) : null;
     } else if (typeof answer.entries === 'number') {
       entries = answer.entries;
       head = answer.head ?? head;
@@ -82,7 +93,12 @@ export function sameBinding(a: unknown, b: IBinding): boolean {
     return false;
   }
   const other = a as Partial<IBinding>;
-  return other.ledger === b.ledger && other.entries === b.entries && other.head === b.head;
+  return (
+    other.ledger === b.ledger &&
+    other.entries === b.entries &&
+    other.head === b.head &&
+    (other.ledger_id ?? null) === (b.ledger_id ?? null)
+  );
 }
 
 /**

@@ -9,10 +9,10 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import { followActiveNotebook } from './activeNotebook';
+import { followActiveNotebook, watchKernelChecks } from './activeNotebook';
 import { requester } from './api';
 import { addCommands } from './commands';
 import { GradcheckModel } from './model';
@@ -38,6 +38,12 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
   ): IGradcheckModel => {
     const model = new GradcheckModel(requester);
     followActiveNotebook(tracker, model);
+    const watchKernel = (notebook: NotebookPanel) => {
+      const stop = watchKernelChecks(notebook, () => tracker.currentWidget === notebook, model);
+      notebook.disposed.connect(stop);
+    };
+    tracker.forEach(watchKernel);
+    tracker.widgetAdded.connect((_tracker, notebook) => watchKernel(notebook));
     const panel = new GradcheckPanel(model);
     app.shell.add(panel, 'right', { rank: 600 });
     if (restorer) {

@@ -102,6 +102,12 @@ export interface IGradcheckModel {
   setDefaults(defaults: IDefaults): void;
   /** Reload status and the active notebook's ledger, one reload after the other. */
   refresh(): Promise<void>;
+  /**
+   * A check run in the active notebook's kernel appended to its ledger (its
+   * attestation was displayed): reload, and write the new head into the
+   * notebook's `metadata.gradcheck` through the notebook model.
+   */
+  kernelAppended(): Promise<void>;
   /** Validate the declare form's values, run the check, then reload and rebind. */
   run(values: IFormValues): Promise<void>;
   /** Record a justified tolerance change, then reload and rebind. */

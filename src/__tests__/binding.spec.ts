@@ -39,6 +39,21 @@ describe('bindingFromLedger', () => {
     expect(bindingFromLedger(answer)).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 3, head: 'h' });
   });
 
+  it('counts entries from seq 1, after the genesis entry, and keeps the ledger id the server gives', () => {
+    // Given a ledger that opens with its genesis entry (seq 0) and holds seq 1 and 2
+    const genesis = { seq: 0, kind: 'note', check_id: null, data: { event: 'genesis', ledger_id: 'id1' }, hash: 'g' };
+    const answer = { ledger: 'work/lab1.gradcheck.jsonl', entries: [genesis, ...entries(2)] };
+    // Then the binding counts 2 entries, as verify does, ending at the last hash
+    expect(bindingFromLedger(answer)).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 2, head: 'hash2' });
+    // And a server binding's ledger id is kept, and a binding with another id is not the same one
+    const withId = { ...answer, binding: { current: { ledger: 'lab1.gradcheck.jsonl', ledger_id: 'id1', entries: 2, head: 'hash2' } } };
+    const bound = bindingFromLedger(withId);
+    expect(bound).toEqual({ ledger: 'lab1.gradcheck.jsonl', ledger_id: 'id1', entries: 2, head: 'hash2' });
+    const model = new FakeModel();
+    applyBinding(model, { ...bound!, ledger_id: 'id0' });
+    expect(applyBinding(model, bound)).toBe(true);
+  });
+
   it('reads the POST checks summary too', () => {
     expect(bindingFromLedger({ path: 'lab1.gradcheck.jsonl', entries: 2, head: 'abc' })).toEqual({
       ledger: 'lab1.gradcheck.jsonl',

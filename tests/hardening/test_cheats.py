@@ -32,8 +32,9 @@ import pytest
 from figures import record
 
 from jupyterlab_gradcheck.api import check_record
-from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, read_notebook, write_notebook
+from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, read_notebook, update_binding, write_notebook
 from jupyterlab_gradcheck.core.ledger.line_format import make_line
+from jupyterlab_gradcheck.core.ledger.store import Ledger
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 RIGHT = {"function": "x*x", "x": 3, "analytical_gradient": 6}  # d/dx x^2 at 3 is 6
@@ -67,7 +68,8 @@ def _rebind(notebook: Path, ledger: Path) -> None:
     """Make the notebook's binding name the ledger as it is now (what a forger would do)."""
     entries = _lines(ledger)
     node = read_notebook(notebook)
-    node.metadata[METADATA_KEY] = {**node.metadata[METADATA_KEY], "entries": len(entries), "head": entries[-1]["hash"]}
+    node.metadata[METADATA_KEY] = {**node.metadata[METADATA_KEY], "entries": entries[-1]["seq"],
+                                   "head": entries[-1]["hash"]}
     write_notebook(node, notebook)
 
 
@@ -115,13 +117,15 @@ def submissions(tmp_path_factory) -> Path:
     run("forge", OTHER)
 
     ledger = {student: notebook.with_name("lab1.gradcheck.jsonl") for student, notebook in notebooks.items()}
+    for student, notebook in notebooks.items():  # each saved from JupyterLab, which binds it
+        update_binding(notebook, Ledger(ledger[student]))
     # delete: the failed observation's line goes, the rest stays as written
     kept = [line for line in ledger["delete"].read_text().splitlines(keepends=True)
             if not ('"kind":"observation"' in line and '"passed":false' in line)]
     assert len(kept) == len(ledger["delete"].read_text().splitlines()) - 1
     ledger["delete"].write_text("".join(kept))
     # truncate: back to the passing check before the failure
-    ledger["truncate"].write_text("".join(ledger["truncate"].read_text().splitlines(keepends=True)[:2]))
+    ledger["truncate"].write_text("".join(ledger["truncate"].read_text().splitlines(keepends=True)[:3]))
     # swap: the honest student's ledger instead of one's own
     shutil.copyfile(ledger["honest"], ledger["swap"])
     # forge: the failed observation edited to pass, the chain and the binding recomputed

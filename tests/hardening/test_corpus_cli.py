@@ -36,7 +36,7 @@ def honest_ledger(tmp_path_factory) -> bytes:
         input='{"function":"x*x","x":3,"analytical_gradient":6}', timeout=240,
     )
     assert completed.returncode == 0, completed.stderr
-    assert len(ledger.read_bytes().splitlines()) == 2
+    assert len(ledger.read_bytes().splitlines()) == 3  # the genesis entry, the expectation, the observation
     return ledger.read_bytes()
 
 

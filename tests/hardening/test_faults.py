@@ -173,7 +173,8 @@ async def test_a_worker_that_died_idle_unnoticed_costs_the_request_nothing(api, 
     status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(3.0)})
     assert status == 200, body
     assert body["record"]["passed"] is True
-    entries = [json.loads(line) for line in lab.path.read_text().splitlines()]
+    genesis, *entries = [json.loads(line) for line in lab.path.read_text().splitlines()]
+    assert genesis["data"]["event"] == "genesis"
     assert [e["kind"] for e in entries] == ["expectation", "observation"]
     assert not entries[1]["data"].get("failed_to_run")
     status, body = await api("GET", "status")

@@ -53,13 +53,16 @@ def api(jp_fetch):
 
 @pytest.fixture
 def ledger_lines(jp_root_dir):
-    """The decoded entries of a ledger file under the root (empty when it does not exist)."""
+    """The decoded entries the checks wrote to a ledger file under the root, after its genesis
+    entry (empty when the file does not exist; fails when it does not open with a genesis)."""
 
     def read(api_path: str = "work/lab1.gradcheck.jsonl") -> list[dict]:
         path = Path(jp_root_dir) / api_path
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        genesis, *entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        assert (genesis["seq"], genesis["data"]["event"]) == (0, "genesis"), genesis
+        return entries
 
     return read
 

@@ -60,6 +60,7 @@ async def test_a_cookie_post_needs_the_xsrf_token(http_server_client, jp_servera
                                              headers={"Cookie": cookie}, raise_error=False)
 
     assert refused.code == 403, refused.body
+    assert json.loads(refused.body)["message"].startswith("this request carries no token and no XSRF token: send")
     assert ledger_lines() == []
     xsrf = "5a1f0c2e9d8b7a64"  # double-submit: any hex value, the same in cookie and header
     accepted = await http_server_client.fetch(
@@ -90,7 +91,8 @@ async def test_with_a_token_every_route_works_under_the_base_url(api, lab1, jp_b
 
     status, _, view = await api("GET", "ledger", path=lab1)
     assert status == 200
-    assert [e["kind"] for e in view["entries"]] == ["expectation", "observation"]
+    assert [e["kind"] for e in view["entries"]] == ["note", "expectation", "observation"]  # genesis first
+    assert view["entries"][0]["data"]["event"] == "genesis"
     assert view["checks"][check_id]["runs"] == 1
     assert view["chain"]["chain_ok"] is True
     assert view["binding"]["current"]["head"] == ran["ledger"]["head"]

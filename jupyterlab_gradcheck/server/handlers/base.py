@@ -40,6 +40,18 @@ class GradcheckHandler(APIHandler):
         """One query argument (the last if repeated), or `default`."""
         return self.get_query_argument(name, default)
 
+    def check_xsrf_cookie(self) -> None:
+        """jupyter-server's XSRF check, refusing in words that say what to send instead of
+        "'_xsrf' argument missing" (a client without a token was never told it needs one)."""
+        try:
+            super().check_xsrf_cookie()
+        except HTTPError as exc:
+            if exc.status_code != 403:
+                raise
+            raise HTTPError(403, "this request carries no token and no XSRF token: send the server's token "
+                            "(Authorization: token ...) or, from a browser, the _xsrf cookie with an "
+                            "X-XSRFToken header") from None
+
     def reply(self, payload, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(payload, allow_nan=False), set_content_type=JSON)

@@ -173,7 +173,9 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
     def body(multiple: float, imaginary: bool = False):
         shift = (h * multiple).reshape(x.shape)
         point = x.to(torch.promote_types(x.dtype, torch.complex64)) + 1j * shift if imaginary else x + shift
-        taken = (point - x) if exact and not imaginary else shift
+        taken = shift
+        if exact and not imaginary:  # the shift really taken; a vanished one keeps its nominal size (0 / 2h, not 0 / 0)
+            taken = torch.where(point == x, shift, point - x)
         trace = record(probe.function, probe.arguments(point), probe.name)
         if trace is None or (trace.kind, trace.operations, trace.factor) != (base.kind, base.operations, base.factor):
             raise _NotDiagonal(f"the chain changed at the point shifted by {multiple} h")

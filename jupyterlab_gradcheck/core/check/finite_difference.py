@@ -209,7 +209,13 @@ def signed_steps(probe: Probe, scheme: str, h, indices=None, *, exact: bool = Fa
         return torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
     flat = probe.values[probe.name].reshape(-1)
     x = flat if indices is None else flat[indices]
-    return torch.stack([(x + h * m) - x for m in multiples])
+    # A shift below half an ulp of x_i vanishes (x_i + s == x_i): the nominal shift is kept there,
+    # so the quotient is 0 / 2h, the honest answer of a step the dtype cannot resolve, not 0 / 0.
+    shifts = []
+    for m in multiples:
+        taken = (x + h * m) - x
+        shifts.append(torch.where(taken == 0, h * m, taken))
+    return torch.stack(shifts)
 
 
 def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bool = False):

@@ -95,3 +95,15 @@ def test_a_backward_wrong_at_one_element_is_still_caught(kind):
     failure = next(f for f in record["failures"] if f["comparison"] == "autograd_vs_finite_difference")
     assert failure["diagnosis"] == "probable_bug"
     assert math.isclose(failure["right"], float(wrong[17]), rel_tol=0, abs_tol=0)
+
+
+def test_a_step_that_vanishes_in_rounding_gives_zero_not_nan():
+    """Given x*x at 3 in float32 with a chosen step of 1e-7, below half an ulp of 3 (x + h == x),
+    when the check runs,
+    then the finite difference is exactly 0 (the shifted copies equal x), not the 0/0 of dividing
+    by the step taken, and the failure is diagnosed precision_limited, as a step the dtype cannot
+    resolve should be."""
+    record = run_check({"function": "x*x", "x": 3.0, "dtype": "float32", "analytical_gradient": "2*x",
+                        "finite_difference": {"step": 1e-7}}, sweep=False)
+    assert record["observations"]["finite_difference"]["gradients"]["x"]["value"] == 0.0
+    assert record["failure"]["diagnosis"] == "precision_limited"

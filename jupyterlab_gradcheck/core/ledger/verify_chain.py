@@ -66,7 +66,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     hashes: dict[int, str] = {}
     times: dict[int, str] = {}
     line_of_seq: dict[int, int] = {}
-    last_seq, last_hash = 0, GENESIS
+    last_seq, last_hash, last_time = 0, GENESIS, ""
     pending: list[tuple[int, bytes, str]] = []
     read, add, rules = read_line, builder.add, semantic_problems  # locals: this loop runs 10^5 times
     if hashes_checked_elsewhere:
@@ -94,7 +94,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
                     and is_genesis(info):
                 report["ledger_id"] = info.data["ledger_id"]  # the genesis entry opens the ledger
                 last_hash = hashes[0] = info.hash
-                times[0] = info.time
+                last_time = times[0] = info.time
                 add(light_entry(info))
                 continue
             if not (hash_ok and seq == last_seq + 1 and info.prev == last_hash):
@@ -105,8 +105,11 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
                 problems += _deep_problems(raw, info)
             for problem in problems:
                 add_error(report, number, problem)
+            if info.time < last_time and _earlier_beyond_skew(info.time, last_time):
+                add_error(report, number, f"entry seq {seq} has the time {info.time}, before the entry above it "
+                          f"({last_time}): times were edited or entries reordered")
             add(light_entry(info))
-            last_seq, last_hash = seq, info.hash
+            last_seq, last_hash, last_time = seq, info.hash, max(last_time, info.time)
             hashes[seq], line_of_seq[seq], times[seq] = last_hash, number, info.time
     report["entries"] = len(line_of_seq)
     torn = report["torn_tail"]
@@ -227,6 +230,12 @@ def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) ->
         return
     named = info.data.get("lines") if seal else None
     expected = [{"line": n, "bytes": len(raw), "sha256": line_sha(raw)} for n, raw, _ in pending]
+    torn_like = all(raw[:len(LINE_START)] == LINE_START[:len(raw)] for _n, raw, _reason in pending)
+    if named == expected and not torn_like:
+        for bad_number, _raw, _reason in pending:
+            add_error(report, bad_number, "sealed as a torn write, but these bytes are not the start of an entry "
+                      "(an interrupted append writes a prefix of one): an entry was replaced")
+        return
     if named == expected:
         report["sealed"].extend({"line": item["line"], "bytes": item["bytes"], "sealed_by": number}
                                 for item in expected)
@@ -237,6 +246,22 @@ def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) ->
         return
     for bad_number, _raw, reason in pending:
         add_error(report, bad_number, reason)
+
+
+#: How far an entry's time may lie before the one above it (a clock stepped back) before it is
+#: an error. Appends take their time under the ledger's lock, so honest times never go back.
+CLOCK_STEP_SECONDS = 5.0
+#: Every stored line starts so (canonical JSON, keys sorted): a torn write is a prefix of a line.
+LINE_START = b'{"check_id":'
+
+
+def _earlier_beyond_skew(time: str, previous: str) -> bool:
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(previous) - datetime.fromisoformat(time)).total_seconds() > CLOCK_STEP_SECONDS
+    except (TypeError, ValueError):
+        return True
 
 
 def _chain_problems(info: LineInfo, last_seq: int, last_hash: str) -> list[str]:

@@ -16,6 +16,7 @@ from jupyterlab_gradcheck.core.ledger import reader, store
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.line_format import make_line
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.tail import now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
 from support.ledger import JUSTIFICATION, lines_of, rechain, write_lines
@@ -192,7 +193,7 @@ def test_an_entry_appended_by_another_writer_becomes_the_head(tmp_path):
     ledger = _ledger(tmp_path)
     ledger.history("square")
     last = json.loads(lines_of(ledger.path)[-1])
-    line, digest = make_line({"seq": 5, "time": "2026-01-01T00:00:00+00:00", "kind": "note", "check_id": None,
+    line, digest = make_line({"seq": 5, "time": now_utc(), "kind": "note", "check_id": None,
                               "data": {"text": "from another process"}, "prev": last["hash"]})
     with open(ledger.path, "ab") as handle:
         handle.write(line)

@@ -20,6 +20,7 @@ import time
 
 from jupyterlab_gradcheck.core.ledger.line_format import LineError, make_line, read_line
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.tail import now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
 from support.ledger import lines_of
@@ -70,7 +71,7 @@ def test_complete_entry_missing_its_newline_is_kept_as_that_entry(tmp_path):
     then only the newline is added: the interrupted entry becomes seq 4 and the new one seq 5."""
     ledger = _ledger_with_notes(tmp_path)
     head = json.loads(lines_of(ledger.path)[-1])
-    line, digest = make_line({"seq": 4, "time": "2026-01-01T00:00:00+00:00", "kind": "note",
+    line, digest = make_line({"seq": 4, "time": now_utc(), "kind": "note",
                               "check_id": None, "data": {"text": "almost"}, "prev": head["hash"]})
     ledger.path.write_bytes(ledger.path.read_bytes() + line[:-1])
     assert verify_ledger_file(ledger.path)["torn_tail"]["complete_entry"] is True

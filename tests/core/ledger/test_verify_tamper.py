@@ -192,3 +192,51 @@ def test_a_folder_is_verified_notebook_by_notebook(honest, tmp_path):
     assert not result["ok"]
     by_path = {r["path"]: r["ok"] for r in result["reports"]}
     assert by_path == {str(notebook): True, str(bad_nb): False}
+
+
+def test_a_time_moved_back_is_an_error_even_with_the_chain_recomputed(honest):
+    """Given the honest ledger, when the failing check's observation is given a time an hour
+    before the entries above it and every hash is recomputed, then verify names that line:
+    appends take their time under the ledger's lock, so honest times never go back."""
+    _notebook, path = honest
+
+    def edit(entry):
+        if entry["kind"] == "observation" and entry["check_id"] == "cube_wrong":
+            entry["time"] = "2000-01-01T00:00:00+00:00"
+
+    rechain(path, edit)
+    number = line_number_of(path, is_observation_of("cube_wrong"))
+    reasons = _reasons(verify_ledger_file(path))
+    assert any(line == number and "has the time 2000-01-01T00:00:00+00:00, before the entry above it" in reason
+               for line, reason in reasons), reasons
+
+
+def test_junk_sealed_as_a_torn_write_in_the_middle_is_an_error(honest):
+    """Given the honest ledger, when the failed observation's line is replaced by junk and a
+    note sealing that junk as a torn write is forged after it (chain recomputed around it),
+    then verify refuses the seal: an interrupted append leaves a prefix of an entry, not junk."""
+    import hashlib
+    import json
+
+    from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
+
+    _notebook, path = honest
+    lines = lines_of(path)
+    number = line_number_of(path, is_observation_of("cube_wrong"))
+    junk = b"x" * 40
+    seal = {"seq": read_entry(lines[number - 1])["seq"], "time": json.loads(lines[number - 1])["time"],
+            "kind": "note", "check_id": None, "prev": json.loads(lines[number - 2])["hash"],
+            "data": {"event": "torn_tail_sealed", "text": "interrupted write",
+                     "lines": [{"line": number, "bytes": len(junk), "sha256": hashlib.sha256(junk).hexdigest()}]}}
+    sealed, prev = make_line(seal)
+    rest = []
+    for raw in lines[number:]:
+        entry = read_entry(raw)
+        entry.pop("hash")
+        entry["prev"] = prev
+        line, prev = make_line(entry)
+        rest.append(line.rstrip(b"\n"))
+    write_lines(path, lines[: number - 1] + [junk, sealed.rstrip(b"\n")] + rest)
+    reasons = _reasons(verify_ledger_file(path))
+    assert (number, "sealed as a torn write, but these bytes are not the start of an entry (an interrupted "
+                    "append writes a prefix of one): an entry was replaced") in reasons, reasons

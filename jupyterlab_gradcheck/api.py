@@ -105,7 +105,7 @@ def check_record(record: dict, *, justification: str | None = None, notebook: st
     from .kernel.location import open_ledger
 
     target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
-    completed, attestation = run_attested(record, target, justification=justification)
+    completed, attestation = run_attested(record, target, justification=justification, notebook=notebook)
     return CheckResult(completed, ledger=target, attestation=attestation)
 
 

@@ -21,13 +21,17 @@ from .location import session_notebook
 from .tolerance_gate import justify_tolerance_changes
 
 
-def run_attested(record, ledger: Ledger | None, *, justification: str | None = None) -> tuple[dict, dict | None]:
-    """The completed record and the attestation of its observation entry (None without a ledger)."""
+def run_attested(record, ledger: Ledger | None, *, justification: str | None = None,
+                 notebook=None) -> tuple[dict, dict | None]:
+    """The completed record and the attestation of its observation entry (None without a ledger).
+
+    `notebook` names the notebook a run without a ledger belongs to, for the witness (default:
+    the session's notebook)."""
     spec = parse_spec(record)
     resolve_device(spec.device)
     if ledger is None:
         completed = run_check(spec)
-        notebook = session_notebook()
+        notebook = notebook or session_notebook()
         witness_client.report_private(str(notebook) if notebook else None, spec.id)
         return completed, None
     justify_tolerance_changes(spec, ledger, justification)

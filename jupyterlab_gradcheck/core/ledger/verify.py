@@ -72,6 +72,11 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False, with_note
     document = read_document(notebook) if notebook is not None else None
     if document is not None:
         report["notebook"] = str(notebook)
+        meta = binding_of(document)
+        bound = str(meta.get("ledger", "")) if isinstance(meta, dict) else ""
+        if bound and "embedded" not in meta and bound != ledger.path.name:
+            add_error(report, None, f"{notebook.name}, beside this ledger, binds {bound} instead: two ledgers for one "
+                      "notebook, the one it binds hiding this one", scope="binding")
     return judge_binding(report, document, ledger.path.name, ledger.path.name)
 
 

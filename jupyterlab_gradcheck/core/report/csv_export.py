@@ -3,7 +3,8 @@
 A submission with no check (its ledger deleted, or never used) still has one row, with an
 empty check id and its `status`, so no student disappears from the grade sheet. `status` is
 `ok`, `verify_failed`, `ledger_missing` or `no_checks`; `witnessed` is whether the witness
-saw this ledger (empty when the export was made without `--witness`).
+saw this ledger (empty when the export was made without `--witness`), and `witness_flags` names
+what it saw besides, with counts (`private_runs_witnessed:3`).
 
 Values that are not plain scalars (inputs, gradients) are written as compact JSON, so a
 spreadsheet shows them and a script can `json.loads` them back. Booleans are `true`/`false`;
@@ -21,7 +22,7 @@ COLUMNS = (
     "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
     "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
     "failures_kept", "tolerance_edits", "widened_after_failure",
-    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed",
+    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed", "witness_flags",
 )
 #: Added after COLUMNS when the export replayed the observations (`export --replay`).
 REPLAY_COLUMN = "replay_ok"
@@ -105,8 +106,17 @@ def check_row(submission: dict, history: dict) -> dict:
         "binding_ok": submission["binding_ok"],
         "status": status_of(submission),
         "witnessed": witnessed_of(submission),
+        "witness_flags": witness_flags_of(submission),
         REPLAY_COLUMN: submission.get("replay_ok"),
     }
+
+
+def witness_flags_of(submission: dict) -> str | None:
+    """`flag:count` for each witness flag of the submission, `;`-separated; None without a witness."""
+    witness = submission["verify"].get("witness")
+    if witness is None:
+        return None
+    return ";".join(f"{flag['flag']}:{flag['count']}" for flag in witness.get("flags") or [])
 
 
 def status_of(submission: dict) -> str:
@@ -131,7 +141,7 @@ def submission_row(submission: dict) -> dict:
             "notebook": submission["notebook"] or submission["ledger"], "runs": 0, "failures_kept": 0,
             "chain_ok": submission["chain_ok"], "binding_ok": submission["binding_ok"],
             "status": status_of(submission), "witnessed": witnessed_of(submission),
-            REPLAY_COLUMN: submission.get("replay_ok")}
+            "witness_flags": witness_flags_of(submission), REPLAY_COLUMN: submission.get("replay_ok")}
 
 
 def rows(submissions: list[dict]) -> list[dict]:

@@ -102,9 +102,9 @@ def test_a_binding_that_leaves_the_notebooks_folder_is_an_error(tmp_path):
 
 
 def test_a_folder_verifies_the_ledger_beside_a_notebook_bound_to_another(tmp_path):
-    """Given a notebook whose binding names a clean ledger while its real ledger (with a failed
-    check) stays beside it, when the folder is verified, then the real ledger is verified and
-    reported too, not skipped."""
+    """Given a notebook whose binding names a clean ledger while its real ledger stays beside it,
+    when the folder is verified, then the real ledger is verified and reported too, not skipped,
+    and its report is an error saying the notebook beside it binds another ledger."""
     notebook, ledger = _attested_notebook(tmp_path)
     clean = Ledger(tmp_path / "clean.gradcheck.jsonl")
     record_run(THREE_CHECKS[0], clean, sweep=False)
@@ -113,3 +113,6 @@ def test_a_folder_verifies_the_ledger_beside_a_notebook_bound_to_another(tmp_pat
     notebook.write_text(json.dumps(document))
     reports = verify_path(tmp_path)["reports"]
     assert sorted(r["ledger"].rsplit("/", 1)[-1] for r in reports) == ["clean.gradcheck.jsonl", "lab1.gradcheck.jsonl"]
+    real = next(r for r in reports if r["ledger"].endswith("lab1.gradcheck.jsonl"))
+    assert not real["ok"] and real["errors"][0]["reason"].startswith(
+        "lab1.ipynb, beside this ledger, binds clean.gradcheck.jsonl instead: two ledgers for one notebook")

@@ -19,7 +19,7 @@ COLUMNS = [
     "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
     "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
     "failures_kept", "tolerance_edits", "widened_after_failure",
-    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed",
+    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed", "witness_flags",
 ]
 
 

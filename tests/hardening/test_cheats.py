@@ -36,6 +36,8 @@ from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, read_notebook
 from jupyterlab_gradcheck.core.ledger.line_format import make_line
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 
+from support.ledger import forge_passed
+
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 RIGHT = {"function": "x*x", "x": 3, "analytical_gradient": 6}  # d/dx x^2 at 3 is 6
 WRONG = {"function": "x*x", "x": 3, "analytical_gradient": 5}  # a wrong hand derivation
@@ -71,19 +73,6 @@ def _rebind(notebook: Path, ledger: Path) -> None:
     node.metadata[METADATA_KEY] = {**node.metadata[METADATA_KEY], "entries": entries[-1]["seq"],
                                    "head": entries[-1]["hash"]}
     write_notebook(node, notebook)
-
-
-def _forge_observation(entry: dict, value: float) -> None:
-    """Make a failed observation of x*x say it passed with the hand-derived value."""
-    data, record_ = entry["data"], entry["data"]["record"]
-    data["passed"] = record_["passed"] = True
-    record_["observed_gradient"] = value
-    for name, observation in record_["observations"].items():
-        for gradient in (observation.get("gradients") or {}).values():
-            gradient["value"] = 2 * value if name == "backward_pass_2_accumulated" else value
-    for comparison in record_["comparisons"]:
-        comparison.update(passed=True, max_abs_err=0.0, max_rel_err=0.0)
-    record_["failure"], record_["failures"] = None, []
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +120,7 @@ def submissions(tmp_path_factory) -> Path:
     # forge: the failed observation edited to pass, the chain and the binding recomputed
     entries = _lines(ledger["forge"])
     failed = next(e for e in entries if e["kind"] == "observation" and not e["data"]["passed"])
-    _forge_observation(failed, 5.0)
+    forge_passed(failed, 5.0)
     _rewrite_chain(ledger["forge"], entries)
     _rebind(notebooks["forge"], ledger["forge"])
     return folder

@@ -28,6 +28,7 @@ from jupyterlab_gradcheck.core.ledger.binding import binding_for
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 
 from support.course import Notebook, rebind, rewrite, working_as
+from support.ledger import forge_passed, seal_junk
 from support.witness import TOKEN, Witness
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
@@ -58,20 +59,6 @@ def _ledger(notebook: Notebook) -> Path:
 
 def _failed(entry: dict) -> bool:
     return entry["kind"] == "observation" and entry["data"]["passed"] is False
-
-
-def _forge_passed(entry: dict) -> None:
-    """A failed observation made to say it passed with the hand-derived value."""
-    data, record_ = entry["data"], entry["data"]["record"]
-    hand = float(record_["analytical_gradient"])
-    data["passed"] = record_["passed"] = True
-    record_["observed_gradient"] = hand
-    for name, observation in record_["observations"].items():
-        for gradient in (observation.get("gradients") or {}).values():
-            gradient["value"] = 2 * hand if name == "backward_pass_2_accumulated" else hand
-    for comparison in record_["comparisons"]:
-        comparison.update(passed=True, max_abs_err=0.0, max_rel_err=0.0)
-    record_["failure"], record_["failures"] = None, []
 
 
 def _work(folder: Path, witness: Witness) -> dict[str, Notebook]:
@@ -135,15 +122,16 @@ def _cheat(folder: Path, books: dict[str, Notebook]) -> None:
             document["metadata"]["gradcheck"] = {**binding_for(Ledger(clean), books[student].path), "ledger": name}
             books[student].path.write_text(json.dumps(document))
         rewrite(ledger["edit_times"], edit=lambda e: e.update(time="2026-01-01T09:00:00+00:00"))
-        lines = ledger["junk_seal"].read_bytes().split(b"\n")[:-1]
-        _seal_junk(ledger["junk_seal"], lines)
+        seal_junk(ledger["junk_seal"], next(i for i, e in enumerate(Ledger(ledger["junk_seal"]).entries(), start=1)
+                                            if _failed(e)))
         ledger["deleted_ledger"].unlink()
         ledger["delete_line"].write_text("".join(
             line for line in ledger["delete_line"].read_text().splitlines(keepends=True)
             if not ('"kind":"observation"' in line and '"passed":false' in line)))
         ledger["truncate"].write_text("".join(ledger["truncate"].read_text().splitlines(keepends=True)[:3]))
         shutil.copyfile(ledger["honest"], ledger["swap"])
-        rewrite(ledger["forge"], edit=lambda e: _forge_passed(e) if _failed(e) else None)
+        rewrite(ledger["forge"], edit=lambda e: forge_passed(e, float(e["data"]["record"]["analytical_gradient"]))
+                if _failed(e) else None)
         for student in ("truncate_rebind", "delete_failed_check", "replace_failed_record",
                         "delete_failure_and_widening", "fresh_ledger", "edit_times", "junk_seal", "forge"):
             books[student].clear_outputs()
@@ -153,30 +141,6 @@ def _cheat(folder: Path, books: dict[str, Notebook]) -> None:
         document = json.loads(books["swap_other_student"].path.read_text())
         document["metadata"]["gradcheck"] = honest_binding
         books["swap_other_student"].path.write_text(json.dumps(document))
-
-
-def _seal_junk(path: Path, lines: list[bytes]) -> None:
-    """The failed observation replaced by junk, sealed by a forged torn-write note."""
-    import hashlib
-
-    from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
-
-    number = next(i for i, raw in enumerate(lines, start=1) if _failed(json.loads(raw)))
-    junk = b"x" * 64
-    replaced = read_entry(lines[number - 1])
-    seal = {"seq": replaced["seq"], "time": replaced["time"], "kind": "note", "check_id": None,
-            "prev": replaced["prev"], "data": {"event": "torn_tail_sealed", "text": "an interrupted write",
-                                               "lines": [{"line": number, "bytes": len(junk),
-                                                          "sha256": hashlib.sha256(junk).hexdigest()}]}}
-    sealed, prev = make_line(seal)
-    rest = []
-    for raw in lines[number:]:
-        entry = read_entry(raw)
-        entry.pop("hash")
-        entry["prev"] = prev
-        line, prev = make_line(entry)
-        rest.append(line)
-    path.write_bytes(b"".join(raw + b"\n" for raw in lines[: number - 1]) + junk + b"\n" + sealed + b"".join(rest))
 
 
 @pytest.fixture(scope="module")

@@ -89,3 +89,38 @@ def check_entries(ledger: Ledger) -> list[dict]:
     genesis, *entries = ledger.entries()
     assert (genesis["seq"], genesis["kind"], genesis["data"]["event"]) == (0, "note", "genesis"), genesis
     return entries
+
+
+def seal_junk(path: Path, number: int, junk: bytes = b"x" * 40) -> None:
+    """Forge a ledger: line `number` replaced by `junk`, sealed by a forged torn-write note that
+    takes its seq, and every hash after it recomputed (the chain then holds)."""
+    import hashlib
+
+    lines = lines_of(path)
+    replaced = read_entry(lines[number - 1])
+    seal = {"seq": replaced["seq"], "time": replaced["time"], "kind": "note", "check_id": None,
+            "prev": replaced["prev"], "data": {"event": "torn_tail_sealed", "text": "an interrupted write",
+                                               "lines": [{"line": number, "bytes": len(junk),
+                                                          "sha256": hashlib.sha256(junk).hexdigest()}]}}
+    sealed, prev = make_line(seal)
+    rest = []
+    for raw in lines[number:]:
+        entry = read_entry(raw)
+        entry.pop("hash")
+        entry["prev"] = prev
+        line, prev = make_line(entry)
+        rest.append(line[:-1])
+    write_lines(path, lines[: number - 1] + [junk, sealed[:-1]] + rest)
+
+
+def forge_passed(entry: dict, value: float) -> None:
+    """Forge an observation: a failed one made to say it passed with the hand-derived `value`."""
+    data, record_ = entry["data"], entry["data"]["record"]
+    data["passed"] = record_["passed"] = True
+    record_["observed_gradient"] = value
+    for name, observation in record_["observations"].items():
+        for gradient in (observation.get("gradients") or {}).values():
+            gradient["value"] = 2 * value if name == "backward_pass_2_accumulated" else value
+    for comparison in record_["comparisons"]:
+        comparison.update(passed=True, max_abs_err=0.0, max_rel_err=0.0)
+    record_["failure"], record_["failures"] = None, []

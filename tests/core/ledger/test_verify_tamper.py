@@ -15,7 +15,7 @@ from jupyterlab_gradcheck.core.ledger.binding import read_binding, update_bindin
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook, verify_path
 
 from support.ledger import (THREE_CHECKS, is_observation_of, line_number_of, lines_of, notebook_with_three_checks,
-                            rechain, write_lines)
+                            rechain, seal_junk, write_lines)
 
 
 @pytest.fixture
@@ -215,28 +215,9 @@ def test_junk_sealed_as_a_torn_write_in_the_middle_is_an_error(honest):
     """Given the honest ledger, when the failed observation's line is replaced by junk and a
     note sealing that junk as a torn write is forged after it (chain recomputed around it),
     then verify refuses the seal: an interrupted append leaves a prefix of an entry, not junk."""
-    import hashlib
-    import json
-
-    from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
-
     _notebook, path = honest
-    lines = lines_of(path)
     number = line_number_of(path, is_observation_of("cube_wrong"))
-    junk = b"x" * 40
-    seal = {"seq": read_entry(lines[number - 1])["seq"], "time": json.loads(lines[number - 1])["time"],
-            "kind": "note", "check_id": None, "prev": json.loads(lines[number - 2])["hash"],
-            "data": {"event": "torn_tail_sealed", "text": "interrupted write",
-                     "lines": [{"line": number, "bytes": len(junk), "sha256": hashlib.sha256(junk).hexdigest()}]}}
-    sealed, prev = make_line(seal)
-    rest = []
-    for raw in lines[number:]:
-        entry = read_entry(raw)
-        entry.pop("hash")
-        entry["prev"] = prev
-        line, prev = make_line(entry)
-        rest.append(line.rstrip(b"\n"))
-    write_lines(path, lines[: number - 1] + [junk, sealed.rstrip(b"\n")] + rest)
+    seal_junk(path, number)
     reasons = _reasons(verify_ledger_file(path))
     assert (number, "sealed as a torn write, but these bytes are not the start of an entry (an interrupted "
                     "append writes a prefix of one): an entry was replaced") in reasons, reasons

@@ -23,7 +23,7 @@ from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
 from ..core.ledger.verify_chain import drop_internals
 from . import paths
-from .errors import NotFound, WorkerFailed
+from .errors import NotFound, PathForbidden, WorkerFailed
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
 
@@ -120,9 +120,9 @@ class GradcheckService:
         if export_format not in _EXPORTS:
             raise SpecError(f"format {export_format!r} is not one of {', '.join(_EXPORTS)}", field="format")
         target = paths.resolve(self.root, api_path, field="path")
-        await self.ledgers.run(self._confine_tree, target, "path")
+        refused = await self.ledgers.run(self._confine_tree, target, "path")
         module, function, media_type = _EXPORTS[export_format]
-        text = await self.ledgers.run(_render, module, function, target)
+        text = await self.ledgers.run(_render, module, function, target, refused)
         return text, media_type, f"{_stem(target)}.gradcheck.{export_format}"
 
     async def verify(self, api_path, replay=False, deep=False) -> dict:
@@ -132,8 +132,9 @@ class GradcheckService:
             if not isinstance(value, bool):
                 raise SpecError(f"{name} must be true or false", field=name)
         target = paths.resolve(self.root, api_path, field="path")
-        await self.ledgers.run(self._confine_tree, target, "path")
-        report = await self.pool.run({"op": "verify", "path": str(target), "replay": replay, "deep": deep})
+        refused = await self.ledgers.run(self._confine_tree, target, "path")
+        report = await self.pool.run({"op": "verify", "path": str(target), "replay": replay, "deep": deep,
+                                      "refused": refused})
         return paths.without_root(report, self.root)
 
     # --- paths -------------------------------------------------------------------
@@ -150,19 +151,28 @@ class GradcheckService:
         paths.ensure_inside(self.root, ledger.path, field=field, shown=self._api_path(ledger.path))
         return notebook_path, ledger
 
-    def _confine_tree(self, target: Path, field: str) -> None:
-        """Refuse a verify or export that would read a file outside the root: one found under
-        `target` through a link, a notebook's ledger, or the ledger its binding names."""
+    def _confine_tree(self, target: Path, field: str) -> dict[str, str]:
+        """The files under `target` that a verify or export must not read, with the reason: one
+        that leads outside the root through a link, or whose ledger (beside it, or named by its
+        binding) does. A file target that does is refused whole (403); in a folder, each such
+        file is reported on its own, so one student's link never blocks a class's export."""
+        refused = {}
         for kind, item in discover(target):
-            paths.ensure_inside(self.root, item, field=field)
-            if kind == "notebook":
-                paths.ensure_inside(self.root, ledger_path_for(item), field=field)
-                try:
-                    named = (read_binding(item) or {}).get("ledger")
-                except LedgerError:  # unreadable: verify reports it, and follows no binding
-                    named = None
-                if named:
-                    paths.ensure_inside(self.root, item.parent / str(named), field=field)
+            try:
+                paths.ensure_inside(self.root, item, field=field)
+                if kind == "notebook":
+                    paths.ensure_inside(self.root, ledger_path_for(item), field=field)
+                    try:
+                        named = (read_binding(item) or {}).get("ledger")
+                    except LedgerError:  # unreadable: verify reports it, and follows no binding
+                        named = None
+                    if named:
+                        paths.ensure_inside(self.root, item.parent / str(named), field=field)
+            except PathForbidden as exc:
+                if not target.is_dir():
+                    raise
+                refused[str(item)] = f"not read: {exc.message}"
+        return refused
 
     def _api_path(self, path) -> str:
         return paths.to_api_path(self.root, path)
@@ -205,13 +215,13 @@ _EXPORTS = {
 }
 
 
-def _render(module: str, function: str, target: Path) -> str:
+def _render(module: str, function: str, target: Path, refused: dict[str, str]) -> str:
     import importlib
 
     from ..core.report.submissions import collect
 
     render = getattr(importlib.import_module(f"..core.report.{module}", __package__), function)
-    return render(collect([target]))
+    return render(collect([target], refused=refused))
 
 
 def _require_text(value, field: str) -> None:

@@ -128,7 +128,7 @@ def _check(task: dict, options: dict) -> dict:
 def _verify(task: dict, options: dict) -> dict:
     from ..core.ledger.verify import verify_path
 
-    return verify_path(task["path"], replay=task["replay"], deep=task["deep"])
+    return verify_path(task["path"], replay=task["replay"], deep=task["deep"], refused=task.get("refused"))
 
 
 _OPERATIONS = {"check": _check, "verify": _verify}

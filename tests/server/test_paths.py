@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import os
 from pathlib import Path
 
@@ -56,8 +58,9 @@ async def test_paths_leaving_the_root_are_refused_and_nothing_outside_is_touched
     absolute path or a symbolic link,
     when every route that takes a path is asked for them,
     then each request is refused (400 for '..' and absolute paths, 403 for links that
-    leave the root), no answer carries the outside files' content, and no file outside the
-    root is created or changed."""
+    leave the root); a folder's verify and export answer 200 with each file that leads outside
+    reported on its own as not read (one student's link never blocks a class); no answer
+    carries the outside files' content, and no file outside the root is created or changed."""
     before = _snapshot(outside)
     answers = []
     for given, expected_status, code in REFUSED:
@@ -75,12 +78,26 @@ async def test_paths_leaving_the_root_are_refused_and_nothing_outside_is_touched
             status, _, payload = await api(method, route, body, **query)
             answers.append(payload)
             assert (status, payload["code"]) == (expected_status, code), (method, route, notebook, payload)
-    for folder in ("escape", "graded", "."):  # a folder link, a binding naming a ledger outside, the root
-        for method, route, body, query in (("GET", "export", None, {"path": folder, "format": "csv"}),
-                                           ("POST", "verify", {"path": folder}, {})):
-            status, _, payload = await api(method, route, body, **query)
-            answers.append(payload)
-            assert (status, payload["code"]) == (403, "path_forbidden"), (route, folder, payload)
+    for method, route, body, query in (("GET", "export", None, {"path": "escape", "format": "csv"}),
+                                       ("POST", "verify", {"path": "escape"}, {})):
+        status, _, payload = await api(method, route, body, **query)  # the folder itself is a link out
+        answers.append(payload)
+        assert (status, payload["code"]) == (403, "path_forbidden"), (route, payload)
+    for folder, refused in (("graded", {"graded/lab3.ipynb"}),  # a binding naming a ledger outside
+                            (".", {"graded/lab3.ipynb", "work/lab2.ipynb"})):  # escape/ is a link: not walked
+        status, _, report = await api("POST", "verify", {"path": folder})
+        answers.append(report)
+        assert status == 200, report
+        not_read = {r["path"] for r in report["reports"] if r.get("refused")}
+        assert not_read == refused, report
+        for item in report["reports"]:
+            if item.get("refused"):
+                assert not item["ok"] and "leads outside the server root" in item["errors"][0]["reason"]
+        status, _, text = await api("GET", "export", None, path=folder, format="csv")
+        answers.append(text)
+        assert status == 200, text
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert {r["notebook"] for r in rows if r["status"] == "verify_failed"} >= {p.rsplit("/", 1)[-1] for p in refused}
 
     assert all(SECRET not in str(answer) for answer in answers)
     assert _snapshot(outside) == before

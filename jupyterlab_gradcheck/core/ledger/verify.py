@@ -205,11 +205,35 @@ def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: b
     return [verify_item(kind, item, replay, deep, witness=witness) for kind, item in items]
 
 
+def refused_report(kind: str, item: Path, reason: str) -> dict:
+    """The report of a file that is not read at all (a server refuses one a link leads outside
+    its root): an error naming why, so one such file never hides the rest of a folder."""
+    report = new_report()
+    report.update(path=str(item), notebook=str(item) if kind == "notebook" else None, ledger=None,
+                  last_seq=0, refused=True)
+    add_error(report, None, reason, scope="path")
+    settle_ok(report)
+    return report
+
+
+def readable_items(path: str | os.PathLike, refused: dict[str, str] | None) -> tuple[list, list[dict]]:
+    """(the `discover` items to read, the reports of those `refused` names with its reason)."""
+    refused = refused or {}
+    items, reports = [], []
+    for kind, item in discover(path):
+        if str(item) in refused:
+            reports.append(refused_report(kind, item, refused[str(item)]))
+        else:
+            items.append((kind, item))
+    return items, reports
+
+
 def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1,
-                ledger_only: bool = False, witness: str | None = None) -> dict:
+                ledger_only: bool = False, witness: str | None = None, refused: dict[str, str] | None = None) -> dict:
     """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations;
     `ledger_only` verifies one ledger file without the notebook beside it; `witness` (a URL or
-    a witness log file) holds each submission against what the witness saw."""
+    a witness log file) holds each submission against what the witness saw; the files named in
+    `refused` are not read, and each has a report with the reason instead."""
     seen = load_witness(witness) if witness else None
     if ledger_only:
         if not Path(path).is_file() or Path(path).suffix == ".ipynb":
@@ -217,7 +241,8 @@ def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = F
                             field="path")
         return {"ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
                 "reports": [report]}
-    reports = verify_items(list(discover(path)), replay=replay, deep=deep, jobs=jobs, witness=seen)
+    items, refusals = readable_items(path, refused)
+    reports = verify_items(items, replay=replay, deep=deep, jobs=jobs, witness=seen) + refusals
     return {"ok": all(r["ok"] for r in reports), "reports": reports}
 
 

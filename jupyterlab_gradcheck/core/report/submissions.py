@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..ledger.history import build_history
 from ..ledger.line_format import LineError, read_entry
-from ..ledger.verify import discover, ledger_lines, verify_items
+from ..ledger.verify import discover, ledger_lines, refused_report, verify_items
 from ..ledger.witness_check import load_witness
 
 NBGRADER_FOLDERS = ("submitted", "autograded")
@@ -55,7 +55,7 @@ def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = N
         notebook_name = path.name
     else:
         notebook_name = Path(report["notebook"]).name if report.get("notebook") else ""
-    entries = _decode(ledger_lines(kind, path))
+    entries = [] if report.get("refused") else _decode(ledger_lines(kind, path))
     replay = report.get("replay")
     return {
         "student": student,
@@ -72,14 +72,19 @@ def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = N
     }
 
 
-def collect(paths, *, replay: bool = False, jobs: int | None = 1, witness: str | None = None) -> list[dict]:
+def collect(paths, *, replay: bool = False, jobs: int | None = 1, witness: str | None = None,
+            refused: dict[str, str] | None = None) -> list[dict]:
     """Every submission under `paths` (files or folders), in a stable order; with `replay`,
     each one's observations are re-run too (in `jobs` worker processes); with `witness` (a URL
-    or a log file) each is held against what the witness saw."""
+    or a log file) each is held against what the witness saw. The files named in `refused` are
+    not read: each is a submission with no entries and the reason as its error."""
+    refused = refused or {}
     found = []
     for given in paths:
         root = given if Path(given).is_dir() else None
         found += [(kind, item, root) for kind, item in discover(given)]
+    readable = [(kind, item) for kind, item, _root in found if str(item) not in refused]
     seen = load_witness(witness) if witness else None
-    reports = verify_items([(kind, item) for kind, item, _root in found], replay=replay, jobs=jobs, witness=seen)
-    return [load(kind, item, report, root) for (kind, item, root), report in zip(found, reports)]
+    reports = iter(verify_items(readable, replay=replay, jobs=jobs, witness=seen))
+    return [load(kind, item, refused_report(kind, item, refused[str(item)]) if str(item) in refused
+                 else next(reports), root) for kind, item, root in found]

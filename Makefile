@@ -12,7 +12,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 TS_SOURCES  := $(shell find src style schema -type f 2>/dev/null) package.json tsconfig.json
 
-.PHONY: setup lab test test-python test-js test-ui test-wheel bench bench-quick fuzz clean
+.PHONY: setup lab test test-python test-js test-ui test-wheel bench bench-quick bench-opinfo fuzz clean
 
 setup: $(STAMPS)/install
 
@@ -64,6 +64,11 @@ bench: setup
 
 bench-quick: setup
 	$(PY) -m benchmarks --quick
+
+# B5 alone: PyTorch's OpInfo database through our check and gradcheck (about 4 min on one core);
+# writes benchmarks/opinfo.md with every disagreement. `make bench` runs B5 with the others.
+bench-opinfo: setup
+	$(PY) -m benchmarks.bench_opinfo
 
 fuzz: setup
 	$(PIP) install -e '.[test,fuzz]' --no-build-isolation

@@ -36,7 +36,11 @@ def _number(value):
 
 
 def values_agree(recorded, replayed, rtol: float, atol: float) -> bool:
-    """Element-wise |recorded - replayed| <= atol + rtol * |replayed|, NaN matching NaN."""
+    """Element-wise |recorded - replayed| <= atol + rtol * |replayed|, NaN matching NaN; a
+    mapping (a gradient per input name) agrees when it has the same names and each value does."""
+    if isinstance(recorded, dict) or isinstance(replayed, dict):
+        return (isinstance(recorded, dict) and isinstance(replayed, dict) and set(recorded) == set(replayed)
+                and all(values_agree(recorded[name], replayed[name], rtol, atol) for name in recorded))
     left, right = _flat(recorded), _flat(replayed)
     if len(left) != len(right):
         return False

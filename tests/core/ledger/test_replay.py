@@ -133,11 +133,16 @@ def test_failed_runs_and_callables_are_listed_as_skipped(tmp_path):
     (["-Infinity"], [math.inf], False),
     ([[1.0, 2.0]], [[1.0, 2.0, 3.0]], False),
     (None, 0.0, False),
+    ({"x": 6.0, "w": [1.0, 2.0]}, {"w": [1.0, 2.0 + 1e-12], "x": 6.0}, True),
+    ({"x": 6.0, "w": [1.0, 2.0]}, {"x": 6.0, "w": [1.0, 2.1]}, False),
+    ({"x": 6.0}, {"x": 6.0, "w": 1.0}, False),
+    ({"x": 6.0}, 6.0, False),
 ])
 def test_values_agree(recorded, replayed, expected):
     """Given recorded and replayed values (non-finite ones as the ledger stores them),
     then they agree within rtol 1e-9, atol 1e-9 exactly when they should: NaN matches NaN,
-    infinities match their own sign, shapes must match."""
+    infinities match their own sign, shapes must match, and a gradient per input name agrees
+    name by name (the same names, each value agreeing)."""
     # 1e-9 sits between the 1e-12 difference that must pass and the 0.1 that must not.
     assert values_agree(recorded, replayed, 1e-9, 1e-9) is expected
 
@@ -172,3 +177,17 @@ def test_a_folder_replays_in_worker_processes_with_the_same_reports(tmp_path):
     assert pooled == alone
     assert [(r["path"].split("/")[-3], r["ok"]) for r in pooled["reports"]] == [
         ("ann", True), ("ben", False), ("cat", True)]
+
+
+def test_a_check_of_several_inputs_replays(tmp_path):
+    """Given a check of x*w with two inputs, whose observed gradient maps each input to its
+    value, when its ledger is verified with replay, then the observation reproduces (it used to
+    be reported as differing, a mapping compared as if it were a number)."""
+    ledger = Ledger(tmp_path / "two.gradcheck.jsonl")
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+
+    record = run_and_record({"function": "sum(x*w)", "inputs": {"x": [1.0, 2.0], "w": [3.0, 4.0]},
+                             "analytical_gradient": {"x": "w", "w": "x"}}, ledger, sweep=False)
+    assert set(record["observed_gradient"]) == {"x", "w"}
+    replay = verify_path(ledger.path, replay=True)["reports"][0]["replay"]
+    assert (replay["observations"], replay["reproduced"], replay["differs"]) == (1, 1, [])

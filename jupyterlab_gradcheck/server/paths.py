@@ -14,6 +14,8 @@ from pathlib import Path, PurePosixPath
 from .errors import BadPath, NotFound, PathForbidden
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: The longest file or folder name, in bytes, the common filesystems accept.
+NAME_MAX = 255
 
 
 def resolve(root: str | os.PathLike, api_path, *, field: str, must_exist: bool = True,
@@ -32,6 +34,10 @@ def resolve(root: str | os.PathLike, api_path, *, field: str, must_exist: bool =
     if ".." in parts:
         raise BadPath(f"{field} {api_path!r} contains '..': paths may not leave the server root",
                       field=field)
+    for part in parts:  # the filesystem would answer ENAMETOOLONG; the request is bad input
+        if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
+            raise BadPath(f"{field} has a path component of {len(part.encode('utf-8', 'surrogatepass'))} "
+                          f"bytes; the limit is {NAME_MAX}", field=field)
     if suffix is not None and not text.endswith(suffix):
         raise BadPath(f"{field} {api_path!r} does not end in {suffix}", field=field)
     real_root = Path(os.path.realpath(root))

@@ -39,7 +39,10 @@ const CSV_COLUMNS = [
   'widened_after_failure',
   'expectation_revised_after_observation',
   'chain_ok',
-  'binding_ok'
+  'binding_ok',
+  'status',
+  'witnessed',
+  'witness_flags'
 ];
 
 const NOTEBOOK = {

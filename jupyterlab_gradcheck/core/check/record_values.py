@@ -59,7 +59,9 @@ def _check_finite(item, field: str) -> None:
     if isinstance(item, float) and not math.isfinite(item):
         raise SpecError(f"{field}: {item} is not a finite number", field=field)
     if isinstance(item, int) and abs(item) > 2**63:
-        raise SpecError(f"{field}: integer {item:.3e} is out of range", field=field)
+        # described by its size: a float conversion of a 310-digit integer would overflow
+        digits = int(item.bit_length() * math.log10(2)) + 1
+        raise SpecError(f"{field}: an integer of about {digits} digits is out of range (at most 2**63)", field=field)
 
 
 def _describe(item) -> str:

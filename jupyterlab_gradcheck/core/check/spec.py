@@ -128,6 +128,9 @@ def _text(record: dict, key: str, limits: Limits) -> str:
 def _number(value, field_name: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{field_name} must be a number, got {json.dumps(value)[:40]}", field=field_name)
+    if isinstance(value, int) and abs(value) > 2**63:  # beyond float's exact range; float() may overflow
+        raise SpecError(f"{field_name} must be a finite number of at most 2**63, got an integer of about "
+                        f"{int(value.bit_length() * math.log10(2)) + 1} digits", field=field_name)
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         kind = "a positive" if positive else "a non-negative"
         raise SpecError(f"{field_name} must be {kind} finite number, got {value}", field=field_name)

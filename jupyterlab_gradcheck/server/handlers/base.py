@@ -63,10 +63,23 @@ class GradcheckHandler(APIHandler):
         if error is None:
             error = HTTPError(status_code)
         status, body, headers = error_response(error)
+        body["message"] = self._without_root(body["message"])
         self.set_status(status)
         for name, value in headers.items():
             self.set_header(name, value)
         self.finish(json.dumps(body), set_content_type=JSON)
+
+    def _without_root(self, message: str) -> str:
+        """A message naming paths relative to the server root, never its absolute folder."""
+        service = self.settings.get(SERVICE_SETTING)
+        if service is None:
+            return message
+        import os
+
+        for root in {str(service.root).rstrip("/"), os.path.realpath(service.root).rstrip("/")}:
+            if root:
+                message = message.replace(root + "/", "").replace(root, ".")
+        return message
 
     def log_exception(self, typ, value, tb) -> None:
         """Expected errors (bad input, busy, timeouts) in one line; the rest with a traceback."""

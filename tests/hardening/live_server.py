@@ -35,7 +35,7 @@ class LiveServer:
     """`with LiveServer(root, file_size_limit=...) as server: server.call("POST", "checks", {...})`."""
 
     def __init__(self, root: Path, *, file_size_limit: int | None = None, workers: int = 1,
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, slow_functions: dict[str, float] | None = None):
         self.root, self.limit = Path(root), file_size_limit
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.arguments = [
@@ -45,6 +45,8 @@ class LiveServer:
             f"--GradcheckExtension.workers={workers}", f"--GradcheckExtension.timeout={timeout}",
             "--ServerApp.allow_root=True",
         ]
+        if slow_functions:
+            self.arguments.append(f"--GradcheckExtension.test_slow_functions={slow_functions!r}")
         self.process: subprocess.Popen | None = None
         self.log = self.root.parent / f"server-{self.port}.log"
 
@@ -58,7 +60,7 @@ class LiveServer:
         environment = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(runtime)}
         self.log_handle = open(self.log, "wb")  # the log file is opened here, outside the limit
         self.process = subprocess.Popen(self.arguments, stdout=self.log_handle, stderr=subprocess.STDOUT,
-                                        env=environment, preexec_fn=self._limits)
+                                        env=environment, preexec_fn=self._limits, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -72,7 +74,15 @@ class LiveServer:
             time.sleep(0.2)
         raise RuntimeError("the server did not become ready within 120 s")
 
+    def kill_hard(self) -> None:
+        """`kill -9` of the server and its workers at once, as a crash of the machine would."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
     def __exit__(self, *exc_info) -> None:
+        if self.process.poll() is not None:
+            self.log_handle.close()
+            return
         self.process.terminate()
         try:
             self.process.wait(15)

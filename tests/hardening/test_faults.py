@@ -302,3 +302,30 @@ def test_a_full_disk_under_the_server_answers_an_error_and_loses_nothing(tmp_pat
     report = verify_ledger_file(ledger)
     assert report["chain_ok"], report["errors"]
     record("faults survived: full disk (server)", "1 of 1, entries lost 0")
+
+
+def test_after_a_kill_9_of_the_server_during_a_check_verify_names_the_interrupted_check(tmp_path):
+    """Given a server whose worker is running a check (its expectation already in the ledger),
+    when the server and its workers are killed with SIGKILL, then the ledger holds the
+    expectation and no outcome, and verify names that check, its seq and its line as interrupted
+    (a warning: the chain itself is intact)."""
+    import threading
+
+    root = tmp_path / "root"
+    (root / "work").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(root / NOTEBOOK))
+    ledger = root / "work" / "lab1.gradcheck.jsonl"
+    slow = {"id": "slow_cube", "function": "x*x*x", "x": 2.0, "analytical_gradient": 12.0}
+    with LiveServer(root, slow_functions={"x*x*x": 600.0}) as server:
+        threading.Thread(target=lambda: server.call("POST", "checks", {"notebook": NOTEBOOK, "check": slow}, 5),
+                         daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not (ledger.exists() and b'"kind":"expectation"' in ledger.read_bytes()):
+            assert time.monotonic() < deadline, "the expectation was never written"
+            time.sleep(0.05)
+        server.kill_hard()
+    report = verify_ledger_file(ledger)
+    assert report["ok"] and report["chain_ok"], report["errors"]
+    assert report["interrupted"] == [{"seq": 1, "line": 2, "check_id": "slow_cube"}]
+    assert any("the expectation of 'slow_cube' (seq 1) has no outcome" in w for w in report["warnings"])
+    record("faults survived: server kill -9 mid-check", "1 of 1, interrupted check named by verify")

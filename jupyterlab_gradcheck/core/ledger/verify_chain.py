@@ -65,6 +65,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     builder = HistoryBuilder()
     hashes: dict[int, str] = {}
     times: dict[int, str] = {}
+    awaiting: dict[int, tuple[str | None, int]] = {}  # expectations with no outcome yet: seq -> (check, line)
     line_of_seq: dict[int, int] = {}
     last_seq, last_hash, last_time = 0, GENESIS, ""
     pending: list[tuple[int, bytes, str]] = []
@@ -109,6 +110,10 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
                 add_error(report, number, f"entry seq {seq} has the time {info.time}, before the entry above it "
                           f"({last_time}): times were edited or entries reordered")
             add(light_entry(info))
+            if info.kind == "expectation":
+                awaiting[seq] = (info.check_id, number)
+            elif info.kind == "observation":
+                awaiting.pop(info.expectation_seq, None)
             last_seq, last_hash, last_time = seq, info.hash, max(last_time, info.time)
             hashes[seq], line_of_seq[seq], times[seq] = last_hash, number, info.time
     report["entries"] = len(line_of_seq)
@@ -121,6 +126,11 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     if torn is not None:
         add_error(report, torn["line"], torn["reason"])
     _collect_flags(report, builder, line_of_seq)
+    report["interrupted"] = [{"seq": seq, "line": number, "check_id": check_id}
+                             for seq, (check_id, number) in sorted(awaiting.items())]
+    for item in report["interrupted"]:
+        report["warnings"].append(f"line {item['line']}: the expectation of {item['check_id']!r} (seq {item['seq']}) "
+                                  "has no outcome: its run was interrupted (or is still running)")
     report["head"], report["last_seq"] = last_hash, last_seq
     report["_hashes"] = hashes
     report["_times"] = times

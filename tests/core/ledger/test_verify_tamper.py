@@ -221,3 +221,19 @@ def test_junk_sealed_as_a_torn_write_in_the_middle_is_an_error(honest):
     reasons = _reasons(verify_ledger_file(path))
     assert (number, "sealed as a torn write, but these bytes are not the start of an entry (an interrupted "
                     "append writes a prefix of one): an entry was replaced") in reasons, reasons
+
+
+def test_an_expectation_with_no_outcome_is_named_as_interrupted(tmp_path):
+    """Given a ledger whose last expectation has no observation after it (a run cut short) while
+    the checks before it have theirs, when verified, then the chain is intact and the report
+    names exactly that expectation's check, seq and line as interrupted."""
+    from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import declare, run_and_record
+    from jupyterlab_gradcheck.core.ledger.store import Ledger
+
+    ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
+    run_and_record(THREE_CHECKS[0], ledger, sweep=False)
+    declare(ledger, parse_spec(THREE_CHECKS[1]))  # the expectation is written, then the run is lost
+    report = verify_ledger_file(ledger.path)
+    assert report["ok"] and report["chain_ok"]
+    assert report["interrupted"] == [{"seq": 3, "line": 4, "check_id": "vector_sum"}]

@@ -1,6 +1,7 @@
 """JSON export: everything, for a grading script to read.
 
-Per submission: the student and assignment, the verify report (chain, binding, flags), each
+Per submission: the student and assignment, its status and whether the witness saw it (as in
+the CSV), the verify report (chain, binding, flags, witness findings), each
 check's history and every ledger entry exactly as written, so a reader can recompute the
 hashes itself.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 
 from ..ledger.history import public_history
+from .csv_export import status_of, witnessed_of
 from ..ledger.tail import now_utc
 
 FORMAT = "jupyterlab-gradcheck-export"
@@ -31,6 +33,8 @@ def export_document(submissions: list[dict]) -> dict:
                 "chain_ok": s["chain_ok"],
                 "binding_ok": s["binding_ok"],
                 "replay_ok": s.get("replay_ok"),
+                "status": status_of(s),
+                "witnessed": witnessed_of(s),
                 "verify": s["verify"],
                 "checks": {check_id: public_history(h) for check_id, h in s["checks"].items()},
                 "entries": s["entries"],

@@ -27,6 +27,7 @@ def test_json_export_holds_every_entry_as_written(tmp_path, gradcheck_cli):
         body = {k: v for k, v in entry.items() if k != "hash"}
         assert hashlib.sha256(canonical_json(body).encode()).hexdigest() == entry["hash"]
     assert submission["verify"]["ok"] and submission["chain_ok"] and submission["binding_ok"]
+    assert (submission["status"], submission["witnessed"]) == ("ok", None)  # exported without a witness
     cube = submission["checks"]["cube_wrong"]
     assert (cube["runs"], len(cube["failures_kept"]), cube["failures_kept"][0]["seq"]) == (1, 1, 6)
     assert cube["tolerance_history"][0]["after_failure"] is True

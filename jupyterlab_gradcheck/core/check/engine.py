@@ -124,6 +124,13 @@ def _path_note(fd_info: dict) -> str:
     return f" Every element shifted at once for {', '.join(chains)}." if chains else ""
 
 
+def _batching(info: dict) -> str | None:
+    """What the finite differences found about batching an input: "" faithful, the reason it was refused, or None."""
+    if info.get("batched_refused"):
+        return info["batched_refused"]
+    return "" if info.get("batched") and info.get("batch_check_evaluations") else None
+
+
 def _failure(row: dict, diagnosis: str, reason: str) -> dict:
     worst = row["worst"]
     return {
@@ -231,7 +238,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
                   if fd_step is None else fd_info["step"]} if fd_step != "adaptive" else None
         reference = raw["autograd_grad"][name] if spec.dtype == "float64" else None
         record["step_sweep"] = guarded_step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen,
-                                                  reference=reference, bounded=rules.bounded_step)
+                                                  reference=reference, bounded=rules.bounded_step,
+                                                  batching=_batching(fd_info["inputs"][name]))
     return record
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from functools import cache
 
 from . import defaults
-from .finite_difference import Probe, difference_quotient
+from .finite_difference import Probe, difference_quotient, quotients_together
 from .policy import STEP_SCALE_CAP
 
 #: Decades of step swept: 10^0 down to 10^-16.
@@ -42,11 +42,14 @@ def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0
 
 def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
                dtypes=("float32", "float64"), scheme: str = "central", chosen: dict | None = None,
-               reference=None, bounded: bool = False) -> dict:
+               reference=None, bounded: bool = False, batching: str | None = None) -> dict:
     """Error of `scheme` at one element for each decade of step, for each dtype.
 
     `reference` is autograd's float64 gradient of the input (computed here when absent);
-    `bounded` caps the step's scale as policy 2 does (core/check/policy.py).
+    `bounded` caps the step's scale as policy 2 does (core/check/policy.py). `batching` is what
+    the check's finite differences found about batching this input: "" faithful (their batch
+    guard passed), a reason when it was refused, None when not tried (the sweep's own batch
+    then runs the same guard, core/check/finite_difference.py).
     """
     if reference is None:
         reference = _reference(function, values, v, name)
@@ -56,8 +59,13 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
     floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
     relative = abs(reference) > 0
     series, notes = [], []
+    together, refused = _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
     for dtype in dtypes:
-        steps, estimates, note = _estimates(function, values, v, name, flat_index, dtype, scheme, scale)
+        if dtype in together:
+            steps, estimates, note = [10.0 ** -k * scale for k in DECADES], together[dtype], ""
+        else:
+            steps, estimates, note = _estimates(function, values, v, name, flat_index, dtype, scheme, scale,
+                                                refused=refused, guard=batching is None and not refused)
         if note:
             notes.append(f"{dtype}: {note}")
         if not steps:
@@ -85,13 +93,46 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
         "error_kind": "relative" if relative else "absolute",
         "series": series,
     }
+    if refused:
+        notes.insert(0, f"each step evaluated on its own: {refused}")
     if notes:
         result["note"] = "; ".join(notes)
     return result
 
 
-def _estimates(function, values, v, name, flat_index, dtype, scheme, scale) -> tuple[list, list, str]:
-    """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated)."""
+def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching) -> tuple[dict, str]:
+    """({dtype: estimates as floats} of the series one batched evaluation gave, why batching was refused or "").
+
+    Every series' shifted copies go through one vmap call (core/check/finite_difference.py
+    `quotients_together`), each stacked and evaluated as a series alone would be, so the values
+    are those of separate evaluations. A series left out (the function promoted float32 to its own
+    float64 tensors, or the batch could not run) is evaluated on its own by `_estimates`.
+    """
+    import torch
+
+    if batching:  # the check's own batch guard refused this input
+        return {}, batching
+    targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
+    guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
+    probes = [Probe(function, {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
+                    guard=batching is None and target == guarded) for target in targets]
+    device = values[name].device
+    steps = [10.0 ** -k * scale for k in DECADES]
+    index = torch.tensor([flat_index] * len(steps), device=device)
+    found = quotients_together(probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets],
+                               [index] * len(probes))
+    if found is None:
+        return {}, next((p.refused for p in probes if p.refused), "")
+    return {dtype: estimate.detach().to("cpu", torch.float64).tolist()
+            for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype == target}, ""
+
+
+def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, refused: str = "",
+               guard: bool = False) -> tuple[list, list, str]:
+    """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated).
+
+    With `refused`, each shifted copy is evaluated on its own (no batch); `guard` checks a batch first.
+    """
     import torch
 
     target = getattr(torch, defaults.FD_DTYPE[dtype])
@@ -102,7 +143,7 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale) -> t
     index = torch.tensor([flat_index] * len(steps), device=device)
     h = torch.tensor(steps, dtype=target, device=device)
     note = ""
-    probe = Probe(function, cast, cast_v, name)
+    probe = Probe(function, cast, cast_v, name, batched=not refused, guard=guard and target == torch.float64)
     try:
         found = difference_quotient(probe, scheme, h, index)
         needs_cast = found.dtype != target  # a float64 result: the function promoted to its own tensors' dtype
@@ -112,7 +153,7 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale) -> t
         needs_cast = not _runs_in(probe, cast[name], target)
     if needs_cast:
         # the function holds tensors of another dtype: cast them at every call instead
-        probe = Probe(_downcast(function), cast, cast_v, name)
+        probe = Probe(_downcast(function), cast, cast_v, name, batched=not refused)
         note = f"evaluated with every float64 operand cast to {defaults.FD_DTYPE[dtype]} (the function holds its own tensors)"
         try:
             found = difference_quotient(probe, scheme, h, index)

@@ -9,6 +9,12 @@ from ..core.errors import SpecError
 EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT = 0, 1, 2
 
 
+def add_witness_argument(parser, what: str) -> None:
+    """`--witness URL|LOG`, the same for verify and export."""
+    parser.add_argument("--witness", metavar="URL|LOG",
+                        help=f"{what}: its URL (token in GRADCHECK_WITNESS_TOKEN) or its log file")
+
+
 def read_text(path: str) -> str:
     """The text of a file, or of standard input for `-`."""
     source = "standard input" if path == "-" else path

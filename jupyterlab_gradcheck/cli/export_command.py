@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import SpecError
-from .common import EXIT_OK
+from .common import EXIT_OK, add_witness_argument
 
 FORMATS = ("csv", "json", "html", "notebook")
 
@@ -25,9 +25,8 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="ledgers, notebooks or folders")
     parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
-    parser.add_argument("--witness", metavar="URL|LOG",
-                        help="hold every submission against what the witness saw (its URL, token in "
-                        "GRADCHECK_WITNESS_TOKEN, or its log file); adds the witnessed column")
+    add_witness_argument(parser, "hold every submission against what the witness saw, adding the witnessed "
+                         "column")
     parser.add_argument("--replay", action="store_true",
                         help="csv/json/html: also re-run every observation (as verify --replay) and "
                         "report it (CSV column replay_ok)")

@@ -12,7 +12,7 @@ import json
 
 from ..core.errors import SpecError
 from ..core.ledger.verify import verify_path
-from .common import EXIT_FINDING, EXIT_OK
+from .common import EXIT_FINDING, EXIT_OK, add_witness_argument
 
 
 def add_parser(subparsers) -> None:
@@ -34,9 +34,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--ledger-only", action="store_true",
                         help="verify a ledger file alone, without the notebook beside it: for a check from "
                         "inside the running notebook, whose saved copy is older than its kernel")
-    parser.add_argument("--witness", metavar="URL|LOG",
-                        help="hold every ledger against what the witness saw: its URL (token in "
-                        "GRADCHECK_WITNESS_TOKEN) or its log file")
+    add_witness_argument(parser, "hold every ledger against what the witness saw")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.set_defaults(handler=run)
 

@@ -26,8 +26,9 @@ def publish(attestation: dict | None) -> bool:
         from IPython import get_ipython
     except ImportError:
         return False
-    publisher = getattr(get_ipython(), "display_pub", None)
-    if publisher is None or type(get_ipython()).__name__ == "TerminalInteractiveShell":
+    shell = get_ipython()
+    publisher = getattr(shell, "display_pub", None)
+    if publisher is None or type(shell).__name__ == "TerminalInteractiveShell":  # a console has no outputs to save
         return False
     publisher.publish(data={MIME_TYPE: attestation, "text/plain": text_of(attestation)}, metadata={})
     return True

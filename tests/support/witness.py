@@ -37,7 +37,8 @@ class Witness:
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(self.url + "/public-key", timeout=1) as answer:
-                    return self if json.loads(answer.read())["public_key"] else self
+                    assert json.loads(answer.read())["public_key"]
+                    return self
             except OSError:
                 assert self.process.poll() is None, self.process.stdout.read().decode()
                 time.sleep(0.2)

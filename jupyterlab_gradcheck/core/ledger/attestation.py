@@ -58,12 +58,12 @@ def compare_attestations(attestations: list[dict], *, ledger_name: str, ledger_i
                          hashes: dict[int, str], last_seq: int) -> dict:
     """Hold a ledger against the attestations a notebook's outputs carry for it.
 
-    Returns `{"errors", "warnings", "newest", "earlier_epoch"}`: an error for each attested
+    Returns `{"errors", "newest", "earlier_epoch"}`: an error for each attested
     entry that is missing (truncated) or different (rewritten) in the ledger, naming the cell;
     `earlier_epoch` counts attested entries of another ledger id of this notebook (a ledger
     replaced by a fresh one), which the ledger cannot hold.
     """
-    errors, warnings = [], []
+    errors = []
     mine = [a for a in attestations if a.get("ledger") in (None, ledger_name)]
     other_epoch = [a for a in mine if ledger_id is not None and a.get("ledger_id") not in (None, ledger_id)]
     current = [a for a in mine if a not in other_epoch]
@@ -81,4 +81,4 @@ def compare_attestations(attestations: list[dict], *, ledger_name: str, ledger_i
                       f"of ledger {', '.join(ids)}, which this ledger ({str(ledger_id)[:12]}) lacks: the ledger was "
                       "replaced by another")
     newest = max(current, key=lambda a: a["seq"], default=None)
-    return {"errors": errors, "warnings": warnings, "newest": newest, "earlier_epoch": len(other_epoch)}
+    return {"errors": errors, "newest": newest, "earlier_epoch": len(other_epoch)}

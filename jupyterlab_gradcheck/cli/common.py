@@ -25,11 +25,11 @@ def read_text(path: str) -> str:
             with open(path, "rb") as handle:
                 data = handle.read()
     except OSError as exc:
-        raise SpecError(f"cannot read {source}: {exc.strerror}") from None
+        raise SpecError("cannot read {source}: {strerror}", source=source, strerror=exc.strerror) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{source} is not UTF-8 text (byte {exc.start})") from None
+        raise SpecError("{source} is not UTF-8 text (byte {start})", source=source, start=exc.start) from None
 
 
 def open_ledger(ledger: str | None, notebook: str | None):

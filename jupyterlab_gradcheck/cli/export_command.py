@@ -39,10 +39,10 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
-        raise SpecError(f"--jobs must be at least 1, got {args.jobs}", field="jobs")
+        raise SpecError("--jobs must be at least 1, got {jobs}", jobs=args.jobs, field="jobs")
     for path in args.paths:
         if not Path(path).exists():
-            raise SpecError(f"no file or folder at {path}", field="path")
+            raise SpecError("no file or folder at {path}", path=path, field="path")
     if args.format == "notebook":
         from ..core.report.notebook_export import export_notebook
 

@@ -36,7 +36,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     ledger = open_ledger(args.ledger, args.notebook)
     if not ledger.path.is_file():
-        raise SpecError(f"no ledger at {ledger.path}: run a check into it first", field="ledger")
+        raise SpecError("no ledger at {path}: run a check into it first", path=ledger.path, field="ledger")
     entry = ledger.change_tolerance(args.check, rtol=args.rtol, atol=args.atol, target=args.target,
                                     justification=args.justification)
     refresh_binding(ledger)

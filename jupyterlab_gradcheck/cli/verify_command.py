@@ -71,7 +71,7 @@ def _lines(report: dict) -> list[str]:
 
 def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
-        raise SpecError(f"--jobs must be at least 1, got {args.jobs}", field="jobs")
+        raise SpecError("--jobs must be at least 1, got {jobs}", jobs=args.jobs, field="jobs")
     result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs, ledger_only=args.ledger_only,
                          witness=args.witness)
     if args.json:

@@ -3,9 +3,16 @@
 Bad input is a `SpecError`: the surfaces turn it into exit 2 or HTTP 400, and nothing is
 executed or appended. A failed gradient comparison is never an error: it is a finding
 recorded in the check record.
+
+A message is written as an English template and its parameters
+(`SpecError("{name} must be a number", name=key, field=key)`): the error's `message` is the
+English text (what REST answers and the ledger keep), and `localized()` gives it in the
+reader's language from the catalog (core/i18n.py).
 """
 
 from __future__ import annotations
+
+from .i18n import Message
 
 
 class GradcheckError(Exception):
@@ -13,11 +20,16 @@ class GradcheckError(Exception):
 
     code = "error"
 
-    def __init__(self, message: str, *, field: str | None = None):
-        one_line = " ".join(str(message).split())
-        super().__init__(one_line)
-        self.message = one_line
+    def __init__(self, message: str, *, field: str | None = None, **params):
+        if isinstance(message, Message) and not params:  # passed on from another message
+            message, params = message.template, message.params
+        self.message = Message.one_line(str(message), **params)
+        super().__init__(str.__str__(self.message))
         self.field = field
+
+    def localized(self, lang: str | None = None) -> str:
+        """The one-line message in the active language (or `lang`)."""
+        return self.message.localized(lang)
 
     def to_json(self) -> dict:
         """The `{"code", "message", "field"}` form that REST answers and the CLI print."""

@@ -13,18 +13,17 @@ from .errors import SpecError
 
 
 def _refuse_constant(name: str) -> Any:
-    raise SpecError(f"JSON constant {name} is not allowed: write a finite number")
+    raise SpecError("JSON constant {name} is not allowed: write a finite number", name=name)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     result: dict = {}
     for key, value in pairs:
         if key in result:
-            raise SpecError(f"duplicate key {key!r} in JSON object", field=key)
+            raise SpecError("duplicate key {key!r} in JSON object", key=key, field=key)
         for text in (key, value):
             if isinstance(text, str) and not encodable(text):
-                raise SpecError(f"the JSON string {text[:40]!r} holds a lone surrogate, which is not "
-                                "Unicode text", field=key)
+                raise SpecError("the JSON string {text!r} holds a lone surrogate, which is not Unicode text", text=text[:40], field=key)
         result[key] = value
     return result
 
@@ -45,7 +44,7 @@ def loads_strict(text: str | bytes) -> Any:
     except SpecError:
         raise
     except (ValueError, RecursionError) as exc:
-        raise SpecError(f"malformed JSON: {exc}") from None
+        raise SpecError("malformed JSON: {exc}", exc=exc) from None
 
 
 def loads_records(text: str) -> list:
@@ -64,7 +63,7 @@ def loads_records(text: str) -> list:
             try:
                 records.append(loads_strict(line))
             except SpecError as exc:
-                raise SpecError(f"line {number}: {exc.message}") from None
+                raise SpecError("line {number}: {text}", number=number, text=exc.message) from None
         return records
     if document == []:
         raise SpecError("no check record given: the list is empty")

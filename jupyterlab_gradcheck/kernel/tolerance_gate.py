@@ -57,10 +57,9 @@ def justify_tolerance_changes(spec: CheckSpec, ledger: Ledger, justification: st
     if not (justification or "").strip():
         what = "; ".join(describe_change(t, old, new) for t, (old, new) in changes.items())
         raise JustificationRequired(
-            f"the run is refused: {what} differs from the tolerance the ledger holds for check "
-            f"{spec.id!r}; write why (the panel's justification box, or justification= in check()); "
-            "it is kept in the ledger. "
-            "Nothing was run or written",
+            "the run is refused: {what} differs from the tolerance the ledger holds for check "
+            "{id!r}; write why (the panel's justification box, or justification= in check()); it "
+            "is kept in the ledger. Nothing was run or written", what=what, id=spec.id,
             field="justification",
         )
     entries = []

@@ -184,7 +184,7 @@ class GradcheckPanel(widgets.VBox):
         try:
             inputs = loads_strict(self.inputs.value)
         except SpecError as exc:
-            raise SpecError(f"inputs is not valid JSON: {exc.message}", field="inputs") from None
+            raise SpecError("inputs is not valid JSON: {text}", text=exc.message, field="inputs") from None
         record = {"function": self.function.value.strip(), "inputs": inputs,
                   "analytical_gradient": _number_or_text(self.analytical_gradient.value),
                   "dtype": self.dtype.value, "device": self.device.value,

@@ -64,8 +64,8 @@ def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
             result[name] = value if value.shape == shape else value.broadcast_to(shape)
         except RuntimeError:
             raise SpecError(
-                f"analytical_gradient for {name!r} has shape {list(value.shape)}, which does not "
-                f"match the input's shape {list(leaves[name].shape)}",
+                "analytical_gradient for {name!r} has shape {shape}, which does not match the "
+                "input's shape {input_shape}", name=name, shape=list(value.shape), input_shape=list(leaves[name].shape),
                 field="analytical_gradient",
             ) from None
     return result

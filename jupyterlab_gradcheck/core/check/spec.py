@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import SpecError
+from ..i18n import Message
 from ..expr.functions import RESERVED_NAMES
 from ..expr.limits import DEFAULT_LIMITS, Limits
 from ..expr.parser import Expression, parse_expression
@@ -117,23 +118,23 @@ def _text(record: dict, key: str, limits: Limits) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise SpecError(f"{key} must be a string, got {type(value).__name__}", field=key)
+        raise SpecError("{key} must be a string, got {type}", key=key, type=type(value).__name__, field=key)
     if len(value) > limits.max_text_length:
-        raise SpecError(f"{key} is longer than {limits.max_text_length} characters", field=key)
+        raise SpecError("{key} is longer than {max_text_length} characters", key=key, max_text_length=limits.max_text_length, field=key)
     if not encodable(value):
-        raise SpecError(f"{key} holds a lone surrogate, which is not Unicode text", field=key)
+        raise SpecError("{key} holds a lone surrogate, which is not Unicode text", key=key, field=key)
     return value
 
 
 def _number(value, field_name: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(f"{field_name} must be a number, got {json.dumps(value)[:40]}", field=field_name)
+        raise SpecError("{field_name} must be a number, got {value}", field_name=field_name, value=json.dumps(value)[:40], field=field_name)
     if isinstance(value, int) and abs(value) > 2**63:  # beyond float's exact range; float() may overflow
-        raise SpecError(f"{field_name} must be a finite number of at most 2**63, got an integer of about "
-                        f"{int(value.bit_length() * math.log10(2)) + 1} digits", field=field_name)
+        raise SpecError("{field_name} must be a finite number of at most 2**63, got an integer of about "
+                        "{digits} digits", field_name=field_name, digits=int(value.bit_length() * math.log10(2)) + 1, field=field_name)
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        kind = "a positive" if positive else "a non-negative"
-        raise SpecError(f"{field_name} must be {kind} finite number, got {value}", field=field_name)
+        kind = Message("a positive") if positive else Message("a non-negative")
+        raise SpecError("{field_name} must be {kind} finite number, got {value}", field_name=field_name, kind=kind, value=value, field=field_name)
     return float(value)
 
 
@@ -141,12 +142,12 @@ def _tolerance(raw, default: dict, field_name: str, extra_keys=()) -> tuple[dict
     if raw is None:
         return dict(default), False
     if not isinstance(raw, dict):
-        raise SpecError(f"{field_name} must be an object with rtol and atol", field=field_name)
+        raise SpecError("{field_name} must be an object with rtol and atol", field_name=field_name, field=field_name)
     allowed = {"rtol", "atol", *extra_keys}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SpecError(
-            f"{field_name}: unknown field {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})",
+            "{field_name}: unknown field {unknown!r} (allowed: {choices})", field_name=field_name, unknown=unknown[0], choices=', '.join(sorted(allowed)),
             field=f"{field_name}.{unknown[0]}",
         )
     result = dict(default)
@@ -171,7 +172,8 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
     if nested and top_level:
         first = next(iter(top_level))
         raise SpecError(
-            f"unknown field {first!r}: inputs are given under 'inputs', so nothing else may name one",
+            "unknown field {first!r}: inputs are given under 'inputs', so nothing else may name "
+            "one", first=first,
             field=first,
         )
     inputs = dict(nested or top_level)
@@ -183,7 +185,7 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
             for key in top_level:
                 if key not in expression.names:
                     raise SpecError(
-                        f"unknown field {key!r}: not part of the record and not a name in the function",
+                        "unknown field {key!r}: not part of the record and not a name in the function", key=key,
                         field=key,
                     )
     return inputs, expression
@@ -193,16 +195,17 @@ def _check_inputs(inputs: dict, limits: Limits) -> dict[str, list[int]]:
     if not inputs:
         raise SpecError("no inputs: declare at least one, e.g. \"x\": 3", field="inputs")
     if len(inputs) > limits.max_inputs:
-        raise SpecError(f"more than {limits.max_inputs} inputs", field="inputs")
+        raise SpecError("more than {max_inputs} inputs", max_inputs=limits.max_inputs, field="inputs")
     shapes = {}
     for name, value in inputs.items():
         if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED_NAMES:
-            raise SpecError(f"input name {name!r} is not allowed (a letter, then letters, digits or _, not a function name)", field="inputs")
+            raise SpecError("input name {name!r} is not allowed (a letter, then letters, digits or _, not a "
+                            "function name)", name=name, field="inputs")
         shapes[name] = shape_of(value, f"inputs.{name}", limits)
     total = sum(numel(s) for s in shapes.values())
     if total > limits.max_input_elements:
         raise SpecError(
-            f"inputs have {total} elements; the limit is {limits.max_input_elements}", field="inputs"
+            "inputs have {total} elements; the limit is {max_input_elements}", total=total, max_input_elements=limits.max_input_elements, field="inputs"
         )
     return shapes
 
@@ -217,10 +220,10 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
     if isinstance(raw, dict):
         unknown = sorted(set(raw) - set(names))
         if unknown:
-            raise SpecError(f"analytical_gradient names {unknown[0]!r}, which is not an input", field=f"analytical_gradient.{unknown[0]}")
+            raise SpecError("analytical_gradient names {unknown!r}, which is not an input", unknown=unknown[0], field=f"analytical_gradient.{unknown[0]}")
         missing = [n for n in names if n not in raw]
         if missing:
-            raise SpecError(f"analytical_gradient gives no value for input {missing[0]!r}", field="analytical_gradient")
+            raise SpecError("analytical_gradient gives no value for input {missing!r}", missing=missing[0], field="analytical_gradient")
         per_input = raw
     elif len(names) == 1:
         per_input = {names[0]: raw}
@@ -240,7 +243,7 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
             shape = shape_of(value, field_name, limits)
             if shape and shape != shapes[name] and numel(shape) != 1:
                 raise SpecError(
-                    f"{field_name} has shape {shape} but input {name!r} has shape {shapes[name]}",
+                    "{field_name} has shape {shape} but input {name!r} has shape {shapes}", field_name=field_name, shape=shape, name=name, shapes=shapes[name],
                     field=field_name,
                 )
             result[name] = value
@@ -254,7 +257,7 @@ def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
     scheme = raw.get("scheme", "central")
     if scheme not in defaults.SCHEMES:
         raise SpecError(
-            f"finite_difference.scheme {scheme!r} is not one of {', '.join(defaults.SCHEMES)}",
+            "finite_difference.scheme {scheme!r} is not one of {choices}", scheme=scheme, choices=', '.join(defaults.SCHEMES),
             field="finite_difference.scheme",
         )
     step = raw.get("step")
@@ -268,7 +271,7 @@ def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
     unknown = sorted(set(raw) - {"scheme", "step", "rtol", "atol"})
     if unknown:
         raise SpecError(
-            f"finite_difference: unknown field {unknown[0]!r} (allowed: atol, rtol, scheme, step)",
+            "finite_difference: unknown field {unknown!r} (allowed: atol, rtol, scheme, step)", unknown=unknown[0],
             field=f"finite_difference.{unknown[0]}",
         )
     return {"scheme": scheme, "step": step, **tolerance}, explicit
@@ -288,8 +291,8 @@ def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits
                 fits = False
             if not fits:
                 raise SpecError(
-                    f"{field_name} gives shape {list(produced)}, which does not fit input {name!r} "
-                    f"of shape {list(target)}",
+                    "{field_name} gives shape {produced}, which does not fit input {name!r} of shape "
+                    "{target}", field_name=field_name, produced=list(produced), name=name, target=list(target),
                     field=field_name,
                 )
     return report
@@ -310,13 +313,13 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     if isinstance(record, CheckSpec):
         return record
     if not isinstance(record, dict):
-        raise SpecError(f"a check record must be a JSON object, got {type(record).__name__}")
+        raise SpecError("a check record must be a JSON object, got {type}", type=type(record).__name__)
     function = record.get("function")
     if function is None:
         raise SpecError("function is missing: write the expression to differentiate, e.g. \"x*x\"", field="function")
     is_callable = callable(function) and not isinstance(function, str)
     if not is_callable and not isinstance(function, str):
-        raise SpecError(f"function must be a string, got {type(function).__name__}", field="function")
+        raise SpecError("function must be a string, got {type}", type=type(function).__name__, field="function")
     inputs, expression = _split_inputs(record, None if is_callable else function, limits)
     inputs = {k: _plain(v) for k, v in inputs.items()}
     shapes = _check_inputs(inputs, limits)
@@ -324,10 +327,10 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         raise SpecError("function uses none of the inputs, so it has no gradient to check", field="function")
     dtype = record.get("dtype", "float64")
     if dtype not in defaults.DTYPES:
-        raise SpecError(f"dtype {dtype!r} is not one of {', '.join(defaults.DTYPES)}", field="dtype")
+        raise SpecError("dtype {dtype!r} is not one of {choices}", dtype=dtype, choices=', '.join(defaults.DTYPES), field="dtype")
     device = record.get("device", "cpu")
     if not isinstance(device, str) or not DEVICE_PATTERN.match(device):
-        raise SpecError(f"device {device!r} is not cpu, cuda, cuda:N, mps or auto", field="device")
+        raise SpecError("device {device!r} is not cpu, cuda, cuda:N, mps or auto", device=device, field="device")
     analytical = _analytical(record.get("analytical_gradient"), inputs, shapes, limits)
     tolerance, tolerance_explicit = _tolerance(
         record.get("tolerance"), defaults.comparison_tolerance(dtype), "tolerance"
@@ -336,8 +339,8 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     if fd["scheme"] == "complex_step" and expression is not None and not expression.complex_analytic:
         refused = ", ".join(expression.non_analytic_functions())
         raise SpecError(
-            f"finite_difference.scheme complex_step needs a complex-analytic function; "
-            f"{refused} is not (use central or richardson)",
+            "finite_difference.scheme complex_step needs a complex-analytic function; {refused} "
+            "is not (use central or richardson)", refused=refused,
             field="finite_difference.scheme",
         )
     output, work = None, sum(numel(s) for s in shapes.values())
@@ -349,11 +352,11 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         given = shape_of(grad_output, "grad_output", limits)
         if output is not None and given != list(output) and numel(given) != 1:
             raise SpecError(
-                f"grad_output has shape {given} but the output has shape {list(output)}", field="grad_output"
+                "grad_output has shape {given} but the output has shape {output}", given=given, output=list(output), field="grad_output"
             )
     for flag in ("executed",):
         if flag in record and not isinstance(record[flag], bool):
-            raise SpecError(f"{flag} must be true or false", field=flag)
+            raise SpecError("{flag} must be true or false", flag=flag, field=flag)
     function_text = function if isinstance(function, str) else getattr(function, "__qualname__", repr(function))
     check_id = record.get("id")
     if check_id is None:

@@ -27,9 +27,9 @@ def read_notebook(notebook_path: str | os.PathLike):
     try:
         return nbformat.read(str(notebook_path), as_version=nbformat.NO_CONVERT)
     except FileNotFoundError:
-        raise LedgerError(f"no notebook at {notebook_path}") from None
+        raise LedgerError("no notebook at {notebook_path}", notebook_path=notebook_path) from None
     except Exception as exc:  # nbformat raises several unrelated types for bad files
-        raise LedgerError(f"cannot read the notebook {notebook_path}: {exc}") from None
+        raise LedgerError("cannot read the notebook {notebook_path}: {exc}", notebook_path=notebook_path, exc=exc) from None
 
 
 def write_notebook(notebook, notebook_path: str | os.PathLike) -> None:
@@ -68,9 +68,9 @@ def read_document(notebook_path: str | os.PathLike) -> dict:
         with open(notebook_path, encoding="utf-8") as handle:
             document = json.load(handle)
     except FileNotFoundError:
-        raise LedgerError(f"no notebook at {notebook_path}") from None
+        raise LedgerError("no notebook at {notebook_path}", notebook_path=notebook_path) from None
     except (OSError, ValueError) as exc:
-        raise LedgerError(f"cannot read the notebook {notebook_path}: {exc}") from None
+        raise LedgerError("cannot read the notebook {notebook_path}: {exc}", notebook_path=notebook_path, exc=exc) from None
     return document if isinstance(document, dict) else {}
 
 

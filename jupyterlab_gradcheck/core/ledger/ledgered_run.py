@@ -46,10 +46,9 @@ def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:
         if getattr(spec, explicit_attr):
             if written != current:
                 raise SpecError(
-                    f"check {spec.id!r}: {target} rtol={written['rtol']:g} atol={written['atol']:g} differs "
-                    f"from the ledger's current rtol={current['rtol']:g} atol={current['atol']:g}; change it "
-                    f"with `jupyter gradcheck tolerance --check {spec.id} --rtol R --atol A "
-                    "--justification TEXT` (nothing was run or written)",
+                    "check {id!r}: {target} rtol={rtol:g} atol={atol:g} differs from the ledger's "
+                    "current rtol={current_rtol:g} atol={current_atol:g}; change it with `jupyter gradcheck tolerance "
+                    "--check {id} --rtol R --atol A --justification TEXT` (nothing was run or written)", id=spec.id, target=target, rtol=written['rtol'], atol=written['atol'], current_rtol=current['rtol'], current_atol=current['atol'],
                     field=f"{target}.rtol",
                 )
         elif written != current:

@@ -75,7 +75,7 @@ def jsonable(value: Any) -> Any:
         out = {}
         for key, item in value.items():
             if type(key) is not str and not isinstance(key, str):
-                raise LedgerError(f"ledger data keys must be strings, got {type(key).__name__} {key!r}")
+                raise LedgerError("ledger data keys must be strings, got {type} {key!r}", type=type(key).__name__, key=key)
             item_kind = type(item)
             if item_kind is str or item_kind is int or item_kind is bool or item is None or \
                     (item_kind is float and _isfinite(item)):
@@ -105,14 +105,14 @@ def _jsonable_other(value: Any) -> Any:
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise LedgerError(f"ledger data keys must be strings, got {type(key).__name__} {key!r}")
+                raise LedgerError("ledger data keys must be strings, got {type} {key!r}", type=type(key).__name__, key=key)
             out[key] = jsonable(item)
         return out
     if isinstance(value, (list, tuple)):
         return [jsonable(item) for item in value]
     if hasattr(value, "tolist") and callable(value.tolist):  # a numpy array or torch tensor
         return jsonable(value.tolist())
-    raise LedgerError(f"ledger data cannot hold a value of type {type(value).__name__}")
+    raise LedgerError("ledger data cannot hold a value of type {type}", type=type(value).__name__)
 
 
 #: The event of the note that opens every ledger, at seq 0, naming it with a random id.

@@ -67,8 +67,8 @@ def read_head(fd: int, path: Path) -> tuple[int, str, list[bytes], bytes]:
     invalid.reverse()
     if invalid and (not torn or len(invalid) > MAX_SEAL_RUN):
         raise LedgerError(
-            f"the last line of {path.name} is not a valid entry and is not a torn write: "
-            "run `jupyter gradcheck verify` on it; appends are refused"
+            "the last line of {name} is not a valid entry and is not a torn write: run `jupyter "
+            "gradcheck verify` on it; appends are refused", name=path.name
         )
     if found is None:
         return 0, GENESIS, invalid, torn
@@ -122,4 +122,4 @@ def write_all(fd: int, payload: bytes, path: Path) -> None:
         os.fsync(fd)
     except OSError as exc:
         reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
-        raise LedgerError(f"cannot write the ledger {path}: {reason}") from None
+        raise LedgerError("cannot write the ledger {path}: {reason}", path=path, reason=reason) from None

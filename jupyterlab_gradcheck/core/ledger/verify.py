@@ -65,7 +65,7 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False, with_note
     its kernel."""
     ledger = Ledger(path)
     if not ledger.path.is_file():
-        raise LedgerError(f"no ledger at {path}")
+        raise LedgerError("no ledger at {path}", path=path)
     report = _verify_file_lines(ledger, deep)
     report.update(path=str(ledger.path), ledger=str(ledger.path), notebook=None)
     notebook = notebook_beside(ledger.path) if with_notebook else None
@@ -86,8 +86,8 @@ def _bound_ledger(path: Path, meta: dict | None) -> Path:
     if isinstance(meta, dict) and meta.get("ledger"):
         name = str(meta["ledger"])
         if Path(name).name != name or name in (".", ".."):
-            raise LedgerError(f"the binding of {path.name} names {name!r}, outside the notebook's folder: a "
-                              "submission's ledger sits beside its notebook")
+            raise LedgerError("the binding of {name} names {ledger_name!r}, outside the notebook's folder: a "
+                              "submission's ledger sits beside its notebook", name=path.name, ledger_name=name)
         return path.parent / name
     return path.with_name(path.stem + LEDGER_SUFFIX)
 
@@ -158,7 +158,7 @@ def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
         yield ("notebook" if root.suffix == ".ipynb" else "ledger"), root
         return
     if not root.is_dir():
-        raise LedgerError(f"no file or folder at {path}")
+        raise LedgerError("no file or folder at {path}", path=path)
     notebooks = sorted(p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     covered = set()
     for notebook in notebooks:
@@ -237,7 +237,7 @@ def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = F
     seen = load_witness(witness) if witness else None
     if ledger_only:
         if not Path(path).is_file() or Path(path).suffix == ".ipynb":
-            raise SpecError(f"--ledger-only needs a ledger file (.gradcheck.jsonl), got {Path(path).name}",
+            raise SpecError("--ledger-only needs a ledger file (.gradcheck.jsonl), got {name}", name=Path(path).name,
                             field="path")
         return {"ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
                 "reports": [report]}

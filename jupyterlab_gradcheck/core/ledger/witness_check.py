@@ -107,12 +107,12 @@ def load_witness(source: str) -> dict:
             with urllib.request.urlopen(request, timeout=30) as answer:
                 body = json.loads(answer.read().decode("utf-8"))
         except (OSError, ValueError) as exc:
-            raise LedgerError(f"cannot read the witness at {source}: {exc}") from None
+            raise LedgerError("cannot read the witness at {source}: {exc}", source=source, exc=exc) from None
         receipts, key = body.get("receipts") or [], body.get("public_key")
     else:
         path = Path(source)
         if not path.is_file():
-            raise LedgerError(f"no witness log at {source}")
+            raise LedgerError("no witness log at {source}", source=source)
         receipts = read_log(path)
         key_file = path.with_name(path.name + ".key")
         key = None

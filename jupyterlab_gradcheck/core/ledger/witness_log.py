@@ -86,7 +86,7 @@ def validate_report(report) -> dict:
         raise SpecError("the report must be a JSON object", field="report")
     unknown = sorted(set(report) - set(REPORT_FIELDS))
     if unknown:
-        raise SpecError(f"unknown field {unknown[0]!r}", field=unknown[0])
+        raise SpecError("unknown field {unknown!r}", unknown=unknown[0], field=unknown[0])
     private = report.get("private", False)
     if not isinstance(private, bool):
         raise SpecError("private must be true or false", field="private")
@@ -98,7 +98,7 @@ def validate_report(report) -> dict:
             clean[name] = None
             continue
         if not isinstance(value, str) or not value or len(value) > MAX_FIELD:
-            raise SpecError(f"{name} must be a non-empty string", field=name)
+            raise SpecError("{name} must be a non-empty string", name=name, field=name)
         clean[name] = value
     seq = report.get("seq")
     if private and seq is None:
@@ -159,11 +159,11 @@ def read_log(path: str | os.PathLike) -> list[dict]:
                 try:
                     receipts.append(json.loads(line))
                 except ValueError:
-                    raise LedgerError(f"the witness log {Path(path).name} line {number} is not JSON") from None
+                    raise LedgerError("the witness log {name} line {number} is not JSON", name=Path(path).name, number=number) from None
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise LedgerError(f"cannot read the witness log {Path(path).name}: {exc.strerror}") from None
+        raise LedgerError("cannot read the witness log {name}: {strerror}", name=Path(path).name, strerror=exc.strerror) from None
     return receipts
 
 

@@ -20,7 +20,7 @@ def export_notebook(notebook_path: str | os.PathLike, out_path: str | os.PathLik
     """Write the copy with the embedded ledger; return its `metadata.gradcheck`."""
     source = Path(notebook_path)
     if source.suffix != ".ipynb":
-        raise SpecError(f"--format notebook needs a notebook (.ipynb), got {source.name}", field="path")
+        raise SpecError("--format notebook needs a notebook (.ipynb), got {name}", name=source.name, field="path")
     out = Path(out_path)
     if out.resolve() == source.resolve():
         raise SpecError("the notebook export must not overwrite the notebook itself: choose another -o",
@@ -30,13 +30,13 @@ def export_notebook(notebook_path: str | os.PathLike, out_path: str | os.PathLik
     ledger_name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else None
     ledger = Ledger(source.parent / ledger_name) if ledger_name else Ledger.for_notebook(source)
     if not ledger.path.is_file():
-        raise LedgerError(f"{source.name} has no ledger ({ledger.path.name} is missing)")
+        raise LedgerError("{name} has no ledger ({ledger_name} is missing)", name=source.name, ledger_name=ledger.path.name)
     complete, torn = ledger.raw_lines()
     try:
         lines = [raw.decode("utf-8") for raw in complete]
         torn_text = torn.decode("utf-8", errors="replace") if torn else None
     except UnicodeDecodeError as exc:
-        raise LedgerError(f"{ledger.path.name} is not UTF-8 text: {exc}") from None
+        raise LedgerError("{name} is not UTF-8 text: {exc}", name=ledger.path.name, exc=exc) from None
     recorded = dict(meta) if isinstance(meta, dict) else binding_for(ledger, source)
     recorded["embedded"] = {"ledger": ledger.path.name, "lines": lines, "torn_tail": torn_text}
     notebook.metadata[METADATA_KEY] = recorded

@@ -26,7 +26,8 @@ need = ["share/jupyter/labextensions/jupyterlab-gradcheck/package.json",
         "share/jupyter/labextensions/jupyterlab-gradcheck/static/style.js",
         "share/jupyter/labextensions/jupyterlab-gradcheck/schemas/jupyterlab-gradcheck/plugin.json",
         "share/jupyter/labextensions/jupyterlab-gradcheck/install.json",
-        "etc/jupyter/jupyter_server_config.d/jupyterlab_gradcheck.json"]
+        "etc/jupyter/jupyter_server_config.d/jupyterlab_gradcheck.json",
+        "jupyterlab_gradcheck/locale/es_ES/LC_MESSAGES/jupyterlab_gradcheck.json"]
 missing = [n for n in need if not any(x.endswith(n) for x in names)]
 sys.exit(f"missing from the wheel: {missing}" if missing else 0)
 PYEOF
@@ -56,4 +57,17 @@ echo "$SERVER" | grep -E "jupyterlab_gradcheck +enabled" \
     || { echo "$SERVER" >&2; fail "jupyter server extension list does not show jupyterlab_gradcheck enabled"; }
 echo "$SERVER" | grep -E "jupyterlab_gradcheck +[0-9][^ ]* +OK" \
     || { echo "$SERVER" >&2; fail "the jupyterlab_gradcheck server extension does not load"; }
-echo "check-wheel: OK (installed without Node; lab and server extensions enabled)"
+# 4. The side panel's Spanish catalog, found the way JupyterLab finds an extension's own
+#    translations: the jupyterlab.locale entry point, then locale/es_ES/LC_MESSAGES/<name>.json.
+bare "$VBIN/python" - <<'PYEOF' || fail "jupyterlab_server does not find the Spanish catalog of jupyterlab_gradcheck"
+import sys
+from jupyterlab_server.translation_utils import get_installed_packages_locale
+found, message = get_installed_packages_locale("es_ES")
+catalog = found.get("jupyterlab_gradcheck")
+if not catalog:
+    sys.exit(f"no es_ES catalog for jupyterlab_gradcheck ({message or 'no message'})")
+if catalog[""].get("domain") != "jupyterlab_gradcheck" or catalog.get("Run") != ["Ejecutar"]:
+    sys.exit("the es_ES catalog found is not the side panel's")
+PYEOF
+echo "check-wheel: jupyterlab_server finds the Spanish catalog through the jupyterlab.locale entry point"
+echo "check-wheel: OK (installed without Node; lab and server extensions enabled; Spanish catalog found)"

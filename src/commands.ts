@@ -1,25 +1,25 @@
 /**
  * The palette commands: open the panel, export the ledger, verify the ledger.
+ * Their palette ranks (tokens.ts `PALETTE_RANKS`) put opening the panel first.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Dialog, ICommandPalette, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { el } from './dom';
+import { trans } from './i18n';
 import { GradcheckPanel } from './panel';
 import { EXPORT_FORMATS, ExportFormat } from './requester';
-import { CommandIDs } from './tokens';
-
-const CATEGORY = 'Gradient check';
+import { CommandIDs, PALETTE_RANKS } from './tokens';
 
 /** Ask which export format to download; null when cancelled. */
 async function pickFormat(): Promise<ExportFormat | null> {
   const select = el('select', { class: 'jp-mod-styled', testid: 'gradcheck-export-dialog-format' }, EXPORT_FORMATS.map(f => el('option', { value: f }, f.toUpperCase())));
-  const body = new Widget({ node: el('div', {}, el('p', {}, 'Download the active notebook\'s ledger as:'), select) });
+  const body = new Widget({ node: el('div', {}, el('p', {}, trans.__("Download the active notebook's ledger as:")), select) });
   const result = await showDialog({
-    title: 'Export ledger',
+    title: trans.__('Export ledger'),
     body,
-    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Download' })]
+    buttons: [Dialog.cancelButton({ label: trans.__('Cancel') }), Dialog.okButton({ label: trans.__('Download') })]
   });
   return result.button.accept ? (select.value as ExportFormat) : null;
 }
@@ -34,14 +34,14 @@ export function addCommands(app: JupyterFrontEnd, panel: GradcheckPanel, palette
     shell.activateById(panel.id);
   };
   commands.addCommand(CommandIDs.open, {
-    label: 'Gradient check: open panel',
-    caption: 'Show the gradient checks of the active notebook',
+    label: trans.__('Gradient check: open panel'),
+    caption: trans.__('Show the gradient checks of the active notebook'),
     icon: args => (args['isPalette'] ? undefined : panel.title.icon),
     execute: open
   });
   commands.addCommand(CommandIDs.export, {
-    label: 'Gradient check: export ledger',
-    caption: 'Download the active notebook\'s ledger as CSV, HTML or JSON',
+    label: trans.__('Gradient check: export ledger'),
+    caption: trans.__("Download the active notebook's ledger as CSV, HTML or JSON"),
     execute: async args => {
       const given = args['format'] as string | undefined;
       const format = EXPORT_FORMATS.includes(given as ExportFormat) ? (given as ExportFormat) : await pickFormat();
@@ -51,16 +51,17 @@ export function addCommands(app: JupyterFrontEnd, panel: GradcheckPanel, palette
     }
   });
   commands.addCommand(CommandIDs.verify, {
-    label: 'Gradient check: verify ledger',
-    caption: 'Check the active notebook\'s ledger chain and its binding, and show the result',
+    label: trans.__('Gradient check: verify ledger'),
+    caption: trans.__("Check the active notebook's ledger chain and its binding, and show the result"),
     execute: async () => {
       open();
       await panel.verify();
     }
   });
   if (palette) {
-    for (const command of Object.values(CommandIDs)) {
-      palette.addItem({ command, category: CATEGORY, args: { isPalette: true } });
+    const category = trans.__('Gradient check');
+    for (const [name, command] of Object.entries(CommandIDs) as [keyof typeof CommandIDs, string][]) {
+      palette.addItem({ command, category, rank: PALETTE_RANKS[name], args: { isPalette: true } });
     }
   }
 }

@@ -4,6 +4,7 @@
  * server, are shown next to the field they name.
  */
 import { el, replaceChildren } from './dom';
+import { trans } from './i18n';
 import { IDefaults } from './settings';
 import { IDevice } from './types';
 import {
@@ -35,23 +36,34 @@ function note(placeholder: string): HTMLTextAreaElement {
   return el('textarea', { rows: 2, placeholder, class: 'jp-mod-styled' });
 }
 
-const FIELDS: { [K in FormField]: IFieldSpec } = {
-  function: { label: 'Function', hint: 'an expression over the inputs', make: () => input('x*x') },
-  inputs: { label: 'Inputs (JSON)', hint: 'name -> number or nested list', make: () => input('{"x": 3}') },
-  analytical_gradient: {
-    label: 'Analytical gradient (expectation)',
-    hint: 'written before running: a number, a list or an expression such as 2*x',
-    make: () => input('6')
-  },
-  dtype: { label: 'dtype', make: () => select(DTYPES) },
-  device: { label: 'Device', make: () => select(['cpu']) },
-  'finite_difference.scheme': { label: 'FD scheme', make: () => select(FD_SCHEMES) },
-  'finite_difference.step': { label: 'FD step', hint: 'empty: dtype default; or "adaptive"', make: () => input('dtype default') },
-  'tolerance.rtol': { label: 'rtol', make: () => input('dtype default') },
-  'tolerance.atol': { label: 'atol', make: () => input('dtype default') },
-  origin: { label: 'Origin', hint: 'which output, which hand derivation', make: () => note('d(x*x)/dx = 2x, by the power rule') },
-  destination: { label: 'Destination', hint: "which input's gradient", make: () => note('x.grad') }
-};
+/** The form's fields: their labels and hints in the user's language, made when the form is. */
+function fields(): { [K in FormField]: IFieldSpec } {
+  return {
+    function: { label: trans.__('Function'), hint: trans.__('an expression over the inputs'), make: () => input('x*x') },
+    inputs: { label: trans.__('Inputs (JSON)'), hint: trans.__('name -> number or nested list'), make: () => input('{"x": 3}') },
+    analytical_gradient: {
+      label: trans.__('Analytical gradient (expectation)'),
+      hint: trans.__('written before running: a number, a list or an expression such as 2*x'),
+      make: () => input('6')
+    },
+    dtype: { label: 'dtype', make: () => select(DTYPES) },
+    device: { label: trans.__('Device'), make: () => select(['cpu']) },
+    'finite_difference.scheme': { label: trans.__('FD scheme'), make: () => select(FD_SCHEMES) },
+    'finite_difference.step': {
+      label: trans.__('FD step'),
+      hint: trans.__('empty: dtype default; or "adaptive"'),
+      make: () => input(trans.__('dtype default'))
+    },
+    'tolerance.rtol': { label: 'rtol', make: () => input(trans.__('dtype default')) },
+    'tolerance.atol': { label: 'atol', make: () => input(trans.__('dtype default')) },
+    origin: {
+      label: trans.__('Origin'),
+      hint: trans.__('which output, which hand derivation'),
+      make: () => note(trans.__('d(x*x)/dx = 2x, by the power rule'))
+    },
+    destination: { label: trans.__('Destination'), hint: trans.__("which input's gradient"), make: () => note('x.grad') }
+  };
+}
 
 function slug(field: string): string {
   return field.replace(/[._]/g, '-');
@@ -72,9 +84,10 @@ export class DeclareForm {
     this.runButton = el(
       'button',
       { type: 'submit', class: 'jp-mod-styled jp-mod-accept', testid: 'gradcheck-run' },
-      'Run'
+      trans.__('Run')
     );
-    const rows = FORM_FIELDS.map(field => this.row(field));
+    const specs = fields();
+    const rows = FORM_FIELDS.map(field => this.row(field, specs[field]));
     this.node = el(
       'form',
       { class: 'jp-gradcheck-form', testid: 'gradcheck-declare-form', novalidate: true },
@@ -91,8 +104,7 @@ export class DeclareForm {
     });
   }
 
-  private row(field: FormField): HTMLElement {
-    const spec = FIELDS[field];
+  private row(field: FormField, spec: IFieldSpec): HTMLElement {
     const control = spec.make();
     control.name = field;
     control.dataset.testid = `gradcheck-field-${slug(field)}`;
@@ -151,7 +163,11 @@ export class DeclareForm {
         el(
           'option',
           { value: device.id, disabled: !device.available, title: device.reason ?? undefined },
-          device.available ? device.name && device.name !== device.id ? `${device.id} (${device.name})` : device.id : `${device.id} (absent)`
+          device.available
+            ? device.name && device.name !== device.id
+              ? `${device.id} (${device.name})`
+              : device.id
+            : trans.__('%1 (absent)', device.id)
         )
       )
     );
@@ -162,9 +178,9 @@ export class DeclareForm {
       devices
         .filter(device => !device.available)
         .map(device =>
-          el('li', { 'data-device': device.id }, `${device.id} is disabled: ${device.reason || 'the server reports it absent'}`)
+          el('li', { 'data-device': device.id }, trans.__('%1 is disabled: %2', device.id, device.reason || trans.__('the server reports it absent')))
         ),
-      workerError ? el('li', { 'data-device': '' }, `no device list: ${workerError}`) : null
+      workerError ? el('li', { 'data-device': '' }, trans.__('no device list: %1', workerError)) : null
     );
   }
 
@@ -191,6 +207,6 @@ export class DeclareForm {
   /** Disable Run while a check is running, so it is not sent twice. */
   setBusy(busy: boolean): void {
     this.runButton.disabled = busy;
-    this.runButton.textContent = busy ? 'Running…' : 'Run';
+    this.runButton.textContent = busy ? trans.__('Running…') : trans.__('Run');
   }
 }

@@ -11,6 +11,7 @@ import { GradcheckRequestError } from './requester';
 import { el } from './dom';
 import { formatDeclared, formatTolerance } from './format';
 import { ICheckView } from './grouping';
+import { trans } from './i18n';
 import {
   FieldErrors,
   IToleranceEdit,
@@ -24,7 +25,8 @@ interface IFieldSpec {
   name: string;
   label: string;
   kind: 'input' | 'textarea' | 'select';
-  options?: string[];
+  /** A select's options: the value sent, and the words shown. */
+  options?: { value: string; label: string }[];
   placeholder?: string;
 }
 
@@ -53,7 +55,7 @@ class EditBody<V> extends Widget {
       }
       const control =
         spec.kind === 'select'
-          ? el('select', { class: 'jp-mod-styled' }, (spec.options ?? []).map(o => el('option', { value: o }, o)))
+          ? el('select', { class: 'jp-mod-styled' }, (spec.options ?? []).map(o => el('option', { value: o.value }, o.label)))
           : spec.kind === 'textarea'
             ? el('textarea', { class: 'jp-mod-styled', rows: 3, placeholder: spec.placeholder })
             : el('input', { class: 'jp-mod-styled', type: 'text', placeholder: spec.placeholder });
@@ -158,7 +160,7 @@ async function editLoop<V>(
       {
         title,
         body,
-        buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Record change' })],
+        buttons: [Dialog.cancelButton({ label: trans.__('Cancel') }), Dialog.okButton({ label: trans.__('Record change') })],
         defaultButton: 1
       },
       1
@@ -181,12 +183,15 @@ async function editLoop<V>(
   }
 }
 
-const JUSTIFICATION: IFieldSpec = {
-  name: 'justification',
-  label: 'Justification (required)',
-  kind: 'textarea',
-  placeholder: 'why this change is right, in words a grader can judge'
-};
+/** The justification field both dialogs require. */
+function justificationField(): IFieldSpec {
+  return {
+    name: 'justification',
+    label: trans.__('Justification (required)'),
+    kind: 'textarea',
+    placeholder: trans.__('why this change is right, in words a grader can judge')
+  };
+}
 
 /** Edit a check's tolerance; it is recorded with its justification. */
 export function editToleranceDialog(
@@ -194,16 +199,24 @@ export function editToleranceDialog(
   submit: (edit: IToleranceEdit) => Promise<void>
 ): Promise<boolean> {
   const intro =
-    `Current tolerance: ${formatTolerance(view.tolerance)}; finite differences: ${formatTolerance(view.fdTolerance)}. ` +
-    (view.status === 'failed' ? 'The latest run failed: widening now is flagged for the grader.' : '');
+    trans.__('Current tolerance: %1; finite differences: %2.', formatTolerance(view.tolerance), formatTolerance(view.fdTolerance)) +
+    (view.status === 'failed' ? ' ' + trans.__('The latest run failed: widening now is flagged for the grader.') : '');
   return editLoop<IToleranceEdit>(
-    `Edit tolerance of ${view.id}`,
+    trans.__('Edit tolerance of %1', view.id),
     intro,
     [
-      { name: 'target', label: 'Which tolerance', kind: 'select', options: ['tolerance', 'finite_difference'] },
-      { name: 'rtol', label: 'New rtol', kind: 'input', placeholder: 'unchanged' },
-      { name: 'atol', label: 'New atol', kind: 'input', placeholder: 'unchanged' },
-      JUSTIFICATION
+      {
+        name: 'target',
+        label: trans.__('Which tolerance'),
+        kind: 'select',
+        options: [
+          { value: 'tolerance', label: trans.__('analytical vs autograd (tolerance)') },
+          { value: 'finite_difference', label: trans.__('finite differences (finite_difference)') }
+        ]
+      },
+      { name: 'rtol', label: trans.__('New rtol'), kind: 'input', placeholder: trans.__('unchanged') },
+      { name: 'atol', label: trans.__('New atol'), kind: 'input', placeholder: trans.__('unchanged') },
+      justificationField()
     ],
     {},
     raw => validateToleranceEdit({ rtol: raw.rtol ?? '', atol: raw.atol ?? '', target: raw.target ?? 'tolerance', justification: raw.justification ?? '' }),
@@ -217,9 +230,9 @@ export function reviseExpectationDialog(
   submit: (edit: { analytical_gradient: JSONValue; justification: string }) => Promise<void>
 ): Promise<boolean> {
   return editLoop(
-    `Revise expectation of ${view.id}`,
-    `Current expectation: ${formatDeclared(view.analytical)}. The original stays in the ledger.`,
-    [{ name: 'analytical_gradient', label: 'New analytical gradient', kind: 'input', placeholder: '2*x' }, JUSTIFICATION],
+    trans.__('Revise expectation of %1', view.id),
+    trans.__('Current expectation: %1. The original stays in the ledger.', formatDeclared(view.analytical)),
+    [{ name: 'analytical_gradient', label: trans.__('New analytical gradient'), kind: 'input', placeholder: '2*x' }, justificationField()],
     {},
     raw => validateExpectationEdit({ analytical_gradient: raw.analytical_gradient ?? '', justification: raw.justification ?? '' }),
     submit

@@ -6,7 +6,9 @@
  * (6.0, not 6), because JSON loses that distinction and the panel must not
  * make an observed float look like a declared integer.
  */
+import { trans } from './i18n';
 import { ITensorObservation, ITolerance, JSONValue } from './types';
+import { wordsFor } from './words';
 
 const FLOAT_DTYPES = new Set([
   'float64',
@@ -109,7 +111,7 @@ export function shapeOf(value: JSONValue | undefined): number[] {
 /** A shape as `[2, 3]`, with the empty shape of a scalar spelled out. */
 export function formatShape(shape: number[] | undefined | null): string {
   if (!shape || shape.length === 0) {
-    return '[] scalar';
+    return trans.__('[] scalar');
   }
   return `[${shape.join(', ')}]`;
 }
@@ -117,9 +119,9 @@ export function formatShape(shape: number[] | undefined | null): string {
 /** The line under an observed value: `shape [] scalar · float64 · cpu`. */
 export function formatTensorMeta(observation: ITensorObservation): string {
   const shape = observation.shape ?? shapeOf(observation.value);
-  const parts = [`shape ${formatShape(shape)}`];
-  parts.push(observation.dtype ?? 'dtype unknown');
-  parts.push(observation.device ?? 'device unknown');
+  const parts = [trans.__('shape %1', formatShape(shape))];
+  parts.push(observation.dtype ?? trans.__('dtype unknown'));
+  parts.push(observation.device ?? trans.__('device unknown'));
   return parts.join(' · ');
 }
 
@@ -137,7 +139,7 @@ export function formatError(value: number | undefined | null): string {
 /** A tolerance pair: `rtol 1e-07, atol 1e-10`, or `dtype default`. */
 export function formatTolerance(tolerance: ITolerance | undefined | null): string {
   if (!tolerance) {
-    return 'dtype default';
+    return trans.__('dtype default');
   }
   const parts: string[] = [];
   if (tolerance.rtol !== undefined && tolerance.rtol !== null) {
@@ -146,12 +148,12 @@ export function formatTolerance(tolerance: ITolerance | undefined | null): strin
   if (tolerance.atol !== undefined && tolerance.atol !== null) {
     parts.push(`atol ${formatFloat(tolerance.atol)}`);
   }
-  return parts.length ? parts.join(', ') : 'dtype default';
+  return parts.length ? parts.join(', ') : trans.__('dtype default');
 }
 
-/** A diagnosis code as words: `probable_bug` -> `probable bug`. */
+/** A diagnosis code as words: `probable_bug` -> `probable bug` (translated; words.ts). */
 export function formatDiagnosis(diagnosis: string | undefined | null): string {
-  return diagnosis ? diagnosis.replace(/_/g, ' ') : 'no diagnosis';
+  return diagnosis ? wordsFor('diagnosis', diagnosis) : trans.__('no diagnosis');
 }
 
 /** A UTC timestamp shortened to minutes for the history list. */
@@ -160,5 +162,5 @@ export function formatTime(time: string | undefined): string {
     return '';
   }
   const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(time);
-  return match ? `${match[1]} ${match[2]} UTC` : time;
+  return match ? trans.__('%1 %2 UTC', match[1], match[2]) : time;
 }

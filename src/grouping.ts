@@ -12,6 +12,7 @@ import {
   ITolerance,
   JSONValue
 } from './types';
+import { trans } from './i18n';
 
 /** One run of a check, as its observation entry recorded it. */
 export interface IRunView {
@@ -176,7 +177,7 @@ function applyObservation(view: ICheckView, entry: ILedgerEntry): void {
       numberOrNull(data.expectation_seq) ?? numberOrNull(record.expectation_seq),
     record,
     passed: failedToRun || typeof passed !== 'boolean' ? null : passed,
-    failedToRun: failedToRun ? String(data.reason ?? 'the run did not complete') : null
+    failedToRun: failedToRun ? String(data.reason ?? trans.__('the run did not complete')) : null
   };
   if (!view.declared) {
     view.declared = record;

@@ -11,12 +11,15 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { followActiveNotebook, watchKernelChecks } from './activeNotebook';
 import { requester } from './api';
 import { addCommands } from './commands';
+import { useTranslator } from './i18n';
 import { GradcheckModel } from './model';
 import { GradcheckPanel } from './panel';
+import { translatePlugin } from './schemaTranslation';
 import { defaultsFrom } from './settings';
 import { IGradcheckModel, PLUGIN_ID } from './tokens';
 
@@ -27,15 +30,18 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
   description: 'Check PyTorch gradients honestly: expectation beside observation, in a tamper-evident ledger.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer],
+  optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer, ITranslator],
   provides: IGradcheckModel,
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    translator: ITranslator | null
   ): IGradcheckModel => {
+    // First, so every label, command and message below is in the user's language.
+    useTranslator(translator ?? nullTranslator);
     const model = new GradcheckModel(requester);
     followActiveNotebook(tracker, model);
     const watchKernel = (notebook: NotebookPanel) => {
@@ -51,6 +57,8 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
     }
     addCommands(app, panel, palette);
     if (settingRegistry) {
+      // The schema sets jupyter.lab.transform: the registry loads it once this transform is there.
+      settingRegistry.transform(PLUGIN_ID, { fetch: translatePlugin });
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {

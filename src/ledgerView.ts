@@ -14,7 +14,9 @@ import {
   formatTolerance
 } from './format';
 import { ICheckView, IHistoryItem, IRunView } from './grouping';
+import { trans } from './i18n';
 import { ICheckRecord, ITolerance, JSONValue } from './types';
+import { wordsFor } from './words';
 
 /** What a check card's buttons do. */
 export interface ICheckActions {
@@ -22,15 +24,8 @@ export interface ICheckActions {
   reviseExpectation(view: ICheckView): void;
 }
 
-const STATUS_TEXT: { [status: string]: string } = {
-  passed: 'passed',
-  failed: 'failed',
-  not_run: 'not run',
-  failed_to_run: 'failed to run'
-};
-
 /** A verdict badge; its text is the verdict so it reads without colour. */
-export function badge(status: string, text = STATUS_TEXT[status] ?? status): HTMLElement {
+export function badge(status: string, text = wordsFor('status', status)): HTMLElement {
   return el('span', { class: `jp-gradcheck-badge jp-gradcheck-badge-${status}`, testid: 'gradcheck-badge', 'data-status': status }, text);
 }
 
@@ -50,7 +45,7 @@ function expectedFor(analytical: JSONValue | undefined, name: string, names: str
 function observationCell(record: ICheckRecord | undefined, name: string): HTMLElement {
   const gradient = record?.observations?.backward_pass_1?.gradients?.[name];
   if (!record || !record.executed) {
-    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, 'not observed yet'));
+    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed yet')));
   }
   if (!gradient) {
     return el(
@@ -80,7 +75,7 @@ function columns(view: ICheckView): HTMLElement {
         'td',
         { class: 'jp-gradcheck-expectation' },
         el('div', { testid: 'gradcheck-expectation-value', class: 'jp-gradcheck-value' }, formatDeclared(expectedFor(view.analytical, name, names))),
-        el('div', { class: 'jp-gradcheck-meta' }, `declared · ${view.declared?.dtype ?? 'float64'} · ${view.declared?.device ?? 'cpu'}`)
+        el('div', { class: 'jp-gradcheck-meta' }, trans.__('declared · %1 · %2', view.declared?.dtype ?? 'float64', view.declared?.device ?? 'cpu'))
       ),
       observationCell(record, name)
     )
@@ -88,7 +83,7 @@ function columns(view: ICheckView): HTMLElement {
   return el(
     'table',
     { class: 'jp-gradcheck-columns', testid: 'gradcheck-columns' },
-    el('thead', {}, el('tr', {}, el('th', {}, 'input'), el('th', {}, 'Expectation'), el('th', {}, 'Observation'))),
+    el('thead', {}, el('tr', {}, el('th', {}, trans.__('input')), el('th', {}, trans.__('Expectation')), el('th', {}, trans.__('Observation')))),
     el('tbody', {}, rows)
   );
 }
@@ -99,15 +94,25 @@ function details(view: ICheckView): HTMLElement {
   return el(
     'dl',
     { class: 'jp-gradcheck-details' },
-    el('dt', {}, 'inputs'),
+    el('dt', {}, trans.__('inputs')),
     el('dd', {}, JSON.stringify(record?.inputs ?? {})),
-    el('dt', {}, 'tolerance'),
+    el('dt', {}, trans.__('tolerance')),
     el('dd', { testid: 'gradcheck-tolerance' }, formatTolerance(view.tolerance as ITolerance)),
-    el('dt', {}, 'FD'),
-    el('dd', {}, `${declared?.finite_difference?.scheme ?? 'central'}, step ${formatDeclared(declared?.finite_difference?.step ?? 'dtype default')}`),
-    declared?.origin ? [el('dt', {}, 'origin'), el('dd', {}, declared.origin)] : null,
-    declared?.destination ? [el('dt', {}, 'destination'), el('dd', {}, declared.destination)] : null,
-    el('dt', {}, 'runs'),
+    el('dt', {}, trans.__('FD')),
+    el(
+      'dd',
+      {},
+      trans.__(
+        '%1, step %2',
+        declared?.finite_difference?.scheme ?? 'central',
+        declared?.finite_difference?.step === undefined || declared?.finite_difference?.step === null
+          ? trans.__('dtype default')
+          : formatDeclared(declared.finite_difference.step)
+      )
+    ),
+    declared?.origin ? [el('dt', {}, trans.__('origin')), el('dd', {}, declared.origin)] : null,
+    declared?.destination ? [el('dt', {}, trans.__('destination')), el('dd', {}, declared.destination)] : null,
+    el('dt', {}, trans.__('runs')),
     el('dd', {}, String(view.runs.length))
   );
 }
@@ -122,8 +127,14 @@ function comparisons(record: ICheckRecord | undefined): HTMLElement | null {
     record.comparisons.map(c =>
       el(
         'li',
-        { class: c.passed ? '' : 'jp-gradcheck-failed-line', 'data-passed': String(c.passed) },
-        `${c.name.replace(/_/g, ' ')}${c.input ? ` (${c.input})` : ''}: max abs err ${formatError(c.max_abs_err)}, max rel err ${formatError(c.max_rel_err)} — ${c.passed ? 'ok' : 'FAILED'}`
+        { class: c.passed ? '' : 'jp-gradcheck-failed-line', 'data-passed': String(c.passed), 'data-comparison': c.name },
+        trans.__(
+          '%1: max abs err %2, max rel err %3 — %4',
+          `${wordsFor('comparison', c.name)}${c.input ? ` (${c.input})` : ''}`,
+          formatError(c.max_abs_err),
+          formatError(c.max_rel_err),
+          c.passed ? trans.__('ok') : trans.__('FAILED')
+        )
       )
     )
   );
@@ -135,35 +146,41 @@ function keptFailure(run: IRunView): HTMLElement {
     return el(
       'li',
       { class: 'jp-gradcheck-failure', testid: 'gradcheck-failure', 'data-seq': run.seq },
-      el('div', {}, `run #${run.seq} ${formatTime(run.time)}: failed to run`),
+      el('div', {}, trans.__('run #%1 %2: failed to run', run.seq, formatTime(run.time))),
       el('div', { class: 'jp-gradcheck-diagnosis', testid: 'gradcheck-diagnosis', 'data-diagnosis': 'failed_to_run' }, run.failedToRun)
     );
   }
+  const what = failure?.comparison ? wordsFor('comparison', failure.comparison) : trans.__('failed');
   return el(
     'li',
     { class: 'jp-gradcheck-failure', testid: 'gradcheck-failure', 'data-seq': run.seq },
-    el('div', {}, `run #${run.seq} ${formatTime(run.time)}: ${failure?.comparison?.replace(/_/g, ' ') ?? 'failed'}${failure?.input ? ` on ${failure.input}` : ''}`),
+    el(
+      'div',
+      {},
+      failure?.input
+        ? trans.__('run #%1 %2: %3 on %4', run.seq, formatTime(run.time), what, failure.input)
+        : trans.__('run #%1 %2: %3', run.seq, formatTime(run.time), what)
+    ),
     failure
       ? el(
           'div',
           { class: 'jp-gradcheck-meta' },
-          `expected ${formatObserved(failure.left, run.record.dtype)} vs observed ${formatObserved(failure.right, run.record.dtype)} (abs err ${formatError(failure.abs_err)})`
+          trans.__(
+            'expected %1 vs observed %2 (abs err %3)',
+            formatObserved(failure.left, run.record.dtype),
+            formatObserved(failure.right, run.record.dtype),
+            formatError(failure.abs_err)
+          )
         )
       : null,
     el(
       'div',
       { class: 'jp-gradcheck-diagnosis', testid: 'gradcheck-diagnosis', 'data-diagnosis': failure?.diagnosis ?? '' },
-      `diagnosis: ${formatDiagnosis(failure?.diagnosis)}`,
+      trans.__('diagnosis: %1', formatDiagnosis(failure?.diagnosis)),
       failure?.reason ? ` — ${failure.reason}` : ''
     )
   );
 }
-
-const HISTORY_LABEL: { [target: string]: string } = {
-  tolerance: 'tolerance',
-  finite_difference: 'finite-difference tolerance',
-  analytical_gradient: 'expectation'
-};
 
 function historyValue(value: JSONValue | ITolerance | undefined, kind: string): string {
   return kind === 'tolerance' ? formatTolerance(value as ITolerance) : formatDeclared(value as JSONValue);
@@ -176,9 +193,9 @@ function historyItem(item: IHistoryItem): HTMLElement {
     el(
       'div',
       {},
-      `#${item.seq} ${formatTime(item.time)} ${HISTORY_LABEL[item.target] ?? item.target}: `,
+      `#${item.seq} ${formatTime(item.time)} ${wordsFor('historyTarget', item.target)}: `,
       `${historyValue(item.before, item.kind)} → ${historyValue(item.after, item.kind)}`,
-      item.flags.map(flag => el('span', { class: 'jp-gradcheck-flag', testid: 'gradcheck-flag' }, flag))
+      item.flags.map(flag => el('span', { class: 'jp-gradcheck-flag', testid: 'gradcheck-flag', 'data-flag': flag }, wordsFor('historyFlag', flag)))
     ),
     el('div', { class: 'jp-gradcheck-justification', testid: 'gradcheck-justification' }, `“${item.justification}”`)
   );
@@ -199,14 +216,14 @@ export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement
       el('code', { class: 'jp-gradcheck-function' }, declared?.function ?? '')
     ),
     columns(view),
-    failedToRun ? el('div', { class: 'jp-gradcheck-field-error' }, `failed to run: ${failedToRun}`) : null,
+    failedToRun ? el('div', { class: 'jp-gradcheck-field-error' }, trans.__('failed to run: %1', failedToRun)) : null,
     comparisons(view.latest?.record),
     details(view),
     view.failuresKept.length
       ? el(
           'div',
           { class: 'jp-gradcheck-failures' },
-          el('h4', {}, `Failures kept (${view.failuresKept.length})`),
+          el('h4', {}, trans.__('Failures kept (%1)', view.failuresKept.length)),
           el('ul', { testid: 'gradcheck-failures' }, view.failuresKept.map(keptFailure))
         )
       : null,
@@ -214,15 +231,15 @@ export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement
       ? el(
           'div',
           { class: 'jp-gradcheck-history' },
-          el('h4', {}, 'Tolerance and expectation history'),
+          el('h4', {}, trans.__('Tolerance and expectation history')),
           el('ul', { testid: 'gradcheck-history' }, view.history.map(historyItem))
         )
       : null,
     el(
       'div',
       { class: 'jp-gradcheck-check-actions' },
-      button('Edit tolerance…', 'gradcheck-edit-tolerance', () => actions.editTolerance(view)),
-      button('Revise expectation…', 'gradcheck-revise-expectation', () => actions.reviseExpectation(view))
+      button(trans.__('Edit tolerance…'), 'gradcheck-edit-tolerance', () => actions.editTolerance(view)),
+      button(trans.__('Revise expectation…'), 'gradcheck-revise-expectation', () => actions.reviseExpectation(view))
     )
   );
 }

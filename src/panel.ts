@@ -14,6 +14,7 @@ import { DeclareForm } from './declareForm';
 import { editToleranceDialog, reviseExpectationDialog } from './dialogs';
 import { Child, append, el, replaceChildren } from './dom';
 import { ICheckView } from './grouping';
+import { trans } from './i18n';
 import { gradcheckIcon } from './icon';
 import { badge, button, checkCard } from './ledgerView';
 import { EXPORT_FORMATS, ExportFormat } from './requester';
@@ -46,7 +47,7 @@ export class GradcheckPanel extends Widget {
     this.id = PANEL_ID;
     this.addClass('jp-gradcheck-panel');
     this.title.icon = gradcheckIcon;
-    this.title.caption = 'Gradient check: expectations, observations and the ledger';
+    this.title.caption = trans.__('Gradient check: expectations, observations and the ledger');
     this.node.dataset.testid = 'gradcheck-panel';
 
     this.form = new DeclareForm(() => void this.run());
@@ -59,14 +60,14 @@ export class GradcheckPanel extends Widget {
     this.body = el(
       'div',
       { class: 'jp-gradcheck-body' },
-      el('details', { class: 'jp-gradcheck-section', open: true }, el('summary', {}, 'Declare a check'), this.form.node),
+      el('details', { class: 'jp-gradcheck-section', open: true }, el('summary', {}, trans.__('Declare a check')), this.form.node),
       el(
         'div',
         { class: 'jp-gradcheck-section jp-gradcheck-ledger-actions' },
         this.formatSelect,
-        button('Export', 'gradcheck-export', () => void this.exportLedger(this.formatSelect.value as ExportFormat)),
-        button('Verify', 'gradcheck-verify', () => void this.verify()),
-        button('Refresh', 'gradcheck-refresh', () => void this.refresh()),
+        button(trans.__('Export'), 'gradcheck-export', () => void this.exportLedger(this.formatSelect.value as ExportFormat)),
+        button(trans.__('Verify'), 'gradcheck-verify', () => void this.verify()),
+        button(trans.__('Refresh'), 'gradcheck-refresh', () => void this.refresh()),
         this.verifyResult
       ),
       this.notice,
@@ -106,13 +107,13 @@ export class GradcheckPanel extends Widget {
   /** Download the active notebook's ledger export as a file. */
   async exportLedger(format: ExportFormat): Promise<void> {
     if (!this.model.notebookPath) {
-      await showErrorMessage('Export ledger', 'Open a notebook first: its ledger is what is exported.');
+      await showErrorMessage(trans.__('Export ledger'), trans.__('Open a notebook first: its ledger is what is exported.'));
       return;
     }
     try {
       download(await this.model.exportLedger(format));
     } catch (error) {
-      await showErrorMessage('Export ledger', (error as Error).message);
+      await showErrorMessage(trans.__('Export ledger'), (error as Error).message);
     }
     await this.model.refresh();
   }
@@ -161,11 +162,11 @@ export class GradcheckPanel extends Widget {
     }
     replaceChildren(
       this.problem,
-      el('p', { class: 'jp-gradcheck-problem-title' }, 'The server extension is not installed or not enabled.'),
-      el('p', {}, 'The panel needs the jupyterlab_gradcheck server extension to run and record checks. Enable it, then restart JupyterLab:'),
+      el('p', { class: 'jp-gradcheck-problem-title' }, trans.__('The server extension is not installed or not enabled.')),
+      el('p', {}, trans.__('The panel needs the jupyterlab_gradcheck server extension to run and record checks. Enable it, then restart JupyterLab:')),
       el('pre', { testid: 'gradcheck-fix-command' }, ENABLE_COMMAND),
       el('p', { class: 'jp-gradcheck-meta' }, `(${error})`),
-      button('Try again', 'gradcheck-retry', () => void this.refresh())
+      button(trans.__('Try again'), 'gradcheck-retry', () => void this.refresh())
     );
   }
 
@@ -193,15 +194,15 @@ export class GradcheckPanel extends Widget {
     const entries = ledger && Array.isArray(ledger.entries) ? ledger.entries.length : 0;
     replaceChildren(
       this.header,
-      el('div', { class: 'jp-gradcheck-title' }, 'Gradient check'),
-      el('div', { class: 'jp-gradcheck-notebook', testid: 'gradcheck-notebook', title: path ?? '' }, path ? basename(path) : 'no notebook'),
+      el('div', { class: 'jp-gradcheck-title' }, trans.__('Gradient check')),
+      el('div', { class: 'jp-gradcheck-notebook', testid: 'gradcheck-notebook', title: path ?? '' }, path ? basename(path) : trans.__('no notebook')),
       ledger
         ? el(
             'div',
             { class: 'jp-gradcheck-chain', testid: 'gradcheck-chain' },
             chainBadge(chain, entries),
-            chain?.binding_ok === false ? badge('failed', 'binding broken') : null,
-            el('span', { class: 'jp-gradcheck-meta' }, ` ${entries} entries`)
+            chain?.binding_ok === false ? badge('failed', trans.__('binding broken')) : null,
+            el('span', { class: 'jp-gradcheck-meta' }, ' ' + trans._n('%1 entry', '%1 entries', entries))
           )
         : null
     );
@@ -212,11 +213,11 @@ export class GradcheckPanel extends Widget {
     if (ledgerState === 'idle') {
       replaceChildren(this.checks);
     } else if (ledgerState === 'no-notebook') {
-      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-no-notebook' }, 'Open a notebook to see and declare its gradient checks.'));
+      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-no-notebook' }, trans.__('Open a notebook to see and declare its gradient checks.')));
     } else if (ledgerState === 'error') {
-      replaceChildren(this.checks, el('div', { class: 'jp-gradcheck-field-error' }, `Could not read the ledger: ${ledgerError}`));
+      replaceChildren(this.checks, el('div', { class: 'jp-gradcheck-field-error' }, trans.__('Could not read the ledger: %1', ledgerError)));
     } else if (!views.length) {
-      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-empty' }, 'No checks yet. Write the expectation first, then run.'));
+      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-empty' }, trans.__('No checks yet. Write the expectation first, then run.')));
     } else {
       const actions = {
         editTolerance: (view: ICheckView) => void this.editTolerance(view),
@@ -254,13 +255,13 @@ function download(file: IExportFile): void {
 
 function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement {
   if (!entries) {
-    return badge('not_run', 'empty ledger');
+    return badge('not_run', trans.__('empty ledger'));
   }
   const ok = chain?.chain_ok ?? chain?.ok;
   if (typeof ok !== 'boolean') {
-    return badge('not_run', 'chain unknown');
+    return badge('not_run', trans.__('chain unknown'));
   }
-  const node = badge(ok ? 'passed' : 'failed', ok ? 'chain OK' : 'chain broken');
+  const node = badge(ok ? 'passed' : 'failed', ok ? trans.__('chain OK') : trans.__('chain broken'));
 
   node.dataset.testid = 'gradcheck-chain-badge';
   return node;
@@ -272,11 +273,11 @@ function verifyResult(verification: VerifyState): Child {
     case 'none':
       return null;
     case 'no-notebook':
-      return 'Open a notebook first: its ledger is what is verified.';
+      return trans.__('Open a notebook first: its ledger is what is verified.');
     case 'running':
-      return 'Verifying…';
+      return trans.__('Verifying…');
     case 'failed':
-      return el('div', { class: 'jp-gradcheck-field-error' }, `Verify failed: ${verification.message}`);
+      return el('div', { class: 'jp-gradcheck-field-error' }, trans.__('Verify failed: %1', verification.message));
     case 'done':
       return verifyReport(verification.report, verification.summary);
   }
@@ -287,12 +288,12 @@ function verifyReport(report: { [key: string]: unknown }, summary: IVerifySummar
   return el(
     'div',
     { testid: 'gradcheck-verify-report', 'data-ok': String(summary.ok) },
-    badge(summary.ok ? 'passed' : 'failed', summary.ok ? 'verified' : 'verification failed'),
+    badge(summary.ok ? 'passed' : 'failed', summary.ok ? trans.__('verified') : trans.__('verification failed')),
     el(
       'ul',
       { class: 'jp-gradcheck-verify-lines' },
       summary.lines.map(line => el('li', { class: `jp-gradcheck-verify-${line.level}`, 'data-level': line.level }, line.text))
     ),
-    el('details', {}, el('summary', {}, 'full report'), el('pre', {}, JSON.stringify(report, null, 2)))
+    el('details', {}, el('summary', {}, trans.__('full report')), el('pre', {}, JSON.stringify(report, null, 2)))
   );
 }

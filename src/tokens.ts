@@ -28,6 +28,17 @@ export const CommandIDs = {
   verify: 'jupyterlab-gradcheck:verify-ledger'
 } as const;
 
+/**
+ * The commands' order in the palette: opening the panel first, in any
+ * language. The palette sorts equally good matches by rank before label, and
+ * by label alone "export" would come before "open".
+ */
+export const PALETTE_RANKS: { [K in keyof typeof CommandIDs]: number } = {
+  open: 0,
+  export: 1,
+  verify: 2
+};
+
 /** The active notebook as the model sees it: its path, its metadata, and saving it. */
 export interface IActiveNotebook {
   /** The notebook's server-relative path (read live: a rename changes it). */

@@ -5,6 +5,7 @@
  * The server validates everything again; checking here only lets the panel
  * put a one-line message next to the field before a request is made.
  */
+import { trans } from './i18n';
 import { ICheckRecord, IDevice, JSONRecord, JSONValue } from './types';
 
 /** The field keys of the declare form; they use the record's field names. */
@@ -45,20 +46,20 @@ function fail<T>(field: string, message: string): Validated<T> {
 /** Whether a value is a number or a rectangular nested list of numbers. */
 function tensorProblem(value: unknown): string | null {
   if (typeof value === 'number') {
-    return Number.isFinite(value) ? null : 'must be a finite number';
+    return Number.isFinite(value) ? null : trans.__('must be a finite number');
   }
   if (!Array.isArray(value)) {
-    return 'must be a number or a nested list of numbers';
+    return trans.__('must be a number or a nested list of numbers');
   }
   if (value.length === 0) {
-    return 'must not be an empty list';
+    return trans.__('must not be an empty list');
   }
   const problems = value.map(tensorProblem).filter(p => p !== null);
   if (problems.length) {
     return problems[0];
   }
   const shapes = value.map(item => JSON.stringify(shapeKey(item)));
-  return shapes.every(s => s === shapes[0]) ? null : 'is a ragged list: rows differ in shape';
+  return shapes.every(s => s === shapes[0]) ? null : trans.__('is a ragged list: rows differ in shape');
 }
 
 function shapeKey(value: unknown): number[] {
@@ -68,28 +69,28 @@ function shapeKey(value: unknown): number[] {
 /** Parse the inputs field: a JSON object of name -> number or nested list. */
 export function parseInputs(text: string): Validated<JSONRecord> {
   if (!text.trim()) {
-    return fail('inputs', 'inputs are required, for example {"x": 3}');
+    return fail('inputs', trans.__('inputs are required, for example %1', '{"x": 3}'));
   }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    return fail('inputs', `inputs are not valid JSON: ${(error as Error).message}`);
+    return fail('inputs', trans.__('inputs are not valid JSON: %1', (error as Error).message));
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    return fail('inputs', 'inputs must be a JSON object of name -> value, for example {"x": 3}');
+    return fail('inputs', trans.__('inputs must be a JSON object of name -> value, for example %1', '{"x": 3}'));
   }
   const names = Object.keys(parsed);
   if (names.length === 0) {
-    return fail('inputs', 'inputs must name at least one input');
+    return fail('inputs', trans.__('inputs must name at least one input'));
   }
   for (const name of names) {
     if (!NAME.test(name)) {
-      return fail('inputs', `input name "${name}" is not an identifier`);
+      return fail('inputs', trans.__('input name "%1" is not an identifier', name));
     }
     const problem = tensorProblem((parsed as JSONRecord)[name]);
     if (problem) {
-      return fail('inputs', `input ${name} ${problem}`);
+      return fail('inputs', trans.__('input %1 %2', name, problem));
     }
   }
   return { ok: true, value: parsed as JSONRecord };
@@ -102,7 +103,7 @@ export function parseInputs(text: string): Validated<JSONRecord> {
 export function parseAnalytical(text: string, field = 'analytical_gradient'): Validated<JSONValue> {
   const trimmed = text.trim();
   if (!trimmed) {
-    return fail(field, 'write the expected gradient before running: it is the expectation');
+    return fail(field, trans.__('write the expected gradient before running: it is the expectation'));
   }
   let parsed: unknown;
   try {
@@ -111,7 +112,7 @@ export function parseAnalytical(text: string, field = 'analytical_gradient'): Va
     return { ok: true, value: trimmed };
   }
   if (typeof parsed === 'boolean' || parsed === null) {
-    return fail(field, `${trimmed} is not a gradient: write a number, a list or an expression`);
+    return fail(field, trans.__('%1 is not a gradient: write a number, a list or an expression', trimmed));
   }
   return { ok: true, value: parsed as JSONValue };
 }
@@ -128,7 +129,7 @@ export function parseOptionalNumber(
   }
   const value = Number(trimmed);
   if (!Number.isFinite(value) || value < 0) {
-    return fail(field, `${label} must be a non-negative number, not "${trimmed}"`);
+    return fail(field, trans.__('%1 must be a non-negative number, not "%2"', label, trimmed));
   }
   return { ok: true, value };
 }
@@ -144,7 +145,7 @@ export function parseStep(text: string): Validated<number | 'adaptive' | null> {
   }
   const value = Number(trimmed);
   if (!Number.isFinite(value) || value <= 0) {
-    return fail('finite_difference.step', `step must be a positive number or "adaptive", not "${trimmed}"`);
+    return fail('finite_difference.step', trans.__('step must be a positive number or "adaptive", not "%1"', trimmed));
   }
   return { ok: true, value };
 }
@@ -152,11 +153,11 @@ export function parseStep(text: string): Validated<number | 'adaptive' | null> {
 /** Check the device against the server's list; an absent device is refused with its reason. */
 export function deviceProblem(device: string, devices: IDevice[]): string | null {
   if (!device) {
-    return 'choose a device';
+    return trans.__('choose a device');
   }
   const known = devices.find(d => d.id === device);
   if (known && !known.available) {
-    return `${device} is not available: ${known.reason ?? 'the server reports it absent'}`;
+    return trans.__('%1 is not available: %2', device, known.reason ?? trans.__('the server reports it absent'));
   }
   return null;
 }
@@ -166,7 +167,7 @@ export function buildCheck(values: IFormValues, devices: IDevice[] = []): Valida
   const errors: FieldErrors = {};
   const fn = values.function.trim();
   if (!fn) {
-    errors['function'] = 'function is required, for example x*x';
+    errors['function'] = trans.__('function is required, for example %1', 'x*x');
   }
   const inputs = parseInputs(values.inputs);
   const analytical = parseAnalytical(values.analytical_gradient);
@@ -179,10 +180,10 @@ export function buildCheck(values: IFormValues, devices: IDevice[] = []): Valida
     }
   }
   if (!DTYPES.includes(values.dtype)) {
-    errors['dtype'] = `dtype must be one of ${DTYPES.join(', ')}`;
+    errors['dtype'] = trans.__('dtype must be one of %1', DTYPES.join(', '));
   }
   if (!FD_SCHEMES.includes(values['finite_difference.scheme'])) {
-    errors['finite_difference.scheme'] = `scheme must be one of ${FD_SCHEMES.join(', ')}`;
+    errors['finite_difference.scheme'] = trans.__('scheme must be one of %1', FD_SCHEMES.join(', '));
   }
   const device = deviceProblem(values.device, devices);
   if (device) {
@@ -253,7 +254,7 @@ export interface IToleranceEdit {
 export function justificationProblem(text: string): string | null {
   return text.trim()
     ? null
-    : 'a justification is required: say why the change is right, so the grader can judge it';
+    : trans.__('a justification is required: say why the change is right, so the grader can judge it');
 }
 
 /** Validate the tolerance dialog: at least one of rtol/atol, and a justification. */
@@ -273,7 +274,7 @@ export function validateToleranceEdit(values: {
     Object.assign(errors, atol.errors);
   }
   if (rtol.ok && atol.ok && rtol.value === undefined && atol.value === undefined) {
-    errors['rtol'] = 'give a new rtol, a new atol, or both';
+    errors['rtol'] = trans.__('give a new rtol, a new atol, or both');
   }
   const justification = justificationProblem(values.justification);
   if (justification) {

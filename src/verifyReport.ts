@@ -3,6 +3,8 @@
  * the verdict on the chain and the binding, then each error, warning and
  * flag. Pure, so it is tested without a browser.
  */
+import { trans } from './i18n';
+import { wordsFor } from './words';
 
 /** One line of the summary. */
 export interface IVerifyLine {
@@ -24,7 +26,7 @@ function isReport(value: unknown): value is Report {
 
 function errorText(error: unknown): string {
   if (isReport(error)) {
-    const line = typeof error.line === 'number' ? `line ${error.line}: ` : '';
+    const line = typeof error.line === 'number' ? trans.__('line %1: ', error.line) : '';
     return `${line}${String(error.reason ?? error.message ?? JSON.stringify(error))}`;
   }
   return String(error);
@@ -32,18 +34,18 @@ function errorText(error: unknown): string {
 
 function flagText(flag: unknown): string {
   if (isReport(flag)) {
-    const seqs = Array.isArray(flag.seqs) ? ` (entries ${flag.seqs.join(', ')})` : '';
-    return `${String(flag.check_id ?? '')}: ${String(flag.flag ?? '').replace(/_/g, ' ')}${seqs}`;
+    const seqs = Array.isArray(flag.seqs) ? trans.__(' (entries %1)', flag.seqs.join(', ')) : '';
+    return `${String(flag.check_id ?? '')}: ${wordsFor('verifyFlag', String(flag.flag ?? ''))}${seqs}`;
   }
   return String(flag);
 }
 
-function verdict(name: string, value: unknown): string | null {
+function verdict(name: 'chain' | 'binding', value: unknown): string | null {
   if (value === true) {
-    return `${name} OK`;
+    return name === 'chain' ? trans.__('chain OK') : trans.__('binding OK');
   }
   if (value === false) {
-    return `${name} broken`;
+    return name === 'chain' ? trans.__('chain broken') : trans.__('binding broken');
   }
   return null;
 }
@@ -53,7 +55,7 @@ function one(report: Report, lines: IVerifyLine[]): void {
     (p): p is string => p !== null
   );
   if (typeof report.entries === 'number') {
-    parts.push(`${report.entries} entries`);
+    parts.push(trans._n('%1 entry', '%1 entries', report.entries));
   }
   if (parts.length) {
     lines.push({ level: 'info', text: parts.join(' · ') });

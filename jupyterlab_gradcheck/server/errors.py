@@ -26,6 +26,18 @@ class BadPath(SpecError):
     code = "bad_path"
 
 
+class OverBudget(SpecError):
+    """A check whose predicted work cannot finish within the server's timeout."""
+
+    code = "over_budget"
+
+
+class ClientGone(GradcheckError):
+    """The client closed its connection while its check waited for a worker: nothing ran."""
+
+    code = "client_gone"
+
+
 class PathForbidden(GradcheckError):
     """An API path that resolves, through a symbolic link, to a place outside the root."""
 

@@ -54,6 +54,22 @@ class GradcheckExtension(ExtensionApp):
         "cost two forward passes per element, so this bounds the work of one request.",
     ).tag(config=True)
 
+    admission_rate = Float(
+        5e8,
+        help="Element evaluations per second a worker is assumed to manage when a check is "
+        "admitted. A check's work is predicted from its shapes and its path before it runs "
+        "(evaluations times the elements of the largest tensor it builds); one predicted to "
+        "need longer than `timeout` is refused with 400 before anything is written. Raise it "
+        "on a faster machine.",
+    ).tag(config=True)
+
+    heavy_seconds = Float(
+        1.0,
+        help="Predicted seconds above which a check counts as heavy. Heavy checks never take "
+        "the last free worker (with two or more workers), so light checks keep flowing while "
+        "heavy ones run.",
+    ).tag(config=True)
+
     default_device = Unicode(
         "cpu",
         help="Device for a check whose record names none: cpu, cuda, cuda:N, mps or auto "
@@ -102,7 +118,7 @@ class GradcheckExtension(ExtensionApp):
             raise TraitError("GradcheckExtension.workers must be at least 1")
         return proposal["value"]
 
-    @validate("timeout", "startup_timeout")
+    @validate("timeout", "startup_timeout", "admission_rate", "heavy_seconds")
     def _positive_seconds(self, proposal):
         if proposal["value"] <= 0:
             raise TraitError(f"GradcheckExtension.{proposal['trait'].name} must be positive")
@@ -139,7 +155,8 @@ class GradcheckExtension(ExtensionApp):
         root = self.serverapp.root_dir if self.serverapp is not None else os.getcwd()
         self.settings[SERVICE_SETTING] = GradcheckService(
             root=root, pool=self.pool, ledgers=self.ledger_io, limits=limits,
-            default_device=self.default_device,
+            default_device=self.default_device, admission_rate=self.admission_rate,
+            heavy_seconds=self.heavy_seconds,
         )
         self.log.info("gradcheck: %d worker process(es) starting, timeout %g s, queue %d",
                       self.workers, self.timeout, self.queue_size)

@@ -1,7 +1,8 @@
 """The pool of warm worker processes that run checks for the server.
 
-N workers start with the extension. A request waits in a bounded queue for a free worker;
-when the queue is full it is refused at once (503 with Retry-After) rather than piling up.
+N workers start with the extension. A request waits in a bounded queue for a free worker,
+handed out in turns by notebook with one worker kept for light checks (scheduler.py); when the
+queue is full it is refused at once (503 with Retry-After) rather than piling up.
 Each task runs under a timeout. A worker that dies or overruns is killed and a fresh one
 takes its slot, so one bad check cannot take the server down or poison the next check.
 """
@@ -16,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .errors import PoolBusy, WorkerCrashed, WorkerFailed, WorkerGone, WorkerTimeout, from_json
+from .scheduler import FairScheduler
 from .worker import WorkerProcess
 
 
@@ -48,6 +50,9 @@ class WorkerPool:
     queue_size: int
     startup_timeout: float
     options: dict = field(default_factory=dict)  #: handed to every worker (limits, test hooks)
+    #: Workers that heavy checks may not take, so that light ones keep flowing (at least one
+    #: worker always takes heavy checks).
+    light_reserve: int = 1
 
     def __post_init__(self):
         # Blocking pipe waits run here: one per slot for tasks, one per slot for a start-up,
@@ -55,7 +60,7 @@ class WorkerPool:
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=2 * self.size + 1, thread_name_prefix="gradcheck-pool")
         self._slots: list[_Slot] = []
-        self._idle: asyncio.Queue = asyncio.Queue()
+        self._scheduler = FairScheduler(heavy_limit=self.size - self.light_reserve)
         self._in_flight = 0  #: reserved places: running or waiting for a worker
         self._durations: deque = deque(maxlen=32)
         self._hello: concurrent.futures.Future | None = None
@@ -68,7 +73,7 @@ class WorkerPool:
             slot = _Slot(index)
             self._spawn(slot)
             self._slots.append(slot)
-            self._idle.put_nowait(slot)
+            self._scheduler.add(slot)
 
     async def hello(self) -> dict:
         """What the first worker to start reported: torch and python versions, devices."""
@@ -84,8 +89,9 @@ class WorkerPool:
                     self._replace(slot)
             raise
 
-    def reserve(self) -> "Place":
-        """A place for one request, or PoolBusy when every worker and queue place is taken.
+    def reserve(self, key: str = "", heavy: bool = False) -> "Place":
+        """A place for one request of `key` (its notebook), or PoolBusy when every worker and
+        queue place is taken. `heavy` requests never take the workers kept for light ones.
 
         Reserve before writing anything that the run would complete, so that a full pool
         refuses the request while nothing has happened yet.
@@ -97,15 +103,14 @@ class WorkerPool:
                 f"all {self.size} workers are busy and the queue of {self.queue_size} waiting "
                 f"requests is full; retry later", retry_after=self._retry_after())
         self._in_flight += 1
-        return Place(self)
+        return Place(self, key, heavy)
 
-    async def run(self, task: dict):
+    async def run(self, task: dict, key: str = "", heavy: bool = False):
         """Reserve a place and run one task in it (see `Place.run`)."""
-        with self.reserve() as place:
+        with self.reserve(key, heavy) as place:
             return await place.run(task)
 
-    async def _run(self, task: dict):
-        slot = await self._idle.get()
+    async def _run(self, slot: _Slot, task: dict):
         # Shielded: a cancelled request must still wait for its worker before the slot is
         # handed on, or the next task would read this task's answer.
         answer = await asyncio.shield(self._run_in(slot, task))
@@ -130,7 +135,9 @@ class WorkerPool:
             overall = "failed"
         return {
             "state": overall, "size": self.size, "timeout": self.timeout,
-            "queue": {"waiting": self._in_flight - states.count("busy"), "limit": self.queue_size},
+            "queue": {"waiting": self._in_flight - states.count("busy"), "limit": self.queue_size,
+                      "heavy_running": self._scheduler.heavy_running(),
+                      "heavy_limit": self._scheduler.heavy_limit},
             "restarts": self.restarts,
             "workers": [{"index": slot.index, "pid": slot.worker.pid, "state": state, "tasks": slot.tasks}
                         for slot, state in zip(self._slots, states)],
@@ -185,7 +192,7 @@ class WorkerPool:
                 slot.tasks += 1
                 return answer
         finally:
-            self._idle.put_nowait(slot)
+            self._scheduler.add(slot)
 
     async def _started(self, slot: _Slot) -> WorkerProcess:
         """The slot's worker once it has said hello; one fresh start if it failed or died."""
@@ -224,9 +231,12 @@ class WorkerPool:
 class Place:
     """One request's place in the pool, held from `reserve` until its task is done."""
 
-    def __init__(self, pool: WorkerPool):
+    def __init__(self, pool: WorkerPool, key: str, heavy: bool):
         self._pool = pool
         self._held = True
+        self._key = key
+        self._heavy = heavy
+        self._slot: _Slot | None = None
 
     def __enter__(self) -> "Place":
         return self
@@ -234,18 +244,31 @@ class Place:
     def __exit__(self, *exc_info) -> None:
         self.release()
 
+    async def acquire(self) -> None:
+        """Wait for this request's turn at a free worker. Cancelled (its client went away),
+        it leaves the queue with nothing run."""
+        if self._slot is None:
+            self._slot = await self._pool._scheduler.acquire(self._key, self._heavy)
+
     async def run(self, task: dict):
-        """Wait for a free worker, run `task` under the timeout, return its result.
+        """Wait for a free worker (unless `acquire` did), run `task` under the timeout,
+        return its result.
 
         Raises the error the worker reported, WorkerTimeout (the worker was killed and
         replaced), WorkerCrashed (it died; replaced) or WorkerFailed (none could start).
         """
         try:
-            return await self._pool._run(task)
+            await self.acquire()
+            slot, self._slot = self._slot, None
+            return await self._pool._run(slot, task)
         finally:
             self.release()
 
     def release(self) -> None:
+        """Give the place back, and a worker acquired but never used."""
+        if self._slot is not None:
+            slot, self._slot = self._slot, None
+            self._pool._scheduler.add(slot)
         if self._held:
             self._held = False
             self._pool._in_flight -= 1

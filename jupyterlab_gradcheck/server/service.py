@@ -9,10 +9,12 @@ and the observation (or the failed attempt, with its reason) follows it.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from ..core.check.cost import estimate_cost
 from ..core.check.devices import resolve_device
 from ..core.check.spec import parse_spec
 from ..core.errors import GradcheckError, LedgerError, SpecError
@@ -23,7 +25,7 @@ from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
 from ..core.ledger.verify_chain import drop_internals
 from . import paths
-from .errors import NotFound, PathForbidden, WorkerFailed
+from .errors import ClientGone, NotFound, OverBudget, PathForbidden, WorkerFailed
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
 
@@ -48,6 +50,10 @@ class GradcheckService:
     ledgers: LedgerIO
     limits: Limits
     default_device: str = "cpu"
+    #: Element evaluations per second assumed when a check is admitted (see `admit`).
+    admission_rate: float = 5e8
+    #: Predicted seconds above which a check is heavy and never takes the last free worker.
+    heavy_seconds: float = 1.0
 
     # --- GET status ----------------------------------------------------------------
     async def status(self) -> dict:
@@ -62,21 +68,28 @@ class GradcheckService:
             "version": package_version(),
             **worker,
             "default_device": self.default_device,
-            "limits": {"max_input_elements": self.limits.max_input_elements},
+            "limits": {"max_input_elements": self.limits.max_input_elements,
+                       "max_element_evaluations": int(self.admission_rate * self.pool.timeout)},
             "pool": self.pool.state(),
         }
 
     # --- POST checks ---------------------------------------------------------------
-    async def run_check(self, notebook, check) -> dict:
-        """Expectation, run in a worker, observation; the completed record and the ledger head."""
+    async def run_check(self, notebook, check, client_gone: asyncio.Event | None = None) -> dict:
+        """Expectation, run in a worker, observation; the completed record and the ledger head.
+
+        The check waits for its turn at a worker before anything is written, so a client that
+        goes away meanwhile (`client_gone` set) leaves the ledger as it was and runs nothing.
+        """
         notebook_path, ledger = self._ledger_of(notebook, field="notebook")
         if not isinstance(check, dict):
             raise SpecError("check must be a JSON object holding the check record", field="check")
         parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
         resolve_device(parsed.device, (await self.pool.hello())["devices"])
+        seconds = self.admit(parsed)
         # The place in the queue is taken before anything is written: a full queue answers
         # 503 with the ledger untouched.
-        with self.pool.reserve() as place:
+        with self.pool.reserve(self._api_path(notebook_path), heavy=seconds > self.heavy_seconds) as place:
+            await _turn(place, client_gone)
             _, spec_dict, expectation = await self.ledgers.call(ledger.path, declare, ledger, parsed)
             try:
                 completed = await place.run({"op": "check", "record": spec_dict})
@@ -87,6 +100,20 @@ class GradcheckService:
         binding = await self.ledgers.call(ledger.path, _observe, ledger, notebook_path, completed,
                                           expectation["seq"])
         return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
+
+    def admit(self, parsed) -> float:
+        """The check's predicted seconds; OverBudget when they exceed the timeout."""
+        cost = estimate_cost(parsed)
+        seconds = cost.seconds(self.admission_rate)
+        if seconds > self.pool.timeout:
+            general = [name for name, path in cost.paths.items() if path == "general"]
+            raise OverBudget(
+                "this check would need about {seconds} s ({evaluations} evaluations of up to {elements} "
+                "elements), beyond the {timeout} s timeout; inputs differenced one element at a time: "
+                "{general}; use fewer elements",
+                seconds=f"{seconds:.0f}", evaluations=cost.evaluations, elements=parsed.work_elements,
+                timeout=f"{self.pool.timeout:g}", general=", ".join(general) or "none", field="check")
+        return seconds
 
     # --- GET ledger ----------------------------------------------------------------
     async def ledger_view(self, notebook) -> dict:
@@ -179,6 +206,24 @@ class GradcheckService:
 
 
 # --- the ledger work, run in the ledger threads ----------------------------------------
+
+
+async def _turn(place, client_gone: asyncio.Event | None) -> None:
+    """Wait for the place's worker; ClientGone (the wait abandoned) if the client leaves first."""
+    if client_gone is None:
+        return await place.acquire()
+    waiting = asyncio.ensure_future(place.acquire())
+    gone = asyncio.ensure_future(client_gone.wait())
+    await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    gone.cancel()
+    if waiting.done():
+        return waiting.result()
+    waiting.cancel()
+    try:
+        await waiting
+    except asyncio.CancelledError:
+        pass
+    raise ClientGone("the client closed the connection before a worker was free; nothing ran")
 
 
 def _observe(ledger: Ledger, notebook_path: Path, record: dict, expectation_seq: int) -> dict:

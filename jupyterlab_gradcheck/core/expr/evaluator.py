@@ -11,7 +11,8 @@ import ast
 import operator
 from typing import Callable
 
-from .parser import Expression
+from .functions import FUNCTIONS, literal_argument
+from .parser import Expression, call_parts, constant_value
 
 
 def _torch_ops():
@@ -25,7 +26,29 @@ def _torch_ops():
         "softplus": F.softplus, "sum": torch.sum, "mean": torch.mean, "prod": torch.prod,
         "dot": torch.dot, "matmul": torch.matmul, "pow": torch.pow, "clamp": torch.clamp,
         "where": torch.where, "maximum": torch.maximum, "minimum": torch.minimum,
+        "logsigmoid": F.logsigmoid, "softmax": torch.softmax, "log_softmax": torch.log_softmax,
+        "logsumexp": torch.logsumexp, "max": _extremum(torch.max), "min": _extremum(torch.min),
+        "norm": torch.linalg.vector_norm, "outer": torch.outer, "transpose": torch.transpose,
+        "reshape": _reshape, "cross_entropy": F.cross_entropy,
     }
+
+
+def _extremum(reduce):
+    """torch.max / torch.min as the language means them: with `dim`, the values only.
+
+    torch returns (values, indices) when a dimension is given; an expression is differentiated,
+    and indices have no derivative, so `max(x, dim=0)` is the values, as `amax` would be, but
+    with torch.max's gradient (to the first maximal element, not shared among ties)."""
+
+    def extremum(tensor, dim=None, keepdim=False):
+        return reduce(tensor) if dim is None else reduce(tensor, dim=dim, keepdim=keepdim).values
+
+    return extremum
+
+
+def _reshape(tensor, *shape):
+    """reshape(x, (2, 3)), reshape(x, [2, 3]) and x.reshape(2, 3) alike."""
+    return tensor.reshape(shape[0] if len(shape) == 1 and isinstance(shape[0], list) else shape)
 
 
 _BINARY = {
@@ -33,14 +56,6 @@ _BINARY = {
     ast.Div: operator.truediv, ast.Pow: operator.pow, ast.MatMult: operator.matmul,
 }
 _COMPARE = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le}
-
-
-def _index(node: ast.AST):
-    if isinstance(node, ast.Slice):
-        return slice(*(None if b is None else _index(b) for b in (node.lower, node.upper, node.step)))
-    if isinstance(node, ast.UnaryOp):
-        return -_index(node.operand)
-    return node.value
 
 
 class _Evaluator:
@@ -62,25 +77,24 @@ class _Evaluator:
             return _COMPARE[type(node.ops[0])](self.eval(node.left), self.eval(node.comparators[0]))
         if isinstance(node, ast.Subscript):
             index = node.slice
-            key = tuple(_index(p) for p in index.elts) if isinstance(index, ast.Tuple) else _index(index)
+            key = tuple(constant_value(p) for p in index.elts) if isinstance(index, ast.Tuple) else constant_value(index)
             return self.eval(node.value)[key]
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, ast.Attribute):  # .T, the only attribute the parser lets through
+            return self.eval(node.value).T
         raise TypeError(f"unchecked node {type(node).__name__}")  # parser guarantees unreachable
 
     def call(self, node: ast.Call):
         import torch
 
-        func = node.func
-        args = [self.eval(a) for a in node.args]
-        if isinstance(func, ast.Attribute) and not (
-            isinstance(func.value, ast.Name) and func.value.id == "torch"
-        ):
-            args.insert(0, self.eval(func.value))
-            name = func.attr
-        else:
-            name = func.id if isinstance(func, ast.Name) else func.attr
-        kwargs = {k.arg: _index(k.value) for k in node.keywords}
+        name, nodes = call_parts(node)
+        spec = FUNCTIONS[name]
+        literal = [literal_argument(spec, position, a) for position, a in enumerate(nodes)]
+        args = [constant_value(a) if constant else self.eval(a) for a, constant in zip(nodes, literal)]
+        kwargs = {k.arg: constant_value(k.value) for k in node.keywords}
+        if any(literal):
+            return self.ops[name](*_class_indices(spec, args, literal), **kwargs)
         reference = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if reference is not None and name not in ("clamp",):
             args = [
@@ -99,6 +113,16 @@ class _Evaluator:
 
 
 _OPS_CACHE: dict = {}
+
+
+def _class_indices(spec, args: list, literal: list) -> list:
+    """The arguments with a constant list of class indices made a tensor of integers on the
+    logits' device (cross_entropy's target); dimensions and shapes stay Python integers."""
+    import torch
+
+    return [torch.tensor(a, dtype=torch.long, device=args[0].device)
+            if constant and position in spec.index_list_args else a
+            for position, (a, constant) in enumerate(zip(args, literal))]
 
 
 def compile_expression(expression: Expression) -> Callable[..., "object"]:

@@ -4,11 +4,13 @@ This table is the whole vocabulary of the expression language. A name that is no
 refused by the parser before anything runs. `complex_analytic` says whether the complex-step
 finite difference is valid through the function (it is not for abs, relu, clamp, maximum,
 minimum, where or softplus, whose complex extensions either do not exist or are not the
-derivative of the real function).
+derivative of the real function), nor for the softmax family, logsigmoid and cross_entropy,
+whose torch kernels have no complex version, nor for norm, max and min).
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 
@@ -23,6 +25,16 @@ class Function:
     complex_analytic: bool = True
     method: bool = True  #: also callable as a tensor method, `x.name(...)`
     doc: str = ""
+    #: Keywords that must be given (torch's implicit softmax dimension is deprecated).
+    required: tuple[str, ...] = ()
+    #: Argument positions (the tensor a method hangs on is position 0) that are not tensors
+    #: but integer constants, or a constant tuple or list of them: dimensions and shapes.
+    constant_args: tuple[int, ...] = ()
+    #: Argument positions where a constant list of integers may stand for a tensor of integers
+    #: (class indices), besides an ordinary tensor argument.
+    index_list_args: tuple[int, ...] = ()
+    #: Why complex step is refused through this function, when `complex_analytic` is False.
+    complex_reason: str = ""
 
 
 _ELEMENTWISE = {
@@ -64,5 +76,48 @@ FUNCTIONS.update(
     }
 )
 
+_NO_COMPLEX_KERNEL = "torch has no complex kernel for it"
+#: The functions of the model exercises: softmax and its logarithm, the losses, reductions by
+#: dimension, and the linear reshapings a linear or logistic model needs.
+FUNCTIONS.update(
+    {
+        "logsigmoid": Function("logsigmoid", 1, 1, complex_analytic=False, method=False,
+                               complex_reason=_NO_COMPLEX_KERNEL, doc="log(sigmoid(x)), stable"),
+        "softmax": Function("softmax", 1, 1, ("dim",), complex_analytic=False, required=("dim",),
+                            complex_reason=_NO_COMPLEX_KERNEL, doc="exp(z) / sum(exp(z)) along dim"),
+        "log_softmax": Function("log_softmax", 1, 1, ("dim",), complex_analytic=False, required=("dim",),
+                                complex_reason=_NO_COMPLEX_KERNEL, doc="z - logsumexp(z) along dim"),
+        "logsumexp": Function("logsumexp", 1, 1, ("dim", "keepdim"), required=("dim",),
+                              doc="log(sum(exp(z))) along dim, stable"),
+        "max": Function("max", 1, 1, ("dim", "keepdim"), complex_analytic=False,
+                        complex_reason="a maximum is not complex-analytic",
+                        doc="largest element; with dim, the values along dim (not the indices)"),
+        "min": Function("min", 1, 1, ("dim", "keepdim"), complex_analytic=False,
+                        complex_reason="a minimum is not complex-analytic",
+                        doc="smallest element; with dim, the values along dim (not the indices)"),
+        "norm": Function("norm", 1, 1, ("dim", "keepdim"), complex_analytic=False,
+                         complex_reason="it takes the modulus, |z|, which is not complex-analytic",
+                         doc="2-norm of all elements, or along dim"),
+        "outer": Function("outer", 2, 2, doc="outer product of two vectors"),
+        "transpose": Function("transpose", 3, 3, constant_args=(1, 2), doc="swap dimensions d0 and d1"),
+        "reshape": Function("reshape", 2, 9, constant_args=tuple(range(1, 9)),
+                            doc="the same elements in a constant shape (one -1 allowed)"),
+        "cross_entropy": Function("cross_entropy", 2, 2, complex_analytic=False, method=False,
+                                  index_list_args=(1,), complex_reason=_NO_COMPLEX_KERNEL,
+                                  doc="mean cross entropy of logits against class indices or probabilities"),
+    }
+)
+
 #: Names an expression may not use for an input, because they name something else.
 RESERVED_NAMES = frozenset(FUNCTIONS) | {"torch"}
+
+
+def literal_argument(function: Function, position: int, node: ast.AST) -> bool:
+    """Whether argument `position` of a call (a method's tensor is 0) is a constant taken as
+    written (a dimension, a shape, class indices) rather than a tensor to evaluate."""
+    if position in function.constant_args:
+        return True
+    if position not in function.index_list_args:
+        return False
+    inner = node.operand if isinstance(node, ast.UnaryOp) else node
+    return isinstance(inner, (ast.List, ast.Tuple, ast.Constant))

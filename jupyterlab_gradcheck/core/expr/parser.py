@@ -73,10 +73,15 @@ class Expression:
 
     def non_analytic_functions(self) -> list[str]:
         """The calls (or comparison) that rule out the complex step, for the error message."""
-        found = sorted(name for name in self.functions if not FUNCTIONS[name].complex_analytic)
+        found = sorted(_with_reason(FUNCTIONS[name]) for name in self.functions
+                       if not FUNCTIONS[name].complex_analytic)
         if self.has_comparison:
             found.append("comparison")
         return found
+
+
+def _with_reason(function) -> str:
+    return f"{function.name} ({function.complex_reason})" if function.complex_reason else function.name
 
 
 def _where(node: ast.AST) -> str:
@@ -204,6 +209,8 @@ class _Checker:
         if receiver is not None and not spec.method:
             self.fail(f"{name!r} cannot be called as a tensor method; write {name}(...)", func)
         count = len(node.args) + (1 if receiver is not None else 0)
+        if name in ("max", "min") and count == 2:
+            self.fail(f"{name} reduces one tensor; the elementwise {name} of two is {name}imum(a, b)", node)
         if not spec.min_args <= count <= spec.max_args:
             self.fail(f"{name} takes {spec.min_args} to {spec.max_args} arguments, got {count}", node)
         given: set[str] = set()
@@ -225,16 +232,68 @@ class _Checker:
             elif not (isinstance(value, ast.Constant) and isinstance(value.value, (int, float))
                       and not isinstance(value.value, bool)):
                 self.fail(f"keyword {keyword.arg!r} must be a number constant", keyword.value)
+        missing = [k for k in spec.required if k not in given]
+        if missing:
+            self.fail(f"{name} needs the keyword {missing[0]}, e.g. {name}(z, {missing[0]}=0)", node)
         if name == "pow":
             self._check_exponent(node.args[-1], node)
         self.calls.add(name)
-        for argument in node.args:
-            self.visit(argument, depth)
+        first = 1 if receiver is not None else 0
+        for position, argument in enumerate(node.args, start=first):
+            if position in spec.constant_args:
+                sequence_allowed = name == "reshape" and count == 2
+                self._check_integers(argument, f"{name}: argument {position + 1}", sequence_allowed)
+            elif position in spec.index_list_args and isinstance(argument, (ast.List, ast.Tuple)):
+                self._check_integers(argument, f"{name}: a list of class indices", True)
+            else:
+                self.visit(argument, depth)
+
+    def _check_integers(self, node: ast.AST, what: str, sequence_allowed: bool) -> None:
+        """An integer constant (a dimension, a size, a class index), or a flat constant tuple or
+        list of them where `sequence_allowed`: never evaluated, so never a tensor or an input."""
+        items = node.elts if sequence_allowed and isinstance(node, (ast.List, ast.Tuple)) else [node]
+        if len(items) > self.limits.max_input_elements:
+            self.fail(f"{what} has more than {self.limits.max_input_elements} entries", node)
+        for item in items:
+            self.nodes += 1
+            inner = item.operand if isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub) else item
+            if not (isinstance(inner, ast.Constant) and type(inner.value) is int):
+                kind = "a tuple or list of integer constants" if sequence_allowed else "an integer constant"
+                self.fail(f"{what} must be {kind}", item)
+            if abs(inner.value) > self.limits.max_literal:
+                self.fail(f"number {inner.value!r:.40} exceeds the limit {self.limits.max_literal:g}", item)
+        if self.nodes > self.limits.max_expression_nodes:
+            self.fail(f"expression has more than {self.limits.max_expression_nodes} nodes", node)
 
     def visit_Attribute(self, node: ast.Attribute, depth: int) -> None:
         if node.attr.startswith("__"):
             self.fail(f"dunder attribute {node.attr!r} is not allowed", node)
-        self.fail(f"attribute {node.attr!r} is not allowed (only calls of listed functions)", node)
+        if node.attr == "T":  # the transpose of a matrix, x.T: the one attribute the language has
+            self.visit(node.value, depth)
+            return
+        self.fail(f"attribute {node.attr!r} is not allowed (only .T and calls of listed functions)", node)
+
+
+def call_parts(node: ast.Call) -> tuple[str, list]:
+    """A checked call's function name and its arguments, a method's tensor first:
+    `x.sum(dim=0)`, `sum(x, dim=0)` and `torch.sum(x, dim=0)` all give ("sum", [x])."""
+    func = node.func
+    args = list(node.args)
+    if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id == "torch"):
+        args.insert(0, func.value)
+    return (func.id if isinstance(func, ast.Name) else func.attr), args
+
+
+def constant_value(node: ast.AST):
+    """The Python value of a checked constant argument: a number, a negated one, a constant
+    slice, or a list of them (a shape, class indices). Only called on what the checker allowed."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [constant_value(item) for item in node.elts]
+    if isinstance(node, ast.Slice):
+        return slice(*(None if b is None else constant_value(b) for b in (node.lower, node.upper, node.step)))
+    if isinstance(node, ast.UnaryOp):
+        return -constant_value(node.operand)
+    return node.value
 
 
 def _refuse_invisible(text: str, field_name: str) -> None:

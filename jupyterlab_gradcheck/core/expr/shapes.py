@@ -17,8 +17,10 @@ import operator
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from .functions import FUNCTIONS, literal_argument
 from .limits import DEFAULT_LIMITS
-from .parser import Expression
+from .model_shapes import model_shape, reduced_shape, transposed_shape
+from .parser import Expression, call_parts, constant_value
 
 _INT_LIMIT = 2**63
 
@@ -99,6 +101,9 @@ class _Inference:
             return self._subscript(node)
         if isinstance(node, ast.Call):
             return self._call(node)
+        if isinstance(node, ast.Attribute):  # .T, the only attribute the parser lets through
+            value = self.infer(node.value)
+            return _Value(transposed_shape(value.as_tensor_shape, lambda message: self.fail(message, node)))
         raise ValueError(f"{type(node).__name__} is not allowed")  # the parser refuses it first
 
     def _binary(self, node: ast.BinOp) -> _Value:
@@ -155,30 +160,31 @@ class _Inference:
         for axis, part in enumerate(parts):
             size = shape[axis]
             if isinstance(part, ast.Slice):
-                bounds = [None if b is None else _constant_int(b) for b in (part.lower, part.upper, part.step)]
+                bounds = [None if b is None else constant_value(b) for b in (part.lower, part.upper, part.step)]
                 if bounds[2] is not None and bounds[2] <= 0:
                     self.fail("slice step cannot be zero" if bounds[2] == 0 else "slice step must be positive", node)
                 result.append(len(range(*slice(*bounds).indices(size))))
             else:
-                position = _constant_int(part)
+                position = constant_value(part)
                 if not -size <= position < size:
                     self.fail(f"index {position} is out of bounds for dimension {axis} with size {size}", node)
         return _Value(tuple(result) + shape[len(parts):])
 
     def _call(self, node: ast.Call) -> _Value:
-        func = node.func
-        args = list(node.args)
-        if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id == "torch"):
-            args.insert(0, func.value)
-        name = func.id if isinstance(func, ast.Name) else func.attr
-        keywords = {k.arg: _constant_number(k.value) for k in node.keywords}
+        name, args = call_parts(node)
+        keywords = {k.arg: constant_value(k.value) for k in node.keywords}
         if name == "where":
             if not isinstance(args[0], ast.Compare):
                 self.fail("the condition of where(...) must be a comparison such as x > 0", node)
             shapes = [self.infer(args[0], where_condition=True)] + [self.infer(a) for a in args[1:]]
             return _Value(broadcast(*(v.as_tensor_shape for v in shapes)))
-        values = [self.infer(a) for a in args]
-        shapes = [v.as_tensor_shape for v in values]
+        function = FUNCTIONS[name]
+        literal = [literal_argument(function, position, a) for position, a in enumerate(args)]
+        values = [None if constant else self.infer(a) for a, constant in zip(args, literal)]
+        shapes = [None if v is None else v.as_tensor_shape for v in values]
+        modelled = model_shape(name, args, shapes, keywords, lambda message: self.fail(message, node))
+        if modelled is not None:
+            return _Value(modelled)
         if name in ("sum", "mean", "prod"):
             return _Value(self._reduce(shapes[0], keywords, node))
         if name == "dot":
@@ -195,29 +201,9 @@ class _Inference:
 
     def _reduce(self, shape, keywords, node) -> tuple[int, ...]:
         dim = keywords.get("dim")
-        if dim is None:
+        if dim is None:  # sum(x, keepdim=True) reduces all of x to a scalar, as before
             return ()
-        rank = max(len(shape), 1)
-        if not isinstance(dim, int) or not -rank <= dim < rank:
-            self.fail(f"dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})", node)
-        if not shape:
-            return ()
-        axis = dim % len(shape)
-        if keywords.get("keepdim"):
-            return shape[:axis] + (1,) + shape[axis + 1:]
-        return shape[:axis] + shape[axis + 1:]
-
-
-def _constant_int(node: ast.AST) -> int:
-    if isinstance(node, ast.UnaryOp):
-        return -_constant_int(node.operand)
-    return node.value
-
-
-def _constant_number(node: ast.AST):
-    if isinstance(node, ast.UnaryOp):
-        return -_constant_number(node.operand)
-    return node.value
+        return reduced_shape(shape, dim, keywords.get("keepdim"), lambda message: self.fail(message, node))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ try:
 except ImportError:  # a source checkout that was never built or installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["GradcheckPanel", "check", "__version__"]
+__all__ = ["GradcheckPanel", "check", "set_language", "__version__"]
 
 
 def __getattr__(name):
@@ -23,6 +23,10 @@ def __getattr__(name):
         from .widget.panel import GradcheckPanel
 
         return GradcheckPanel
+    if name == "set_language":  # "es", "en", or None for the locale environment
+        from .core.i18n import set_language
+
+        return set_language
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

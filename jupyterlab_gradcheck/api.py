@@ -8,6 +8,9 @@ shows the same expectation/observation table as the inline panel.
     from jupyterlab_gradcheck.api import check
     result = check(Cube, grad=[3.0, 12.0], x=[1.0, 2.0])
     result.passed, result.record["failure"]
+
+`language="es"` shows the table and the summary in Spanish (default: `set_language()`, else the
+locale environment); the record itself, like the ledger, stays English.
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ import inspect
 import os
 from typing import Any, Callable
 
+from .core.i18n import _, checked, language as in_language, localize
 from .core.report.record_html import failure_sentence, record_html
 
 
 class CheckResult:
     """A completed check: `.passed`, `.record`, and in a notebook the expectation/observation table."""
 
-    def __init__(self, record: dict, *, ledger=None, attestation: dict | None = None):
+    def __init__(self, record: dict, *, ledger=None, attestation: dict | None = None, language: str | None = None):
         self.record = record
+        #: The language of the summary and the table ("en", "es"), or None to follow the locale.
+        self.language = None if language is None else checked(language)
         #: The Ledger it was written to, or None when it was run without one.
         self.ledger = ledger
         #: Ledger id, check id, seq and hash of the observation entry written (None without a
@@ -48,27 +54,32 @@ class CheckResult:
 
     def summary(self) -> str:
         """One line: the check, its verdict, and for a failure the worst element and diagnosis."""
-        if self.passed:
-            return f"{self.record['id']}: passed"
-        failure = self.failure
-        if not failure:
-            verdict = self.record["observations"]["torch_gradcheck"]
-            return f"{self.record['id']}: failed: torch_gradcheck {verdict.get('reason', '')}"
-        return (f"{self.record['id']}: failed {failure['comparison']} at {failure_sentence(failure)}; "
-                f"diagnosis {failure['diagnosis']}: {failure['reason']}")
+        with in_language(self.language):
+            if self.passed:
+                return _("{id}: passed").format(id=self.record["id"])
+            failure = self.failure
+            if not failure:
+                verdict = self.record["observations"]["torch_gradcheck"]
+                return _("{id}: failed: torch_gradcheck {reason}").format(
+                    id=self.record["id"], reason=localize(verdict.get("reason", "")))
+            return _("{id}: failed {comparison} at {where}; diagnosis {diagnosis}: {reason}").format(
+                id=self.record["id"], comparison=failure["comparison"], where=failure_sentence(failure),
+                diagnosis=failure["diagnosis"], reason=localize(failure["reason"]))
 
     def __repr__(self) -> str:
         return f"<CheckResult {self.summary()}>"
 
     def _repr_html_(self) -> str:
-        return record_html(self.record, history=self.history)
+        with in_language(self.language):
+            return record_html(self.record, history=self.history)
 
 
 
 def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, device: str | None = None,
           tolerance: dict | None = None, finite_difference: dict | None = None, grad_output: Any = None,
           origin: str = "", destination: str = "", id: str | None = None, justification: str | None = None,
-          notebook: str | os.PathLike | None = None, ledger=None, **inputs) -> CheckResult:
+          notebook: str | os.PathLike | None = None, ledger=None, language: str | None = None,
+          **inputs) -> CheckResult:
     """Check the gradient of `fn` at `inputs` against the expectation `grad`.
 
     `fn` is a callable taking the inputs as keyword arguments, a `torch.autograd.Function`
@@ -79,7 +90,8 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
 
     The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
     kernel runs for; `ledger=False` runs it without recording. A tolerance that differs from
-    the one the ledger holds needs `justification=`.
+    the one the ledger holds needs `justification=`. `language=` ("en", "es") is the language
+    of the result's summary and table.
     """
     inputs_json, inferred_dtype, inferred_device = _inputs_as_values(inputs)
     record: dict[str, Any] = {
@@ -95,18 +107,19 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
                        ("grad_output", _as_value(grad_output)), ("id", id)):
         if value is not None:
             record[key] = value
-    return check_record(record, justification=justification, notebook=notebook, ledger=ledger)
+    return check_record(record, justification=justification, notebook=notebook, ledger=ledger, language=language)
 
 
 def check_record(record: dict, *, justification: str | None = None, notebook: str | os.PathLike | None = None,
-                 ledger=None) -> CheckResult:
+                 ledger=None, language: str | None = None) -> CheckResult:
     """Run one check record (the seed record is accepted as written) and return its result."""
     from .kernel.kernel_run import run_attested
     from .kernel.location import open_ledger
 
+    language = None if language is None else checked(language)  # refused before anything runs
     target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
     completed, attestation = run_attested(record, target, justification=justification, notebook=notebook)
-    return CheckResult(completed, ledger=target, attestation=attestation)
+    return CheckResult(completed, ledger=target, attestation=attestation, language=language)
 
 
 def _as_checkable(fn, input_names: list[str]):

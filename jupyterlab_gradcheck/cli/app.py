@@ -7,7 +7,8 @@ import importlib
 import sys
 
 from ..core.errors import GradcheckError
-from .common import EXIT_BAD_INPUT
+from ..core.i18n import _, language
+from .common import EXIT_BAD_INPUT, add_language_argument, language_in
 
 #: Subcommand modules, each with `add_parser(subparsers)` and `run(args) -> int`.
 COMMANDS = ("run_command", "tolerance_command", "verify_command", "export_command", "witness_command")
@@ -16,9 +17,10 @@ COMMANDS = ("run_command", "tolerance_command", "verify_command", "export_comman
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jupyter gradcheck",
-        description="Check PyTorch gradients: the expectation written first, every observation "
-        "kept in a tamper-evident ledger.",
+        description=_("Check PyTorch gradients: the expectation written first, every observation "
+                      "kept in a tamper-evident ledger."),
     )
+    add_language_argument(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -28,17 +30,21 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.add_parser(subparsers)
+    for subparser in subparsers.choices.values():  # --language before or after the subcommand
+        add_language_argument(subparser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except GradcheckError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with language(language_in(argv)):  # the help texts too are in the chosen language
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        try:
+            return args.handler(args)
+        except GradcheckError as exc:
+            print(_("error: {message}").format(message=exc.localized()), file=sys.stderr)
+            return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import SpecError
+from ..core.i18n import N_, _, active_language, ngettext
 from .common import EXIT_OK, add_witness_argument
 
 FORMATS = ("csv", "json", "html", "notebook")
@@ -20,20 +21,20 @@ FORMATS = ("csv", "json", "html", "notebook")
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "export", help="export ledgers for grading: csv, json, html, or a notebook with its ledger",
-        description="Export ledgers. Exit 0: written; 2: bad input (unknown path, wrong format).",
+        "export", help=_("export ledgers for grading: csv, json, html, or a notebook with its ledger"),
+        description=_("Export ledgers. Exit 0: written; 2: bad input (unknown path, wrong format)."),
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="ledgers, notebooks or folders")
-    parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
-    add_witness_argument(parser, "hold every submission against what the witness saw, adding the witnessed "
-                         "column")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=_("ledgers, notebooks or folders"))
+    parser.add_argument("--format", required=True, choices=FORMATS, help=_("what to write"))
+    add_witness_argument(parser, N_("hold every submission against what the witness saw, adding the "
+                                            "witnessed column"))
     parser.add_argument("--replay", action="store_true",
-                        help="csv/json/html: also re-run every observation (as verify --replay) and "
-                        "report it (CSV column replay_ok)")
+                        help=_("csv/json/html: also re-run every observation (as verify --replay) and "
+                        "report it (CSV column replay_ok)"))
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="with --replay: worker processes sharing the submissions (default: one per CPU)")
+                        help=_("with --replay: worker processes sharing the submissions (default: one per CPU)"))
     parser.add_argument("-o", "--output", metavar="OUT",
-                        help="file to write (default: standard output; for notebook, NAME.submission.ipynb)")
+                        help=_("file to write (default: standard output; for notebook, NAME.submission.ipynb)"))
     parser.set_defaults(handler=run)
 
 
@@ -54,7 +55,7 @@ def run(args) -> int:
         source = Path(args.paths[0])
         out = Path(args.output) if args.output else source.with_name(source.stem + ".submission.ipynb")
         export_notebook(source, out)
-        print(f"wrote {out}", file=sys.stderr)
+        print(_("wrote {path}").format(path=out), file=sys.stderr)
         return EXIT_OK
     from ..core.report.submissions import collect
 
@@ -65,10 +66,11 @@ def run(args) -> int:
         from ..core.report.json_export import to_json as render
     else:
         from ..core.report.html_export import to_html as render
-    text = render(submissions)
+    text = render(submissions, language=active_language()) if args.format == "html" else render(submissions)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8", newline="")
-        print(f"wrote {args.output} ({len(submissions)} submission(s))", file=sys.stderr)
+        print(ngettext("wrote {path} ({count} submission)", "wrote {path} ({count} submissions)",
+                       len(submissions)).format(path=args.output, count=len(submissions)), file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -11,61 +11,67 @@ from __future__ import annotations
 import json
 
 from ..core.errors import SpecError
+from ..core.i18n import N_, _, localize
 from ..core.ledger.verify import verify_path
 from .common import EXIT_FINDING, EXIT_OK, add_witness_argument
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "verify", help="check a ledger's hash chain and notebook binding; --replay re-runs it",
-        description="Verify ledgers: hash chain, order, recorded flags and the notebook binding. "
-        "Exit 0: intact; 1: a difference was found (each is named); 2: bad input.",
+        "verify", help=_("check a ledger's hash chain and notebook binding; --replay re-runs it"),
+        description=_("Verify ledgers: hash chain, order, recorded flags and the notebook binding. "
+        "Exit 0: intact; 1: a difference was found (each is named); 2: bad input."),
     )
-    parser.add_argument("path", help="a ledger (.gradcheck.jsonl), a notebook (.ipynb) or a folder")
+    parser.add_argument("path", help=_("a ledger (.gradcheck.jsonl), a notebook (.ipynb) or a folder"))
     parser.add_argument("--replay", action="store_true",
-                        help="also re-run every recorded observation in its recorded dtype and device "
-                        "(CPU when absent) and confirm each value within the recorded tolerance")
+                        help=_("also re-run every recorded observation in its recorded dtype and device "
+                        "(CPU when absent) and confirm each value within the recorded tolerance"))
     parser.add_argument("--deep", action="store_true",
-                        help="also decode every record and check each line is in canonical form "
-                        "(implied by --replay)")
+                        help=_("also decode every record and check each line is in canonical form "
+                        "(implied by --replay)"))
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="with --replay over a folder: worker processes sharing the submissions "
-                        "(default: one per CPU; 1 replays in this process)")
+                        help=_("with --replay over a folder: worker processes sharing the submissions "
+                        "(default: one per CPU; 1 replays in this process)"))
     parser.add_argument("--ledger-only", action="store_true",
-                        help="verify a ledger file alone, without the notebook beside it: for a check from "
-                        "inside the running notebook, whose saved copy is older than its kernel")
-    add_witness_argument(parser, "hold every ledger against what the witness saw")
-    parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+                        help=_("verify a ledger file alone, without the notebook beside it: for a check from "
+                        "inside the running notebook, whose saved copy is older than its kernel"))
+    add_witness_argument(parser, N_("hold every ledger against what the witness saw"))
+    parser.add_argument("--json", action="store_true", help=_("print the full report as JSON"))
     parser.set_defaults(handler=run)
 
 
 def _lines(report: dict) -> list[str]:
     status = "OK  " if report["ok"] else "FAIL"
-    out = [f"{status} {report['path']}: {report['entries']} entries, head {report['head'][:16]}"]
+    out = [_("{status} {path}: {entries} entries, head {head}").format(
+        status=status, path=report["path"], entries=report["entries"], head=report["head"][:16])]
     for error in report["errors"]:
-        where = f"line {error['line']}: " if error.get("line") else ""
-        out.append(f"  error: {where}{error['reason']}")
+        where = _("line {line}: ").format(line=error["line"]) if error.get("line") else ""
+        out.append(_("  error: {where}{reason}").format(where=where, reason=localize(error["reason"])))
     for warning in report["warnings"]:
-        out.append(f"  warning: {warning}")
+        out.append(_("  warning: {warning}").format(warning=localize(warning)))
     for flag in report.get("flags") or []:
-        out.append(f"  flag: {flag['check_id']}: {flag['flag']} (seq {', '.join(map(str, flag['seqs']))})")
+        out.append(_("  flag: {check_id}: {flag} (seq {seqs})").format(
+            check_id=flag["check_id"], flag=flag["flag"], seqs=", ".join(map(str, flag["seqs"]))))
     witness = report.get("witness")
     if witness is not None:
-        out.append(f"  witness: {'saw' if witness['seen'] else 'never saw'} this ledger"
-                   + (f" ({witness['seen']} heads)" if witness["seen"] else ""))
+        out.append(_("  witness: saw this ledger ({count} heads)").format(count=witness["seen"]) if witness["seen"]
+                   else _("  witness: never saw this ledger"))
         for flag in witness["flags"]:
-            out.append(f"  witness flag: {flag['flag']}: {flag['reason']}")
+            out.append(_("  witness flag: {flag}: {reason}").format(flag=flag["flag"], reason=localize(flag["reason"])))
     replay = report.get("replay")
     if replay is not None:
-        out.append(f"  replay: {replay['reproduced']} of {replay['observations']} observations reproduced, "
-                   f"{len(replay['differs'])} differ, {len(replay['skipped'])} skipped")
+        out.append(_("  replay: {reproduced} of {observations} observations reproduced, {differ} differ, "
+                     "{skipped} skipped").format(reproduced=replay["reproduced"], observations=replay["observations"],
+                                                 differ=len(replay["differs"]), skipped=len(replay["skipped"])))
         for item in replay["differs"]:
             for difference in item["differences"]:
-                out.append(f"  replay: line {item['line']} ({item['check_id']}): {difference}")
+                out.append(_("  replay: line {line} ({check_id}): {difference}").format(
+                    line=item["line"], check_id=item["check_id"], difference=localize(difference)))
         for item in replay["notes"]:
-            out.append(f"  replay note: line {item['line']}: {item['note']}")
+            out.append(_("  replay note: line {line}: {note}").format(line=item["line"], note=localize(item["note"])))
         for item in replay["skipped"]:
-            out.append(f"  replay skipped: line {item['line']}: {item['reason']}")
+            out.append(_("  replay skipped: line {line}: {reason}").format(line=item["line"],
+                                                                           reason=localize(item["reason"])))
     return out
 
 
@@ -80,5 +86,5 @@ def run(args) -> int:
         for report in result["reports"]:
             print("\n".join(_lines(report)))
         if not result["reports"]:
-            print(f"nothing to verify under {args.path}: no notebooks or ledgers")
+            print(_("nothing to verify under {path}: no notebooks or ledgers").format(path=args.path))
     return EXIT_OK if result["ok"] else EXIT_FINDING

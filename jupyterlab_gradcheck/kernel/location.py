@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..core.i18n import Message
 from ..core.ledger.store import Ledger
 
 SESSION_VARIABLE = "JPY_SESSION_NAME"
 
-HOW_TO_GIVE_ONE = (
+HOW_TO_GIVE_ONE = Message(
     "pass notebook='lab1.ipynb' (its ledger is lab1.gradcheck.jsonl beside it) "
     "or ledger='lab1.gradcheck.jsonl'"
 )
@@ -49,13 +50,16 @@ def open_ledger(notebook: str | os.PathLike | None = None, ledger: str | os.Path
     if notebook is not None:
         path = Path(notebook).expanduser()
         if path.suffix != ".ipynb":
-            raise LedgerLocationMissing(f"notebook={str(notebook)!r} is not a notebook (.ipynb); {HOW_TO_GIVE_ONE}")
+            raise LedgerLocationMissing(Message("notebook={notebook!r} is not a notebook (.ipynb); {how}",
+                                                notebook=str(notebook), how=HOW_TO_GIVE_ONE))
         return Ledger.for_notebook(path, bind=False)
     if open_notebook is not None:
         return Ledger.for_notebook(open_notebook, bind=False)
     session = os.environ.get(SESSION_VARIABLE, "").strip()
     if session:
-        reason = f"{SESSION_VARIABLE}={session!r} is not a notebook (.ipynb)"
+        reason = Message("{variable}={session!r} is not a notebook (.ipynb)", variable=SESSION_VARIABLE,
+                         session=session)
     else:
-        reason = f"{SESSION_VARIABLE} is unset, so this kernel was not started for a notebook by Jupyter Server"
-    raise LedgerLocationMissing(f"no ledger location: {reason}; {HOW_TO_GIVE_ONE}")
+        reason = Message("{variable} is unset, so this kernel was not started for a notebook by Jupyter Server",
+                         variable=SESSION_VARIABLE)
+    raise LedgerLocationMissing(Message("no ledger location: {reason}; {how}", reason=reason, how=HOW_TO_GIVE_ONE))

@@ -19,6 +19,7 @@ from ..core.check import defaults
 from ..core.check.devices import available_devices, resolve_device
 from ..core.check.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
+from ..core.i18n import _, checked, language, localize
 from ..core.jsonio import loads_strict
 from ..core.report.record_html import FONT_DIM, history_html, record_html
 from ..kernel.kernel_run import run_attested
@@ -64,43 +65,54 @@ class GradcheckPanel(widgets.VBox):
     """Declare, run and review one gradient check inline, recorded in the notebook's ledger.
 
     `record` fills the fields (the seed record is accepted as written); `notebook=` or
-    `ledger=` name the ledger when the kernel was not started for a notebook.
+    `ledger=` name the ledger when the kernel was not started for a notebook. `language=`
+    ("en" or "es") is the language of the panel and its messages (default: the locale).
     """
 
-    def __init__(self, record: dict | None = None, *, notebook=None, ledger=None, **kwargs):
-        self.function = widgets.Text(value="x*x", description="function", style=_STYLE, layout=_WIDE,
-                                     placeholder="expression over the inputs, e.g. x*x or sum(sin(x))")
-        self.inputs = widgets.Textarea(value='{"x": 3}', description="inputs (JSON)", style=_STYLE,
-                                       layout=_WIDE, rows=2, placeholder='{"x": 3, "w": [1, 2]}')
+    def __init__(self, record: dict | None = None, *, notebook=None, ledger=None, language: str | None = None,
+                 **kwargs):
+        #: The panel's language, or None to follow `set_language` and the locale.
+        self.language = None if language is None else checked(language)
+        with self._in_language():
+            self._build(record, notebook, ledger, **kwargs)
+
+    def _in_language(self):
+        return language(self.language)
+
+    def _build(self, record, notebook, ledger, **kwargs) -> None:
+        self.function = widgets.Text(value="x*x", description=_("function"), style=_STYLE, layout=_WIDE,
+                                     placeholder=_("expression over the inputs, e.g. x*x or sum(sin(x))"))
+        self.inputs = widgets.Textarea(value='{"x": 3}', description=_("inputs (JSON)"), style=_STYLE,
+                                       layout=_WIDE, rows=2, placeholder=_('{"x": 3, "w": [1, 2]}'))
         self.analytical_gradient = widgets.Text(
-            value="", description="analytical gradient", style=_STYLE, layout=_WIDE,
-            placeholder='your derivative, written first: 6, [2, 4], "2*x" or {"x": ..., "w": ...}')
-        self.origin = widgets.Text(description="origin", style=_STYLE, layout=_WIDE,
-                                   placeholder="which output, which hand derivation")
-        self.destination = widgets.Text(description="destination", style=_STYLE, layout=_WIDE,
-                                        placeholder="which input's gradient it lands in")
-        self.dtype = widgets.Dropdown(options=list(defaults.DTYPES), value="float64", description="dtype",
+            value="", description=_("analytical gradient"), style=_STYLE, layout=_WIDE,
+            placeholder=_('your derivative, written first: 6, [2, 4], "2*x" or {"x": ..., "w": ...}'))
+        self.origin = widgets.Text(description=_("origin"), style=_STYLE, layout=_WIDE,
+                                   placeholder=_("which output, which hand derivation"))
+        self.destination = widgets.Text(description=_("destination"), style=_STYLE, layout=_WIDE,
+                                        placeholder=_("which input's gradient it lands in"))
+        self.dtype = widgets.Dropdown(options=list(defaults.DTYPES), value="float64", description=_("dtype"),
                                       style=_STYLE)
         self.devices = available_devices()
         self.device = widgets.Dropdown(
             options=[(f'{d["id"]} ({d["name"]})' if d["name"] else d["id"], d["id"])
                      for d in self.devices if d["available"]],
-            value="cpu", description="device", style=_STYLE)
+            value="cpu", description=_("device"), style=_STYLE)
         absent = [d for d in self.devices if not d["available"]]
         self.unavailable_devices = widgets.HTML(
-            "".join(f'<div style="color:{FONT_DIM}">{escape(d["id"])}: unavailable ({escape(d["reason"])})</div>'
+            "".join(f'<div style="color:{FONT_DIM}">{escape(_("{device}: unavailable ({reason})").format(device=d["id"], reason=d["reason"]))}</div>'
                     for d in absent))
         self.scheme = widgets.Dropdown(options=list(defaults.SCHEMES), value="central",
-                                       description="FD scheme", style=_STYLE)
-        self.step = widgets.Text(description="FD step", style=_STYLE,
-                                 placeholder="empty: dtype default; a number; or adaptive")
-        self.rtol = widgets.Text(description="rtol", style=_STYLE, placeholder="empty: dtype default")
-        self.atol = widgets.Text(description="atol", style=_STYLE, placeholder="empty: dtype default")
+                                       description=_("FD scheme"), style=_STYLE)
+        self.step = widgets.Text(description=_("FD step"), style=_STYLE,
+                                 placeholder=_("empty: dtype default; a number; or adaptive"))
+        self.rtol = widgets.Text(description=_("rtol"), style=_STYLE, placeholder=_("empty: dtype default"))
+        self.atol = widgets.Text(description=_("atol"), style=_STYLE, placeholder=_("empty: dtype default"))
         self.justification = widgets.Textarea(
-            description="justification", style=_STYLE, layout=widgets.Layout(width="95%", display="none"),
-            rows=2, placeholder="why the tolerance changes after a run (kept in the ledger)")
-        self.run_button = widgets.Button(description="Run check", button_style="primary", icon="play",
-                                         tooltip="record the expectation, run the check here, record the observation")
+            description=_("justification"), style=_STYLE, layout=widgets.Layout(width="95%", display="none"),
+            rows=2, placeholder=_("why the tolerance changes after a run (kept in the ledger)"))
+        self.run_button = widgets.Button(description=_("Run check"), button_style="primary", icon="play",
+                                         tooltip=_("record the expectation, run the check here, record the observation"))
         self.message = widgets.HTML()
         self.ledger_note = widgets.HTML()
         self.result = widgets.HTML()
@@ -123,8 +135,8 @@ class GradcheckPanel(widgets.VBox):
         expectation = widgets.VBox([self.function, self.inputs, self.analytical_gradient,
                                     self.origin, self.destination])
         super().__init__(children=[
-            widgets.HTML("<b>Expectation</b> (written first)"), expectation,
-            widgets.HTML("<b>Settings</b>"), settings, self.justification,
+            widgets.HTML(_("<b>Expectation</b> (written first)")), expectation,
+            widgets.HTML(f"<b>{escape(_('Settings'))}</b>"), settings, self.justification,
             widgets.HBox([self.run_button, self.ledger_note]), self.message, self.result,
         ], **kwargs)
         self.add_class("jp-gradcheck-inline")
@@ -135,12 +147,12 @@ class GradcheckPanel(widgets.VBox):
             self.ledger = open_ledger(notebook=notebook, ledger=ledger)
         except LedgerLocationMissing as exc:
             self.ledger = None
-            self.ledger_note.value = _message(str(exc), _ERROR)
+            self.ledger_note.value = _message(localize(exc.args[0]), _ERROR)
             return
         shown = os.path.relpath(self.ledger.path)  # beside the notebook: the kernel's folder
         if shown.startswith(".."):
             shown = str(self.ledger.path)
-        self.ledger_note.value = (f'<span style="color:{FONT_DIM}">ledger: '
+        self.ledger_note.value = (f'<span style="color:{FONT_DIM}">{escape(_("ledger:"))} '
                                   f'<code>{escape(shown)}</code></span>')
 
     # ------------------------------------------------------------------ fields
@@ -150,11 +162,15 @@ class GradcheckPanel(widgets.VBox):
         A record the core refuses is still filled in as far as the fields allow, and the
         core's one-line reason is shown, so it can be corrected in place.
         """
+        with self._in_language():
+            self._fill(record)
+
+    def _fill(self, record: dict) -> None:
         problems = []
         try:
             parse_spec(record)
         except SpecError as exc:
-            problems.append(exc.message)
+            problems.append(exc.localized())
         if "function" in record:
             self.function.value = _written(record["function"])
         inputs = record.get("inputs")
@@ -170,7 +186,7 @@ class GradcheckPanel(widgets.VBox):
         try:
             self.device.value = resolve_device(record.get("device", "cpu"), self.devices)
         except SpecError as exc:
-            problems.append(f"{exc.message}; the panel shows cpu")
+            problems.append(_("{message}; the panel shows cpu").format(message=exc.localized()))
             self.device.value = "cpu"
         self.step.value = _written(fd.get("step"))
         tolerance = record.get("tolerance") or {}
@@ -220,7 +236,8 @@ class GradcheckPanel(widgets.VBox):
             return None
         self.run_button.disabled = True  # greyed out in the page while the kernel runs the check
         try:
-            return self._run()
+            with self._in_language():
+                return self._run()
         finally:
             self.run_button.disabled = False
 
@@ -231,12 +248,12 @@ class GradcheckPanel(widgets.VBox):
             record, self.attestation = run_attested(spec, self.ledger, justification=self.justification.value)
         except JustificationRequired as exc:
             self.justification.layout.display = "flex"
-            self.message.value = _message(exc.message, _ERROR)
+            self.message.value = _message(exc.localized(), _ERROR)
             return None
         except Exception as exc:  # bad input (nothing written) or the user's function raising
-            text = exc.message if isinstance(exc, GradcheckError) else f"{type(exc).__name__}: {exc}"
+            text = exc.localized() if isinstance(exc, GradcheckError) else f"{type(exc).__name__}: {exc}"
             if self.ledger.head()["entries"] != entries_before:
-                text = f"the check failed to run; the attempt is kept in the ledger: {text}"
+                text = _("the check failed to run; the attempt is kept in the ledger: {text}").format(text=text)
                 self._show_history(spec)
             self.message.value = _message(text, _ERROR)
             return None
@@ -254,7 +271,7 @@ class GradcheckPanel(widgets.VBox):
         self.record = record
         history = self.ledger.checks().get(record["id"])
         self.result.value = record_html(record, history=history)
-        verdict = "passed" if record.get("passed") else "failed: the failure is kept in the ledger"
+        verdict = _("passed") if record.get("passed") else _("failed: the failure is kept in the ledger")
         self.message.value = _message(f"{record['id']}: {verdict}", _OK if record.get("passed") else _ERROR)
         used = record["tolerance"]
         self._ran_tolerance = {"rtol": used["rtol"], "atol": used["atol"]}

@@ -36,7 +36,8 @@ def module_name(root: Path, path: Path) -> str:
 
 
 def _is_private(name: str) -> bool:
-    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+    """A leading underscore, except dunders and gettext's `_` (core/i18n.py: translate a message)."""
+    return name.startswith("_") and name != "_" and not (name.startswith("__") and name.endswith("__"))
 
 
 def read_package(root: Path) -> dict[str, Module]:

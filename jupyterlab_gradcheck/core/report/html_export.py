@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ..i18n import N_, _, active_language, localize
+from ..i18n import language as in_language
 from ..ledger.tail import now_utc
 from .csv_export import latest_record
 from .record_html import badge, diagnosis_block, failure_sentence, record_html, step_sweep_block
@@ -33,8 +35,8 @@ h3{font-size:1.05em;margin:18px 0 4px 0}
 def _no_binding(submission: dict) -> str:
     """Why a submission has no binding to compare, in words that match what is there."""
     if submission["notebook"]:
-        return "the notebook binds nothing yet (no metadata, no attested output)"
-    return "no notebook beside this ledger"
+        return _("the notebook binds nothing yet (no metadata, no attested output)")
+    return _("no notebook beside this ledger")
 
 
 def _status_block(submission: dict) -> str:
@@ -42,29 +44,32 @@ def _status_block(submission: dict) -> str:
     chain_ok = submission["chain_ok"]
     binding_ok = submission["binding_ok"]
     items = []
-    chain = f"chain {badge('passed' if chain_ok else 'failed')} {report['entries']} entries, head " \
-            f"<code>{escape(report['head'][:16])}</code>"
-    binding = "binding " + (badge("passed") if binding_ok else badge("failed") if binding_ok is False
+    chain = _("chain {badge} {entries} entries, head {head}").format(
+        badge=badge("passed" if chain_ok else "failed"), entries=report["entries"],
+        head=f"<code>{escape(report['head'][:16])}</code>")
+    binding = escape(_("binding")) + " " + (badge("passed") if binding_ok else badge("failed") if binding_ok is False
                             else f'<span class="meta">{escape(_no_binding(submission))}</span>')
     witness = report.get("witness")
     if witness is not None:
-        binding += " · witness " + (badge("passed") if witness["witnessed"] else badge("failed")
+        binding += f" · {escape(_('witness'))} " + (badge("passed") if witness["witnessed"] else badge("failed")
                                     if witness["witnessed"] is False and not report["ok"] else
-                                    '<span class="meta">saw nothing of it</span>')
+                                    f'<span class="meta">{escape(_("saw nothing of it"))}</span>')
     for error in report["errors"]:
-        where = f"line {error['line']}: " if error.get("line") else ""
-        items.append(f"<li>{escape(where + error['reason'])}</li>")
+        where = _("line {line}: ").format(line=error["line"]) if error.get("line") else ""
+        items.append(f"<li>{escape(where + localize(error['reason']))}</li>")
     for warning in report["warnings"]:
-        items.append(f'<li class="meta">{escape(warning)}</li>')
+        items.append(f'<li class="meta">{escape(localize(warning))}</li>')
     replay, replayed = report.get("replay"), ""
     if replay is not None:
-        replayed = (f" · replay {badge('passed' if replay['ok'] else 'failed')} {replay['reproduced']} of "
-                    f"{replay['observations']} observations reproduced")
+        replayed = " · " + _("replay {badge} {reproduced} of {observations} observations reproduced").format(
+            badge=badge("passed" if replay["ok"] else "failed"), reproduced=replay["reproduced"],
+            observations=replay["observations"])
         for item in replay["differs"]:
-            items += [f"<li>replay: line {item['line']} ({escape(item['check_id'])}): {escape(d)}</li>"
+            items += [f"<li>{escape(_('replay: line {line} ({check_id}): {difference}').format(line=item['line'], check_id=item['check_id'], difference=localize(d)))}</li>"
                       for d in item["differences"]]
-        items += [f'<li class="meta">replay: line {n["line"]}: {escape(n["note"])}</li>' for n in replay["notes"]]
-        items += [f'<li class="meta">replay skipped: line {n["line"]}: {escape(n["reason"])}</li>'
+        items += [f'<li class="meta">{escape(_("replay note: line {line}: {note}").format(line=n["line"], note=localize(n["note"])))}</li>'
+                  for n in replay["notes"]]
+        items += [f'<li class="meta">{escape(_("replay skipped: line {line}: {reason}").format(line=n["line"], reason=localize(n["reason"])))}</li>'
                   for n in replay["skipped"]]
     bad = " bad" if not report["ok"] else ""
     listing = f"<ul>{''.join(items)}</ul>" if items else ""
@@ -73,15 +78,15 @@ def _status_block(submission: dict) -> str:
 
 
 def _flags_block(submission: dict) -> str:
-    labels = {"widened_after_failure": "tolerance widened after a failure",
-              "expectation_revised_after_observation": "expectation revised after the check ran"}
+    labels = {"widened_after_failure": N_("tolerance widened after a failure"),
+              "expectation_revised_after_observation": N_("expectation revised after the check ran")}
     flags = submission["verify"].get("flags") or []
     if not flags:
         return ""
     spans = [f'<span class="flag" data-flag="{escape(f["flag"])}">{escape(f["check_id"])}: '
-             f'{escape(labels.get(f["flag"], f["flag"]))} (seq {", ".join(map(str, f["seqs"]))})</span>'
+             f'{escape(_(labels.get(f["flag"], f["flag"])))} (seq {", ".join(map(str, f["seqs"]))})</span>'
              for f in flags]
-    return f"<div><b>Flags</b> {''.join(spans)}</div>"
+    return f"<div><b>{escape(_('Flags'))}</b> {''.join(spans)}</div>"
 
 
 def _failures_kept(history: dict) -> str:
@@ -91,14 +96,14 @@ def _failures_kept(history: dict) -> str:
         record = (entry.get("data") or {}).get("record") or {}
         title = f"seq {failure['seq']} · {escape(str(failure.get('time') or ''))}"
         if failure.get("failed_to_run"):
-            body = f"failed to run: {escape(str(failure.get('reason') or ''))}"
+            body = escape(_("failed to run: {reason}").format(reason=localize(str(failure.get("reason") or ""))))
         else:
             sentences = "".join(f"<li><code>{escape(failure_sentence(f))}</code></li>"
                                 for f in failure.get("failures") or [])
             # the sweep of the failed run shows whether the step, not the derivation, is at fault
             body = (f"<ul>{sentences}</ul>" if sentences else "") + diagnosis_block(record) + \
                 step_sweep_block(record)
-        blocks.append(f'<div class="failure-kept" data-seq="{failure["seq"]}"><b>Failure kept</b> '
+        blocks.append(f'<div class="failure-kept" data-seq="{failure["seq"]}"><b>{escape(_("Failure kept"))}</b> '
                       f'<span class="meta">{title}</span>{body}</div>')
     return "".join(blocks)
 
@@ -115,8 +120,9 @@ def _check_block(history: dict) -> str:
         shown = record
     order = ""
     if latest is not None:
-        order = (f'<div class="meta">expectation written at seq {latest["data"].get("expectation_seq")}, '
-                 f'observation at seq {latest["seq"]} ({escape(str(latest.get("time", "")))})</div>')
+        order = '<div class="meta">{}</div>'.format(escape(
+            _("expectation written at seq {expectation_seq}, observation at seq {seq} ({time})").format(
+                expectation_seq=latest["data"].get("expectation_seq"), seq=latest["seq"], time=latest.get("time", ""))))
     return (f'<div class="check" data-check-id="{escape(history["check_id"])}">'
             f'<h3>{escape(history["check_id"])}</h3>{order}{record_html(shown, history=history)}'
             f"{_failures_kept(history)}</div>")
@@ -127,21 +133,29 @@ def _submission_block(submission: dict) -> str:
     name = submission["notebook"] or submission["ledger"]
     title = f"{escape(who)} · {escape(name)}" if who else escape(name)
     checks = "".join(_check_block(h) for h in submission["checks"].values()) or \
-        '<p class="meta">no checks recorded</p>'
+        f'<p class="meta">{escape(_("no checks recorded"))}</p>'
     return (f'<section class="submission"><h2>{title}</h2>'
-            f'<div class="meta">ledger {escape(submission["ledger"])}</div>'
+            f'<div class="meta">{escape(_("ledger {path}").format(path=submission["ledger"]))}</div>'
             f"{_status_block(submission)}{_flags_block(submission)}{checks}</section>")
 
 
-def to_html(submissions: list[dict], *, title: str = "Gradient check report") -> str:
-    """The whole report as one HTML document."""
+def to_html(submissions: list[dict], *, title: str | None = None, language: str | None = None) -> str:
+    """The whole report as one HTML document, in `language` (default: the active language)."""
+    with in_language(language):
+        return _document(submissions, _("Gradient check report") if title is None else title)
+
+
+
+def _document(submissions: list[dict], title: str) -> str:
     total = sum(len(s["checks"]) for s in submissions)
     trusted = sum(1 for s in submissions if s["chain_ok"] and s["binding_ok"] is not False)
-    body = "".join(_submission_block(s) for s in submissions) or "<p>No notebooks or ledgers found.</p>"
+    body = "".join(_submission_block(s) for s in submissions) or \
+        f"<p>{escape(_('No notebooks or ledgers found.'))}</p>"
+    summary = _("generated {time} · {submissions} submission(s), {checks} check(s), {trusted} with an intact "
+                "ledger").format(time=now_utc(), submissions=len(submissions), checks=total, trusted=trusted)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<!DOCTYPE html>\n<html lang=\"{active_language()}\"><head><meta charset=\"utf-8\">"
         f"<title>{escape(title)}</title><style>{_PAGE_STYLE}</style></head><body>"
-        f"<h1>{escape(title)}</h1><div class=\"meta\">generated {escape(now_utc())} · "
-        f"{len(submissions)} submission(s), {total} check(s), {trusted} with an intact ledger</div>"
+        f"<h1>{escape(title)}</h1><div class=\"meta\">{escape(summary)}</div>"
         f"{body}</body></html>\n"
     )

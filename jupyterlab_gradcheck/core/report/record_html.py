@@ -14,6 +14,7 @@ import json
 from html import escape
 
 from ..check.observations import DESCRIPTIONS
+from ..i18n import N_, _, localize, ngettext
 
 #: Theme variables with fallbacks for pages outside JupyterLab.
 FONT = "var(--jp-ui-font-color1, #212121)"
@@ -37,6 +38,10 @@ BADGE_COLOURS = {
     "kink": "var(--jp-warn-color1, #f57c00)",
     "nondeterministic": "var(--jp-warn-color1, #f57c00)",
 }
+#: The words a verdict badge shows; a diagnosis code (probable_bug, kink...) is shown as written.
+VERDICT_WORDS = {"passed": N_("passed"), "agrees": N_("agrees"), "failed": N_("failed"),
+                 "disagrees": N_("disagrees"), "error": N_("error"), "failed to run": N_("failed to run"),
+                 "not run": N_("not run"), "skipped": N_("skipped")}
 #: List values longer than this are shown with their first elements and a count.
 MAX_SHOWN_ELEMENTS = 12
 #: Observations shown in the detail table, in the order the engine makes them.
@@ -59,7 +64,7 @@ def badge(status: str) -> str:
     colour = BADGE_COLOURS.get(status, BADGE_COLOURS["skipped"])
     return (f'<span class="jp-gradcheck-badge" data-status="{escape(status)}" style="background:{colour};'
             f'color:{INVERSE};border-radius:3px;padding:0 6px;font-size:0.85em;font-weight:600;'
-            f'white-space:nowrap">{escape(status.upper())}</span>')
+            f'white-space:nowrap">{escape(_(VERDICT_WORDS.get(status, status)).upper())}</span>')
 
 
 def format_value(value) -> str:
@@ -70,7 +75,7 @@ def format_value(value) -> str:
         flat = _flatten(value)
         if len(flat) > MAX_SHOWN_ELEMENTS:
             shown = ", ".join(_number(v) for v in flat[:MAX_SHOWN_ELEMENTS])
-            return f"[{shown}, ...] ({len(flat)} elements, flattened)"
+            return _("[{shown}, ...] ({count} elements, flattened)").format(shown=shown, count=len(flat))
         return json.dumps(value, separators=(", ", ": "))
     return _number(value)
 
@@ -104,8 +109,8 @@ def _table(header, rows, css_class: str) -> str:
 
 def described(gradient: dict) -> str:
     """An observed value with its shape, dtype and device beside it."""
-    meta = (f'shape {escape(json.dumps(gradient.get("shape")))} · dtype {escape(str(gradient.get("dtype")))}'
-            f' · device {escape(str(gradient.get("device")))}')
+    meta = escape(_("shape {shape} · dtype {dtype} · device {device}").format(
+        shape=json.dumps(gradient.get("shape")), dtype=gradient.get("dtype"), device=gradient.get("device")))
     return f'{_code(format_value(gradient.get("value")))}<span class="jp-gradcheck-meta" style="{_META}">{meta}</span>'
 
 
@@ -136,23 +141,25 @@ def expectation_observation_table(record: dict) -> str:
     rows = []
     for name, expected in expected_per_input(record).items():
         expectation = _code(format_value(expected)) if expected is not None else (
-            f'<span style="color:{FONT_DIM}">none declared</span>')
+            f'<span style="color:{FONT_DIM}">{escape(_("none declared"))}</span>')
         observed = first.get(name)
-        observation = described(observed) if observed else f'<span style="color:{FONT_DIM}">not run</span>'
+        observation = described(observed) if observed else f'<span style="color:{FONT_DIM}">{escape(_("not run"))}</span>'
         rows.append(_row([f"d f / d {_code(name)}", expectation, observation],
                          attrs=f' data-input="{escape(name)}"'))
     tolerance = record.get("tolerance") or {}
     worst = _worst_analytical(record.get("comparisons") or [])
     rows.append(_row([
-        "tolerance",
+        escape(_("tolerance")),
         _code(f'rtol={tolerance.get("rtol")} atol={tolerance.get("atol")}'),
-        (_code(f'max abs err {worst["max_abs_err"]} · max rel err {worst["max_rel_err"]}')
-         if worst else f'<span style="color:{FONT_DIM}">no comparison yet</span>'),
+        (_code(_("max abs err {abs_err} · max rel err {rel_err}").format(abs_err=worst["max_abs_err"],
+                                                                        rel_err=worst["max_rel_err"]))
+         if worst else f'<span style="color:{FONT_DIM}">{escape(_("no comparison yet"))}</span>'),
     ]))
-    for label in ("origin", "destination"):
+    for label, word in (("origin", N_("origin")), ("destination", N_("destination"))):
         if record.get(label):
-            rows.append(_row([label, escape(record[label]), ""]))
-    return _table(["", "Expectation", "Observation"], rows, "jp-gradcheck-expectation-observation")
+            rows.append(_row([escape(_(word)), escape(record[label]), ""]))
+    return _table(["", escape(_("Expectation")), escape(_("Observation"))], rows,
+                  "jp-gradcheck-expectation-observation")
 
 
 def _worst_analytical(comparisons: list) -> dict | None:
@@ -168,9 +175,10 @@ def observations_table(record: dict) -> str:
     names += [n for n in observations if n not in names and n != "torch_gradcheck"]
     for name in names:
         observation = observations[name]
-        note = observation.get("note") or observation.get("description") or DESCRIPTIONS.get(name, "")
+        note = localize(observation.get("note") or observation.get("description") or DESCRIPTIONS.get(name, ""))
         if name == "finite_difference":
-            note = f'{observation.get("scheme", "")} step {observation.get("step")}. {note}'.strip()
+            note = _("{scheme} step {step}. {note}").format(scheme=observation.get("scheme", ""),
+                                                            step=observation.get("step"), note=note).strip()
         for input_name, gradient in (observation.get("gradients") or {}).items():
             rows.append(_row([
                 _code(name), _code(input_name), _code(format_value(gradient.get("value"))),
@@ -181,10 +189,11 @@ def observations_table(record: dict) -> str:
     if verdict:
         rows.append(_row([_code("torch_gradcheck"), "", badge(verdict.get("status", "skipped")), "",
                           escape(str(verdict.get("dtype", ""))), escape(str(verdict.get("device", ""))),
-                          escape(verdict.get("reason", ""))]))
+                          escape(localize(verdict.get("reason", "")))]))
     if not rows:
         return ""
-    return _table(["observation", "input", "value", "shape", "dtype", "device", "note"], rows,
+    return _table([escape(_(h)) for h in (N_("observation"), N_("input"), N_("value"), N_("shape"), N_("dtype"),
+                                          N_("device"), N_("note"))], rows,
                   "jp-gradcheck-observations")
 
 
@@ -200,7 +209,8 @@ def comparisons_table(record: dict) -> str:
         ]))
     if not rows:
         return ""
-    return _table(["comparison", "input", "max abs err", "max rel err", "rtol", "atol", "verdict"], rows,
+    return _table([escape(_(h)) for h in (N_("comparison"), N_("input"), N_("max abs err"), N_("max rel err"),
+                                          "rtol", "atol", N_("verdict"))], rows,
                   "jp-gradcheck-comparisons")
 
 
@@ -208,11 +218,11 @@ def failure_sentence(failure: dict) -> str:
     """`x[2]: analytical 5.0 vs backward_pass_1 1.0 (abs err 4.0, rel err 4.0)`, as plain text."""
     index = failure.get("index")
     where = f'{failure.get("input")}{json.dumps(index) if index else ""}'
-    left, _, right = str(failure.get("comparison", "")).partition("_vs_")
+    left, _vs, right = str(failure.get("comparison", "")).partition("_vs_")
     left, right = failure.get("left_label") or left or "left", failure.get("right_label") or right or "right"
-    return (f"{where}: {left} {format_value(failure.get('left'))} vs {right} "
-            f"{format_value(failure.get('right'))} (abs err {failure.get('abs_err')}, "
-            f"rel err {failure.get('rel_err')})")
+    return _("{where}: {left} {left_value} vs {right} {right_value} (abs err {abs_err}, rel err {rel_err})").format(
+        where=where, left=left, left_value=format_value(failure.get("left")), right=right,
+        right_value=format_value(failure.get("right")), abs_err=failure.get("abs_err"), rel_err=failure.get("rel_err"))
 
 
 def diagnosis_block(record: dict) -> str:
@@ -223,10 +233,11 @@ def diagnosis_block(record: dict) -> str:
     items = []
     for failure in failures:
         items.append(
-            f'<li>{_code(str(failure.get("comparison")))}: worst element {_code(failure_sentence(failure))}. '
-            f'Diagnosis {badge(str(failure.get("diagnosis", "probable_bug")))} '
-            f'{escape(str(failure.get("reason", "")))}</li>')
-    return f'<div class="jp-gradcheck-diagnosis"><b>Diagnosis</b><ul style="margin:2px 0">{"".join(items)}</ul></div>'
+            f'<li>{_code(str(failure.get("comparison")))}: {escape(_("worst element"))} '
+            f'{_code(failure_sentence(failure))}. {escape(_("Diagnosis"))} '
+            f'{badge(str(failure.get("diagnosis", "probable_bug")))} {escape(localize(str(failure.get("reason", ""))))}</li>')
+    return (f'<div class="jp-gradcheck-diagnosis"><b>{escape(_("Diagnosis"))}</b><ul style="margin:2px 0">'
+            f'{"".join(items)}</ul></div>')
 
 
 def symbolic_block(record: dict) -> str:
@@ -239,11 +250,11 @@ def symbolic_block(record: dict) -> str:
     derivative = symbolic.get("derivative")
     if isinstance(derivative, dict) and derivative:
         parts.append(", ".join(f"d/d{_code(k)} = {_code(str(v))}" for k, v in derivative.items()))
-    for key, label in (("analytical_agrees", "expectation"), ("autograd_agrees", "autograd")):
+    for key, label in (("analytical_agrees", N_("expectation")), ("autograd_agrees", "autograd")):
         if key in symbolic and symbolic[key] is not None:
-            parts.append(f'{label} {"agrees" if symbolic[key] else "disagrees"}')
+            parts.append(escape(f'{_(label)} {_("agrees") if symbolic[key] else _("disagrees")}'))
     if symbolic.get("reason"):
-        parts.append(escape(str(symbolic["reason"])))
+        parts.append(escape(localize(str(symbolic["reason"]))))
     return f'<div class="jp-gradcheck-symbolic">{" · ".join(parts)}</div>'
 
 
@@ -253,7 +264,7 @@ def environment_line(record: dict) -> str:
     if not env:
         return ""
     bits = [f'torch {env.get("torch")}', f'python {env.get("python")}', str(env.get("platform", "")),
-            f'device {env.get("device_name", env.get("device", ""))}']
+            f'{_("device")} {env.get("device_name", env.get("device", ""))}']
     if env.get("cuda"):
         bits.append(f'CUDA {env["cuda"]}')
     return f'<div class="jp-gradcheck-environment" style="color:{FONT_DIM};font-size:0.9em">{escape(" · ".join(bits))}</div>'
@@ -266,17 +277,18 @@ def step_sweep_block(record: dict) -> str:
         return ""
     from .sweep_svg import render
 
-    return f'<div class="jp-gradcheck-sweep-plot"><b>Step sweep</b><br>{render(sweep)}</div>'
+    return f'<div class="jp-gradcheck-sweep-plot"><b>{escape(_("Step sweep"))}</b><br>{render(sweep)}</div>'
 
 
 def record_html(record: dict, *, history: dict | None = None) -> str:
     """The whole check: heading, the expectation/observation table, details and history."""
     heading = (f'<div style="margin:2px 0 4px 0"><b>{_code(str(record.get("id", record.get("function", ""))))}</b> '
-               f'{badge(verdict_of(record))} <span style="{_META}">function {_code(str(record.get("function")))}'
-               f' · dtype {escape(str(record.get("dtype")))} · device {escape(str(record.get("device")))}</span></div>')
+               f'{badge(verdict_of(record))} <span style="{_META}">{escape(_("function"))} '
+               f'{_code(str(record.get("function")))} · dtype {escape(str(record.get("dtype")))} · '
+               f'{escape(_("device"))} {escape(str(record.get("device")))}</span></div>')
     parts = [heading, expectation_observation_table(record)]
     if record.get("failed_to_run") and record.get("reason"):
-        parts.append(f'<div><b>Failed to run</b>: {escape(str(record["reason"]))}</div>')
+        parts.append(f'<div><b>{escape(_("Failed to run"))}</b>: {escape(localize(str(record["reason"])))}</div>')
     parts += [diagnosis_block(record), symbolic_block(record), comparisons_table(record),
               observations_table(record), step_sweep_block(record), environment_line(record)]
     if history is not None:
@@ -292,7 +304,7 @@ def history_html(history: dict) -> str:
     for failure in kept:
         found = failure.get("failures") or []
         what = "; ".join(failure_sentence(f) for f in found) or escape(str(failure.get("reason") or ""))
-        label = "failed to run" if failure.get("failed_to_run") else "failed"
+        label = "failed to run" if failure.get("failed_to_run") else "failed"  # badge codes
         rows.append((failure.get("seq") or 0, _row([
             _code(str(failure.get("seq"))), escape(str(failure.get("time", ""))), badge(label),
             _code(what) if found else escape(what), ""])))
@@ -301,31 +313,33 @@ def history_html(history: dict) -> str:
     for seq in history.get("observation_seqs") or []:
         if seq not in failed_seqs:
             time = latest.get("time", "") if latest.get("seq") == seq else ""
-            rows.append((seq, _row([_code(str(seq)), escape(str(time)), badge("passed"), "run", ""])))
+            rows.append((seq, _row([_code(str(seq)), escape(str(time)), badge("passed"), escape(_("run")), ""])))
     for change in history.get("tolerance_history") or []:
         flags = [f for f in ("widened", "tightened", "after_failure") if change.get(f)]
         rows.append((change.get("seq") or 0, _row([
             _code(str(change.get("seq"))), escape(str(change.get("time", ""))),
-            f'tolerance change ({escape(str(change.get("target")))})',
+            escape(_("tolerance change ({target})").format(target=change.get("target"))),
             _code(f'{_tol(change.get("old"))} -> {_tol(change.get("new"))}') + (
                 f' <span style="{_META}">{escape(", ".join(flags))}</span>' if flags else ""),
             escape(str(change.get("justification") or "")),
         ])))
     for change in history.get("expectation_changes") or []:
-        flag = " (after an observation)" if change.get("after_observation") else ""
+        event = _("expectation change (after an observation)") if change.get("after_observation") else \
+            _("expectation change")
         rows.append((change.get("seq") or 0, _row([
-            _code(str(change.get("seq"))), escape(str(change.get("time", ""))), f"expectation change{flag}",
+            _code(str(change.get("seq"))), escape(str(change.get("time", ""))), escape(event),
             _code(f'{format_value(change.get("old"))} -> {format_value(change.get("new"))}'),
             escape(str(change.get("justification") or "")),
         ])))
     rows = [row for _seq, row in sorted(rows, key=lambda item: item[0])]
-    summary = (f'<div><b>History</b> <span style="{_META}">{runs} run{"s" if runs != 1 else ""}, '
-               f'{len(kept)} failure{"s" if len(kept) != 1 else ""} kept, '
-               f'{len(history.get("tolerance_history") or [])} tolerance edit(s)</span></div>')
+    counts = ", ".join((ngettext("{count} run", "{count} runs", runs).format(count=runs),
+                        ngettext("{count} failure kept", "{count} failures kept", len(kept)).format(count=len(kept)),
+                        _("{count} tolerance edit(s)").format(count=len(history.get("tolerance_history") or []))))
+    summary = f'<div><b>{escape(_("History"))}</b> <span style="{_META}">{escape(counts)}</span></div>'
     if not rows:
         return f'<div class="jp-gradcheck-history">{summary}</div>'
     return (f'<div class="jp-gradcheck-history">{summary}'
-            f'{_table(["seq", "time", "event", "what", "justification"], rows, "jp-gradcheck-history-table")}</div>')
+            f'{_table([escape(_(h)) for h in ("seq", N_("time"), N_("event"), N_("what"), N_("justification"))], rows, "jp-gradcheck-history-table")}</div>')
 
 
 def _tol(value) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..i18n import _
+
 _COLOURS = {"float64": "var(--jp-brand-color1, #1976d2)", "float32": "var(--jp-warn-color1, #f57c00)"}
 _WIDTH, _HEIGHT, _LEFT, _BOTTOM, _TOP, _RIGHT = 520, 320, 64, 44, 28, 110
 _Y_MIN, _Y_MAX = -18.0, 2.0
@@ -31,12 +33,13 @@ def render(sweep: dict) -> str:
     def py(error: float) -> float:
         return _TOP + (_Y_MAX - _log(error)) / (_Y_MAX - _Y_MIN) * plot_h
 
+    title = _("{scheme} difference error against step for {input} at {x}").format(
+        scheme=sweep["scheme"], input=sweep["input"], x=f"{sweep['x']:.6g}")
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="jp-gradcheck-sweep" width="{_WIDTH}" '
         f'height="{_HEIGHT}" viewBox="0 0 {_WIDTH} {_HEIGHT}" font-family="sans-serif" font-size="11" '
-        'role="img" aria-label="finite-difference error against step">',
-        f'<title>{escape(sweep["scheme"])} difference error against step for '
-        f'{escape(sweep["input"])} at {sweep["x"]:.6g}</title>',
+        f'role="img" aria-label="{escape(_("finite-difference error against step"))}">',
+        f"<title>{escape(title)}</title>",
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
         'stroke="var(--jp-border-color1, #999)"/>',
     ]
@@ -49,10 +52,10 @@ def render(sweep: dict) -> str:
         parts.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" '
                      f'fill="var(--jp-ui-font-color1, #333)">1e{decade}</text>')
     parts.append(f'<text x="{_LEFT + plot_w / 2}" y="{_HEIGHT - 8}" text-anchor="middle" '
-                 'fill="var(--jp-ui-font-color1, #333)">step h</text>')
+                 f'fill="var(--jp-ui-font-color1, #333)">{escape(_("step h"))}</text>')
     parts.append(f'<text x="14" y="{_TOP + plot_h / 2}" text-anchor="middle" transform="rotate(-90 14 '
                  f'{_TOP + plot_h / 2})" fill="var(--jp-ui-font-color1, #333)">'
-                 f'{escape(sweep["error_kind"])} error</text>')
+                 f'{escape(_("{kind} error").format(kind=sweep["error_kind"]))}</text>')
     for row, series in enumerate(sweep["series"]):
         colour = _COLOURS.get(series["dtype"], "var(--jp-ui-font-color2, #666)")
         points = " ".join(f"{px(s):.1f},{py(e):.1f}" for s, e in zip(series["steps"], series["errors"]))
@@ -70,8 +73,8 @@ def render(sweep: dict) -> str:
         parts.append(f'<text x="{lx + 22}" y="{ly + 4}" fill="var(--jp-ui-font-color1, #333)">'
                      f'{series["dtype"]}</text>')
         parts.append(f'<text x="{lx}" y="{ly + 18}" fill="var(--jp-ui-font-color2, #666)">'
-                     f'- - chosen step</text>')
+                     f'- - {escape(_("chosen step"))}</text>')
         parts.append(f'<text x="{lx}" y="{ly + 30}" fill="var(--jp-ui-font-color2, #666)">'
-                     f'o theoretical floor</text>')
+                     f'o {escape(_("theoretical floor"))}</text>')
     parts.append("</svg>")
     return "".join(parts)

@@ -1,0 +1,275 @@
+"""The Python catalog: find every message the package shows, keep the .po in step, compile the .mo.
+
+    python scripts/i18n_catalog.py           # compile the .po into the .mo beside it
+    python scripts/i18n_catalog.py --update  # add the messages the .po lacks (empty msgstr), then compile
+    python scripts/i18n_catalog.py --check   # exit 1 when a message lacks Spanish or the .mo is stale
+
+A message is the first argument, a string literal, of `_()`, `N_()`, `Message()`,
+`Message.one_line()`, `ngettext()` (both forms), or of an error class of the package
+(`SpecError("...", name=value)`): errors carry their English template and translate when shown.
+Standard library only, so the .mo can be rebuilt anywhere the package runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import struct
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "jupyterlab_gradcheck"
+PO = PACKAGE / "locale" / "es" / "LC_MESSAGES" / "jupyterlab_gradcheck.po"
+MO = PO.with_suffix(".mo")
+#: Parts of the package whose text is not translated, each with the reason.
+NOT_TRANSLATED = {
+    # not yet translated: the expression language is being changed; its messages stay English for now
+    "core/expr": "not yet translated",
+    # REST and witness answers keep English messages: the side panel translates them by code
+    "server": "REST answers stay English",
+    "witness": "the witness service answers stay English",
+}
+#: The modules that hold the translation machinery itself (they pass templates on, not text).
+MACHINERY = {"core/i18n.py", "core/errors.py"}
+MARKERS = {"_", "N_", "Message", "one_line"}
+BASE_ERRORS = {"GradcheckError"}
+
+
+def package_files(include_excluded: bool = False) -> list[Path]:
+    files = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if include_excluded or not any(relative.startswith(part + "/") for part in NOT_TRANSLATED):
+            files.append(path)
+    return files
+
+
+def error_classes(files: list[Path]) -> set[str]:
+    """Every class of the package that derives, at any depth, from GradcheckError."""
+    bases = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+    found = set(BASE_ERRORS)
+    while True:
+        more = {name for name, parents in bases.items() if parents & found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def call_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def messages_of(path: Path, errors: set[str]):
+    """(msgid, msgid_plural or None, line) for every marked message in one file, and the
+    (line, what) of every message call whose text is not a literal (so not in the catalog)."""
+    found, unrouted = [], []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        name = call_name(node)
+        if name == "ngettext" and len(node.args) >= 2:
+            singular, plural = node.args[0], node.args[1]
+            if all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in (singular, plural)):
+                found.append((singular.value, plural.value, node.lineno))
+            else:
+                unrouted.append((node.lineno, "ngettext"))
+            continue
+        if name not in MARKERS and name not in errors:
+            continue
+        if not node.args or (name == "_" and not isinstance(node.args[0], (ast.Constant, ast.JoinedStr))):
+            continue  # _(word) translates a word marked with N_ where it is written
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            found.append((first.value, None, node.lineno))
+        elif name in errors and _passed_on(first):
+            continue
+        else:
+            unrouted.append((node.lineno, f"{name}({ast.unparse(first)[:60]})"))
+    return found, unrouted
+
+
+def printed_text(path: Path) -> list[tuple[int, str]]:
+    """(line, what) of every `print()` whose argument is text written in place, not through `_()`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and call_name(node) == "print":
+            for arg in node.args:
+                parts = [arg] if isinstance(arg, ast.Constant) else arg.values if isinstance(arg, ast.JoinedStr) else []
+                if any(isinstance(p, ast.Constant) and isinstance(p.value, str) and any(c.isalpha() for c in p.value)
+                       for p in parts):
+                    found.append((node.lineno, f"print({ast.unparse(arg)[:60]})"))
+    return found
+
+
+def _passed_on(node) -> bool:
+    """An error built from another error's message (`SpecError(exc.message)`) keeps its template."""
+    return isinstance(node, ast.Attribute) and node.attr == "message"
+
+
+def extract() -> dict[tuple[str, str | None], list[str]]:
+    """Every message of the translated parts of the package, with where it is written."""
+    files = package_files()
+    errors = error_classes(package_files(include_excluded=True))
+    catalog: dict = {}
+    for path in files:
+        for msgid, plural, line in messages_of(path, errors)[0]:
+            if msgid:
+                catalog.setdefault((msgid, plural), []).append(f"{path.relative_to(ROOT).as_posix()}:{line}")
+    return catalog
+
+
+def unrouted() -> list[str]:
+    """`path:line what` of every message call whose text cannot be in the catalog."""
+    errors = error_classes(package_files(include_excluded=True))
+    found = []
+    for path in package_files():
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative in MACHINERY:
+            continue
+        places = messages_of(path, errors)[1] + (printed_text(path) if relative.startswith("cli/") else [])
+        found += [f"{path.relative_to(ROOT).as_posix()}:{line} {what}" for line, what in places]
+    return found
+
+
+# ------------------------------------------------------------------------------ the .po file
+def _quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+def _unquote(token: str) -> str:
+    return ast.literal_eval(token)
+
+
+def read_po(path: Path = PO) -> list[dict]:
+    """The entries of a .po file: msgid, msgid_plural, msgstr (a list for plurals), comments."""
+    entries, entry, key = [], None, None
+
+    def close():
+        if entry is not None and "msgid" in entry:
+            entries.append(entry)
+
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line:
+            close()
+            entry, key = None, None
+            continue
+        if entry is None:
+            entry = {"comments": [], "msgstr": {}}
+        if line.startswith("#"):
+            entry["comments"].append(raw)
+            continue
+        if line.startswith('"'):
+            text = _unquote(line)
+            if isinstance(key, int):
+                entry["msgstr"][key] += text
+            else:
+                entry[key] += text
+            continue
+        word, _, rest = line.partition(" ")
+        if word.startswith("msgstr["):
+            key = int(word[7:-1])
+            entry["msgstr"][key] = _unquote(rest)
+        elif word == "msgstr":
+            key = 0
+            entry["msgstr"][0] = _unquote(rest)
+        else:
+            key = word
+            entry[word] = _unquote(rest)
+    close()
+    return entries
+
+
+def write_po(entries: list[dict], path: Path = PO) -> None:
+    blocks = []
+    for entry in entries:
+        lines = list(entry.get("comments") or [])
+        lines.append(f"msgid {_quote(entry['msgid'])}")
+        if entry.get("msgid_plural") is not None:
+            lines.append(f"msgid_plural {_quote(entry['msgid_plural'])}")
+            lines += [f"msgstr[{n}] {_quote(entry['msgstr'].get(n, ''))}" for n in (0, 1)]
+        else:
+            lines.append(f"msgstr {_quote(entry['msgstr'].get(0, ''))}")
+        blocks.append("\n".join(lines))
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+
+
+def update(catalog: dict | None = None) -> int:
+    """Add the messages the .po lacks (untranslated), refresh every location comment."""
+    catalog = extract() if catalog is None else catalog
+    entries = read_po()
+    known = {(e["msgid"], e.get("msgid_plural")): e for e in entries}
+    added = 0
+    for (msgid, plural), places in catalog.items():
+        entry = known.get((msgid, plural))
+        if entry is None:
+            entry = {"comments": [], "msgid": msgid, "msgid_plural": plural, "msgstr": {}}
+            entries.append(entry)
+            added += 1
+        entry["comments"] = [c for c in entry["comments"] if not c.startswith("#:")] + \
+            [f"#: {place}" for place in places[:3]]
+    write_po(entries)
+    return added
+
+
+# ------------------------------------------------------------------------------ the .mo file
+def compile_mo(entries: list[dict]) -> bytes:
+    """The GNU .mo bytes of the translated entries (untranslated ones fall back to English)."""
+    pairs = {}
+    for entry in entries:
+        if entry.get("msgid_plural") is not None:
+            forms = [entry["msgstr"].get(n, "") for n in sorted(entry["msgstr"])]
+            if all(forms):
+                pairs[entry["msgid"] + "\0" + entry["msgid_plural"]] = "\0".join(forms)
+        elif entry["msgstr"].get(0) or entry["msgid"] == "":
+            pairs[entry["msgid"]] = entry["msgstr"].get(0, "")
+    keys = sorted(pairs)
+    ids = b"".join(k.encode("utf-8") + b"\0" for k in keys)
+    strs = b"".join(pairs[k].encode("utf-8") + b"\0" for k in keys)
+    offsets, id_pos, str_pos = [], 0, 0
+    for key in keys:
+        k, v = key.encode("utf-8"), pairs[key].encode("utf-8")
+        offsets.append((id_pos, len(k), str_pos, len(v)))
+        id_pos += len(k) + 1
+        str_pos += len(v) + 1
+    start = 7 * 4 + 16 * len(keys)
+    id_table = b"".join(struct.pack("<2I", length, start + pos) for pos, length, _p, _l in offsets)
+    str_start = start + len(ids)
+    str_table = b"".join(struct.pack("<2I", length, str_start + pos) for _i, _k, pos, length in offsets)
+    header = struct.pack("<7I", 0x950412DE, 0, len(keys), 7 * 4, 7 * 4 + 8 * len(keys), 0, 0)
+    return header + id_table + str_table + ids + strs
+
+
+def problems() -> list[str]:
+    """What keeps the catalog from being complete and honest (empty: nothing)."""
+    entries = read_po()
+    translated = {(e["msgid"], e.get("msgid_plural")) for e in entries
+                  if e["msgid"] and e["msgstr"] and all(e["msgstr"].values())}
+    found = [f"no Spanish for {msgid!r} ({places[0]})" for (msgid, plural), places in extract().items()
+             if (msgid, plural) not in translated]
+    if not MO.is_file() or MO.read_bytes() != compile_mo(entries):
+        found.append(f"{MO.relative_to(ROOT).as_posix()} is not the compiled {PO.name}: "
+                     "run python scripts/i18n_catalog.py")
+    return found + [f"not through the catalog: {place}" for place in unrouted()]
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        found = problems()
+        print("\n".join(found) or "catalog complete", file=sys.stderr if found else sys.stdout)
+        return 1 if found else 0
+    if "--update" in argv:
+        print(f"{update()} message(s) added to {PO.relative_to(ROOT)}")
+    MO.write_bytes(compile_mo(read_po()))
+    print(f"wrote {MO.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -16,6 +16,8 @@ from .errors import BadPath, NotFound, PathForbidden
 _DRIVE = re.compile(r"^[A-Za-z]:")
 #: The longest file or folder name, in bytes, the common filesystems accept.
 NAME_MAX = 255
+#: The longest whole path, in bytes, the system calls accept (Linux's PATH_MAX).
+PATH_MAX = 4096
 
 
 def resolve(root: str | os.PathLike, api_path, *, field: str, must_exist: bool = True,
@@ -41,6 +43,11 @@ def resolve(root: str | os.PathLike, api_path, *, field: str, must_exist: bool =
     if suffix is not None and not text.endswith(suffix):
         raise BadPath(f"{field} {api_path!r} does not end in {suffix}", field=field)
     real_root = Path(os.path.realpath(root))
+    size = len(str(real_root.joinpath(*parts)).encode("utf-8", "surrogatepass"))
+    if size >= PATH_MAX:  # the system calls would answer ENAMETOOLONG as well
+        raise BadPath("{name} is too long: {size} bytes under the server root; the limit is {limit}",
+                      field=field, name=field, size=size - len(str(real_root).encode("utf-8", "surrogatepass")) - 1,
+                      limit=PATH_MAX - 1 - len(str(real_root).encode("utf-8", "surrogatepass")))
     target = ensure_inside(real_root, real_root.joinpath(*parts), field=field, shown=api_path)
     if must_exist and not target.exists():
         raise NotFound(f"{field} {api_path!r} does not exist under the server root", field=field)

@@ -201,9 +201,10 @@ def write_po(entries: list[dict], path: Path = PO) -> None:
 
 
 def update(catalog: dict | None = None) -> int:
-    """Add the messages the .po lacks (untranslated), refresh every location comment."""
+    """Add the messages the .po lacks (untranslated), drop those no longer written, refresh
+    every location comment."""
     catalog = extract() if catalog is None else catalog
-    entries = read_po()
+    entries = [e for e in read_po() if not e["msgid"] or (e["msgid"], e.get("msgid_plural")) in catalog]
     known = {(e["msgid"], e.get("msgid_plural")): e for e in entries}
     added = 0
     for (msgid, plural), places in catalog.items():

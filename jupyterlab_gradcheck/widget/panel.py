@@ -83,7 +83,7 @@ class GradcheckPanel(widgets.VBox):
         self.function = widgets.Text(value="x*x", description=_("function"), style=_STYLE, layout=_WIDE,
                                      placeholder=_("expression over the inputs, e.g. x*x or sum(sin(x))"))
         self.inputs = widgets.Textarea(value='{"x": 3}', description=_("inputs (JSON)"), style=_STYLE,
-                                       layout=_WIDE, rows=2, placeholder=_('{"x": 3, "w": [1, 2]}'))
+                                       layout=_WIDE, rows=2, placeholder='{"x": 3, "w": [1, 2]}')
         self.analytical_gradient = widgets.Text(
             value="", description=_("analytical gradient"), style=_STYLE, layout=_WIDE,
             placeholder=_('your derivative, written first: 6, [2, 4], "2*x" or {"x": ..., "w": ...}'))
@@ -106,8 +106,8 @@ class GradcheckPanel(widgets.VBox):
                                        description=_("FD scheme"), style=_STYLE)
         self.step = widgets.Text(description=_("FD step"), style=_STYLE,
                                  placeholder=_("empty: dtype default; a number; or adaptive"))
-        self.rtol = widgets.Text(description=_("rtol"), style=_STYLE, placeholder=_("empty: dtype default"))
-        self.atol = widgets.Text(description=_("atol"), style=_STYLE, placeholder=_("empty: dtype default"))
+        self.rtol = widgets.Text(description="rtol", style=_STYLE, placeholder=_("empty: dtype default"))
+        self.atol = widgets.Text(description="atol", style=_STYLE, placeholder=_("empty: dtype default"))
         self.justification = widgets.Textarea(
             description=_("justification"), style=_STYLE, layout=widgets.Layout(width="95%", display="none"),
             rows=2, placeholder=_("why the tolerance changes after a run (kept in the ledger)"))

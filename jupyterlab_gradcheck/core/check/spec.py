@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import SpecError
-from ..i18n import Message
 from ..expr.functions import RESERVED_NAMES
 from ..expr.limits import DEFAULT_LIMITS, Limits
 from ..expr.parser import Expression, parse_expression
@@ -133,8 +132,11 @@ def _number(value, field_name: str, *, positive: bool = False) -> float:
         raise SpecError("{field_name} must be a finite number of at most 2**63, got an integer of about "
                         "{digits} digits", field_name=field_name, digits=int(value.bit_length() * math.log10(2)) + 1, field=field_name)
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        kind = Message("a positive") if positive else Message("a non-negative")
-        raise SpecError("{field_name} must be {kind} finite number, got {value}", field_name=field_name, kind=kind, value=value, field=field_name)
+        if positive:
+            raise SpecError("{field_name} must be a positive finite number, got {value}", field_name=field_name,
+                            value=value, field=field_name)
+        raise SpecError("{field_name} must be a non-negative finite number, got {value}", field_name=field_name,
+                        value=value, field=field_name)
     return float(value)
 
 
@@ -243,7 +245,7 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
             shape = shape_of(value, field_name, limits)
             if shape and shape != shapes[name] and numel(shape) != 1:
                 raise SpecError(
-                    "{field_name} has shape {shape} but input {name!r} has shape {shapes}", field_name=field_name, shape=shape, name=name, shapes=shapes[name],
+                    "{field_name} has shape {shape} but input {name!r} has shape {input_shape}", field_name=field_name, shape=shape, name=name, input_shape=shapes[name],
                     field=field_name,
                 )
             result[name] = value

@@ -29,7 +29,7 @@ def _torch_ops():
         "logsigmoid": F.logsigmoid, "softmax": torch.softmax, "log_softmax": torch.log_softmax,
         "logsumexp": torch.logsumexp, "max": _extremum(torch.max), "min": _extremum(torch.min),
         "norm": torch.linalg.vector_norm, "outer": torch.outer, "transpose": torch.transpose,
-        "reshape": _reshape, "cross_entropy": F.cross_entropy,
+        "reshape": _reshape, "cross_entropy": F.cross_entropy, "one_hot": F.one_hot,
     }
 
 
@@ -93,6 +93,9 @@ class _Evaluator:
         literal = [literal_argument(spec, position, a) for position, a in enumerate(nodes)]
         args = [constant_value(a) if constant else self.eval(a) for a, constant in zip(nodes, literal)]
         kwargs = {k.arg: constant_value(k.value) for k in node.keywords}
+        if name == "one_hot":  # constants only: on the inputs' device, so that it mixes with them
+            device = next(iter(self.values.values())).device
+            return self.ops[name](torch.tensor(args[0], dtype=torch.long, device=device), args[1])
         if any(literal):
             return self.ops[name](*_class_indices(spec, args, literal), **kwargs)
         reference = next((a for a in args if isinstance(a, torch.Tensor)), None)

@@ -33,6 +33,8 @@ class Function:
     #: Argument positions where a constant list of integers may stand for a tensor of integers
     #: (class indices), besides an ordinary tensor argument.
     index_list_args: tuple[int, ...] = ()
+    #: Positions among `constant_args` where a tuple or list of integer constants is allowed.
+    sequence_args: tuple[int, ...] = ()
     #: Why complex step is refused through this function, when `complex_analytic` is False.
     complex_reason: str = ""
 
@@ -100,11 +102,13 @@ FUNCTIONS.update(
                          doc="2-norm of all elements, or along dim"),
         "outer": Function("outer", 2, 2, doc="outer product of two vectors"),
         "transpose": Function("transpose", 3, 3, constant_args=(1, 2), doc="swap dimensions d0 and d1"),
-        "reshape": Function("reshape", 2, 9, constant_args=tuple(range(1, 9)),
+        "reshape": Function("reshape", 2, 9, constant_args=tuple(range(1, 9)), sequence_args=(1,),
                             doc="the same elements in a constant shape (one -1 allowed)"),
         "cross_entropy": Function("cross_entropy", 2, 2, complex_analytic=False, method=False,
                                   index_list_args=(1,), complex_reason=_NO_COMPLEX_KERNEL,
                                   doc="mean cross entropy of logits against class indices or probabilities"),
+        "one_hot": Function("one_hot", 2, 2, constant_args=(0, 1), sequence_args=(0,), method=False,
+                            doc="one_hot(indices, classes): constant rows of 0 and 1, as torch's (integers)"),
     }
 )
 

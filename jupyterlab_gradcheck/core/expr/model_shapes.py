@@ -116,12 +116,23 @@ def _cross_entropy(logits: tuple, target_node: ast.AST, target: tuple | None, fa
     return ()
 
 
+def _one_hot(indices_node: ast.AST, classes: int, fail: Fail) -> tuple[int, ...]:
+    indices = constant_value(indices_node)
+    listed = isinstance(indices, list)
+    if classes < 1:
+        fail(f"one_hot: the number of classes must be positive, got {classes}")
+    wrong = next((i for i in (indices if listed else [indices]) if not 0 <= i < classes), None)
+    if wrong is not None:
+        fail(f"one_hot: class index {wrong} is out of range for {classes} classes")
+    return (len(indices), classes) if listed else (classes,)
+
+
 def model_shape(name: str, nodes: list, shapes: list, keywords: dict, fail: Fail) -> tuple[int, ...] | None:
     """The result shape of calling `name` (a model-exercise function), or None for another name.
 
     `nodes` are the arguments' trees (a method's tensor first), `shapes` their inferred shapes
     (None for a constant argument), `fail` raises the one-line refusal."""
-    first = shapes[0]
+    first = shapes[0] or ()
     if name in ("softmax", "log_softmax"):
         normal_dim(keywords.get("dim"), len(first), fail)
         return first
@@ -146,4 +157,6 @@ def model_shape(name: str, nodes: list, shapes: list, keywords: dict, fail: Fail
         return _reshape(first, nodes[1:], fail)
     if name == "cross_entropy":
         return _cross_entropy(first, nodes[1], shapes[1], fail)
+    if name == "one_hot":
+        return _one_hot(nodes[0], constant_value(nodes[1]), fail)
     return None

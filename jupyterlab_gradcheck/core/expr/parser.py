@@ -241,7 +241,7 @@ class _Checker:
         first = 1 if receiver is not None else 0
         for position, argument in enumerate(node.args, start=first):
             if position in spec.constant_args:
-                sequence_allowed = name == "reshape" and count == 2
+                sequence_allowed = position in spec.sequence_args and (name != "reshape" or count == 2)
                 self._check_integers(argument, f"{name}: argument {position + 1}", sequence_allowed)
             elif position in spec.index_list_args and isinstance(argument, (ast.List, ast.Tuple)):
                 self._check_integers(argument, f"{name}: a list of class indices", True)

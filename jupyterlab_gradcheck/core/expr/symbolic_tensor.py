@@ -24,6 +24,8 @@ from .sympy_values import Unsupported, clamped, elementwise_table, float_value, 
 #: with the square of the elements for softmax and matmul).
 MAX_ELEMENTS = 36
 
+#: Elements of any array of SymPy expressions built on the way (broadcasting can multiply them).
+MAX_INTERMEDIATE = 2000
 #: Elements among which a max or min is taken symbolically (SymPy's Max is slow to build and
 #: to differentiate: 16 elements take seconds).
 EXTREMUM_MAX_ELEMENTS = 8
@@ -63,8 +65,15 @@ class _Builder:
     def array(self, value):
         return self.np.asarray(value, dtype=object)
 
+    def bounded(self, shape: tuple) -> None:
+        """Refuse to build an array of SymPy expressions past MAX_INTERMEDIATE elements."""
+        size = int(self.np.prod(shape)) if shape else 1
+        if size > MAX_INTERMEDIATE:
+            raise Unsupported(f"an intermediate result of {size} elements (more than {MAX_INTERMEDIATE})")
+
     def map(self, function, *arrays):
         count = len(arrays)
+        self.bounded(self.np.broadcast_shapes(*(self.np.shape(a) for a in arrays)))
         return self.array(self.np.frompyfunc(function, count, 1)(*arrays))
 
     def build(self, node: ast.AST):
@@ -113,9 +122,9 @@ class _Builder:
     def mixing(self, name: str, args: list, keywords: dict):
         """The functions that mix elements, in SymPy over NumPy's rules."""
         np, sp = self.np, self.sp
-        x = args[0]
+        x = args[0]  # one_hot's indices are a constant list or integer, not an array
         dim, keepdim = keywords.get("dim"), keywords.get("keepdim", False)
-        if x.ndim == 0 and dim is not None:
+        if dim is not None and x.ndim == 0:
             dim = None  # a scalar's only dimension, 0 or -1, is the whole of it
         exp, log = functools.partial(self.map, sp.exp), functools.partial(self.map, sp.log)
         if name in ("sum", "prod"):
@@ -127,6 +136,7 @@ class _Builder:
         if name in ("dot", "matmul"):
             return np.matmul(x, args[1])
         if name == "outer":
+            self.bounded((x.size, args[1].size))
             return np.multiply.outer(x, args[1])
         if name == "softmax":
             e = exp(x)
@@ -150,6 +160,9 @@ class _Builder:
             return x.reshape(shape)
         if name == "cross_entropy":
             return self.cross_entropy(x, args[1])
+        if name == "one_hot":
+            self.bounded((len(x) if isinstance(x, list) else 1, args[1]))
+            return np.eye(args[1], dtype=int)[x].astype(object) * sp.Integer(1)
         raise Unsupported(f"{name}()")
 
     def cross_entropy(self, z, target):

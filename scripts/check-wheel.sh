@@ -27,7 +27,9 @@ need = ["share/jupyter/labextensions/jupyterlab-gradcheck/package.json",
         "share/jupyter/labextensions/jupyterlab-gradcheck/schemas/jupyterlab-gradcheck/plugin.json",
         "share/jupyter/labextensions/jupyterlab-gradcheck/install.json",
         "etc/jupyter/jupyter_server_config.d/jupyterlab_gradcheck.json",
-        "jupyterlab_gradcheck/locale/es_ES/LC_MESSAGES/jupyterlab_gradcheck.json"]
+        "jupyterlab_gradcheck/locale/es_ES/LC_MESSAGES/jupyterlab_gradcheck.json",
+        # the Python surfaces' Spanish catalog, where gettext reads it (core/i18n.py)
+        "jupyterlab_gradcheck/locale/es/LC_MESSAGES/jupyterlab_gradcheck.mo"]
 missing = [n for n in need if not any(x.endswith(n) for x in names)]
 sys.exit(f"missing from the wheel: {missing}" if missing else 0)
 PYEOF

@@ -13,6 +13,10 @@ import pytest
 #: pytest-jupyter's fixtures (a real jupyter-server per test) for the server and hardening suites.
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
+#: The suite reads English messages: a Spanish locale on the machine must not switch it, nor the
+#: subprocesses and kernels it starts (the language tests set LANGUAGE themselves).
+os.environ["LANGUAGE"] = "en"
+
 SEED = '{"function":"x*x","x":3,"analytical_gradient":6,"observed_gradient":null,"executed":false}'
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 

@@ -1,0 +1,100 @@
+"""`jupyter gradcheck` in Spanish and English: the messages follow LANGUAGE (or --language),
+the records and their fields do not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JUPYTER = Path(sys.executable).with_name("jupyter")
+SEED = '{"function":"x*x","x":3,"analytical_gradient":6,"observed_gradient":null,"executed":false}'
+NO_EXPECTATION = '{"function": "x*x", "x": 3}'
+UNKNOWN_DEVICE = '{"function": "x*x", "x": 3, "analytical_gradient": 6, "device": "tpu"}'
+
+
+def gradcheck(*args: str, stdin: str, language: str, cwd=None) -> tuple[int, str, str]:
+    """`LANGUAGE=<language> jupyter gradcheck ARGS` as a user types it, with the other locale
+    variables cleared so only LANGUAGE speaks."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")}
+    env["LANGUAGE"] = language
+    done = subprocess.run([str(JUPYTER), "gradcheck", *args], input=stdin, capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=240)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("record, language, expected", [
+    (NO_EXPECTATION, "es", "error: falta analytical_gradient: escriba la expectativa antes de ejecutar la comprobación"),
+    (NO_EXPECTATION, "en", "error: analytical_gradient is missing: write the expectation before running the check"),
+    (UNKNOWN_DEVICE, "es", "error: el dispositivo 'tpu' no es cpu, cuda, cuda:N, mps ni auto"),
+    (UNKNOWN_DEVICE, "en", "error: device 'tpu' is not cpu, cuda, cuda:N, mps or auto"),
+])
+def test_bad_input_is_one_line_in_the_readers_language_and_exits_2(record, language, expected):
+    """Given a record without its expectation, or naming a device that does not exist,
+    when `LANGUAGE=<language> jupyter gradcheck run -` reads it,
+    then it exits 2, prints nothing on standard output, and says what is wrong in one line of
+    the reader's language."""
+    code, out, err = gradcheck("run", "-", stdin=record, language=language)
+    assert code == 2
+    assert out == ""
+    assert err == expected + "\n"
+
+
+def test_the_seed_record_in_spanish_comes_back_with_the_same_fields(tmp_path):
+    """Given the course's seed record, when it runs under LANGUAGE=es and under LANGUAGE=en,
+    then both exit 0 with the same record fields (keys at every level the contract names),
+    observed 6.0, and only the summary line on standard error changes language."""
+    runs = {lang: gradcheck("run", "--no-sweep", "-", stdin=SEED, language=lang, cwd=tmp_path) for lang in ("es", "en")}
+    records = {}
+    for lang, (code, out, err) in runs.items():
+        assert code == 0, err
+        records[lang] = json.loads(out)
+    spanish, english = records["es"], records["en"]
+    assert list(spanish) == list(english)
+    assert list(spanish["observations"]) == list(english["observations"])
+    assert [sorted(c) for c in spanish["comparisons"]] == [sorted(c) for c in english["comparisons"]]
+    assert (spanish["observed_gradient"], spanish["executed"], spanish["passed"]) == (6.0, True, True)
+    assert spanish["observations"]["torch_gradcheck"]["status"] == "passed"  # codes stay English
+    assert runs["es"][2].startswith(f"CORRECTO {spanish['id']}: observado 6.0")
+    assert runs["en"][2].startswith(f"PASS {english['id']}: observed 6.0")
+
+
+def test_the_language_option_wins_over_the_locale():
+    """Given LANGUAGE=en, when `--language es` is given after the subcommand, then the error
+    is Spanish; an unknown language is refused with exit 2 before anything runs."""
+    code, _out, err = gradcheck("run", "-", "--language", "es", stdin=NO_EXPECTATION, language="en")
+    assert (code, err.startswith("error: falta analytical_gradient")) == (2, True)
+    code, _out, err = gradcheck("--language", "xx", "run", "-", stdin=SEED, language="en")
+    assert code == 2 and "language 'xx' is not one of en, es" in err
+
+
+def test_the_help_follows_the_language():
+    """Given LANGUAGE=es, when `jupyter gradcheck run --help` is asked for, then the help
+    describes the subcommand and the language option in Spanish."""
+    code, out, _err = gradcheck("run", "--help", stdin="", language="es")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "Ejecutar un registro de comprobación" in flat
+    assert "idioma de los mensajes: en o es" in flat
+
+
+def test_verify_and_export_speak_spanish(tmp_path):
+    """Given a ledger written by `run --ledger`, when it is verified and exported as HTML
+    under LANGUAGE=es, then the verify line counts «entradas», export says «escrito» and the
+    page's heading is Spanish."""
+    ledger = tmp_path / "lab1.gradcheck.jsonl"
+    code, _out, err = gradcheck("run", "--no-sweep", "--ledger", str(ledger), "-", stdin=SEED, language="es")
+    assert code == 0, err
+    code, out, err = gradcheck("verify", "--ledger-only", str(ledger), stdin="", language="es")
+    assert code == 0, err
+    assert out.startswith(f"OK   {ledger}: 2 entradas, cabeza ")
+    report = tmp_path / "report.html"
+    code, _out, err = gradcheck("export", str(ledger), "--format", "html", "-o", str(report), stdin="", language="es")
+    assert code == 0, err
+    assert err == f"escrito {report} (1 entrega)\n"
+    page = report.read_text(encoding="utf-8")
+    assert '<html lang="es">' in page and "<h1>Informe de comprobación de gradientes</h1>" in page

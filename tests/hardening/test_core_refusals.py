@@ -71,3 +71,30 @@ def test_a_comment_is_refused(text):
     exports would show it beside the expression as if it were part of it."""
     with pytest.raises(SpecError, match=r"a comment \(#\) is not allowed"):
         parse_spec({"function": text, "x": 3, "analytical_gradient": 6})
+
+
+@pytest.mark.parametrize("function", ["x.sum(keepdim=True)", "mean(x, keepdim=False)", "max(x, keepdim=True)"])
+def test_keepdim_without_dim_is_refused(function):
+    """Given a reduction with keepdim and no dim (the validator accepted `x.sum(keepdim=True)`,
+    then torch refused it inside the worker, after the expectation was appended), when parsed,
+    then it is bad input naming the missing dim."""
+    with pytest.raises(SpecError, match="keepdim needs dim"):
+        parse_spec({"function": function, "x": [1.0, 2.0], "analytical_gradient": [1, 1]})
+
+
+def test_class_indices_from_a_float_input_are_refused_with_the_constant_form():
+    """Given cross_entropy over a batch whose targets come from an input (inputs are floating
+    point and differentiated, so they cannot be class indices), when parsed, then it is refused
+    before it runs, and the message shows the constant list that can be written instead."""
+    with pytest.raises(SpecError) as raised:
+        parse_spec({"function": "cross_entropy(z, t)", "inputs": {"z": [[1.0, 2.0], [0.0, 1.0]], "t": [0, 1]},
+                    "analytical_gradient": {"z": 0, "t": 0}})
+    assert "class indices are constant integers, e.g. cross_entropy(z, [0, 2])" in raised.value.message
+
+
+def test_a_constant_too_large_for_the_element_limits_is_refused():
+    """Given one_hot with 10**12 classes (a constant no input limit sees), when parsed, then
+    the intermediate-element limit refuses it before anything is built."""
+    with pytest.raises(SpecError, match="has 1000000000000 elements; the limit is"):
+        parse_spec({"function": "(one_hot(0, 1000000000000).sum() * x).sum()", "x": [1.0, 2.0],
+                    "analytical_gradient": [1, 1]})

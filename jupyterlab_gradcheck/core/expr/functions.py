@@ -123,5 +123,5 @@ def literal_argument(function: Function, position: int, node: ast.AST) -> bool:
         return True
     if position not in function.index_list_args:
         return False
-    inner = node.operand if isinstance(node, ast.UnaryOp) else node
+    inner = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) else node
     return isinstance(inner, (ast.List, ast.Tuple, ast.Constant))

@@ -212,7 +212,8 @@ class _Checker:
         if name in ("max", "min") and count == 2:
             self.fail(f"{name} reduces one tensor; the elementwise {name} of two is {name}imum(a, b)", node)
         if not spec.min_args <= count <= spec.max_args:
-            self.fail(f"{name} takes {spec.min_args} to {spec.max_args} arguments, got {count}", node)
+            hint = " (give the dimension as a keyword, dim=...)" if count > spec.max_args and "dim" in spec.keywords else ""
+            self.fail(f"{name} takes {spec.min_args} to {spec.max_args} arguments, got {count}{hint}", node)
         given: set[str] = set()
         for keyword in node.keywords:
             if keyword.arg is None:
@@ -292,7 +293,8 @@ def constant_value(node: ast.AST):
     if isinstance(node, ast.Slice):
         return slice(*(None if b is None else constant_value(b) for b in (node.lower, node.upper, node.step)))
     if isinstance(node, ast.UnaryOp):
-        return -constant_value(node.operand)
+        value = constant_value(node.operand)
+        return -value if isinstance(node.op, ast.USub) else +value
     return node.value
 
 

@@ -201,8 +201,8 @@ class _Inference:
 
     def _reduce(self, shape, keywords, node) -> tuple[int, ...]:
         dim = keywords.get("dim")
-        if dim is None:  # sum(x, keepdim=True) reduces all of x to a scalar, as before
-            return ()
+        if dim is None and keywords.get("keepdim") is not None:  # torch refuses keepdim alone
+            self.fail("keepdim needs dim", node)
         return reduced_shape(shape, dim, keywords.get("keepdim"), lambda message: self.fail(message, node))
 
 

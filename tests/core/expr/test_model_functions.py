@@ -117,7 +117,7 @@ def test_a_shape_that_cannot_work_is_refused_before_anything_runs(text, message)
     ("softmax(z)", "softmax needs the keyword dim, e.g. softmax(z, dim=0)"),
     ("logsumexp(z)", "logsumexp needs the keyword dim"),
     ("softmax(z, dim=v)", "keyword 'dim' must be a number constant"),
-    ("softmax(z, 1)", "softmax takes 1 to 1 arguments, got 2"),
+    ("softmax(z, 1)", "softmax takes 1 to 1 arguments, got 2 (give the dimension as a keyword, dim=...)"),
     ("max(z, keepdim=1)", "keepdim must be True or False"),
     ("max(z, v)", "the elementwise max of two is maximum(a, b)"),
     ("transpose(z, 0, v)", "transpose: argument 3 must be an integer constant"),

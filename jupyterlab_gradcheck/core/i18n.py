@@ -79,8 +79,11 @@ def active_language() -> str:
 
 @contextlib.contextmanager
 def language(name: str | None) -> Iterator[str]:
-    """Show messages in `name` inside the block (`None`: the setting or the locale, unchanged)."""
-    token = _chosen.set(None if name is None else checked(name))
+    """Show messages in `name` inside the block (`None`: whatever is active, unchanged)."""
+    if name is None:
+        yield active_language()
+        return
+    token = _chosen.set(checked(name))
     try:
         yield active_language()
     finally:

@@ -23,15 +23,6 @@ from support.html_tables import column, tables_in
 from support.ledger import check_entries
 
 
-@pytest.fixture
-def notebook(tmp_path, monkeypatch):
-    """A kernel started by Jupyter Server for lab1.ipynb; returns the notebook's path."""
-    path = tmp_path / "lab1.ipynb"
-    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
-    monkeypatch.chdir(tmp_path)
-    return path
-
-
 def kinds(notebook) -> list[str]:
     return [entry["kind"] for entry in check_entries(Ledger.for_notebook(notebook))]
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.widget import GradcheckPanel
 

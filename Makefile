@@ -12,7 +12,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 TS_SOURCES  := $(shell find src style schema -type f 2>/dev/null) package.json tsconfig.json
 
-.PHONY: setup lab test test-python test-js test-ui test-wheel bench bench-quick bench-opinfo fuzz clean
+.PHONY: setup lab test test-python test-js test-ui test-wheel bench bench-quick bench-opinfo bench-load fuzz clean
 
 setup: $(STAMPS)/install
 
@@ -69,6 +69,11 @@ bench-quick: setup
 # writes benchmarks/opinfo.md with every disagreement. `make bench` runs B5 with the others.
 bench-opinfo: setup
 	$(PY) -m benchmarks.bench_opinfo
+
+# B7 alone: load and faults on a real jupyter server (about 7 min); writes benchmarks/load.md.
+# `make bench` runs B7 with the others.
+bench-load: setup
+	$(PY) -m benchmarks.bench_load
 
 fuzz: setup
 	$(PIP) install -e '.[test,fuzz]' --no-build-isolation

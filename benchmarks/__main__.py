@@ -29,7 +29,7 @@ from . import DEVICE_VARIABLE
 
 HERE = Path(__file__).resolve().parent
 #: Modules in the order of the figures they hold (B1..B4); any other bench_* module follows.
-ORDER = ("bench_engine", "bench_scale", "bench_accuracy", "bench_opinfo", "bench_ledger", "bench_rest", "bench_witness")
+ORDER = ("bench_engine", "bench_scale", "bench_accuracy", "bench_opinfo", "bench_ledger", "bench_rest", "bench_witness", "bench_load")
 COLUMNS = ("figure", "value", "unit", "goal", "status", "note")
 
 

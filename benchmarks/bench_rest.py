@@ -11,102 +11,21 @@ Goals (issue 4): p50 <= 30 ms and p99 <= 100 ms for the round trip.
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import secrets
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .live_server import LiveJupyter, percentile
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None, "executed": False}
 P50_GOAL_MS = 30.0
 P99_GOAL_MS = 100.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-class _Server:
-    """A jupyter server subprocess with the extension, in a temporary root."""
-
-    def __init__(self, root: Path, workers: int = 2):
-        self.port, self.token = _free_port(), secrets.token_hex(16)
-        config = root / "config"
-        config.mkdir()
-        (config / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True}},
-            "GradcheckExtension": {"workers": workers},
-        }))
-        self.root = root / "root"
-        (self.root / "work").mkdir(parents=True)
-        import nbformat
-
-        nbformat.write(nbformat.v4.new_notebook(), str(self.root / "work" / "lab1.ipynb"))
-        self.log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", f"--ServerApp.port={self.port}",
-             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={self.root}", "--ServerApp.open_browser=False",
-             "--ServerApp.allow_root=True", "--ServerApp.ip=127.0.0.1"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-
-    def request(self, method: str, route: str, body=None) -> tuple[int, dict]:
-        payload = None if body is None else json.dumps(body)
-        self.connection.request(method, f"/gradcheck/{route}", body=payload,
-                                headers={"Authorization": f"token {self.token}",
-                                         "Content-Type": "application/json"})
-        response = self.connection.getresponse()
-        return response.status, json.loads(response.read() or b"null")
-
-    def wait_ready(self, limit: float = 180.0) -> dict:
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("the jupyter server exited while starting; see its log")
-            try:
-                status, body = self.request("GET", "status")
-                if status == 200 and body["pool"]["state"] == "ready" and all(
-                        w["state"] == "idle" for w in body["pool"]["workers"]):
-                    return body
-            except (ConnectionError, OSError, http.client.HTTPException):
-                self.connection.close()
-            time.sleep(0.2)
-        raise RuntimeError(f"the server's worker pool was not ready within {limit:g} s")
-
-    def torch_libraries(self) -> int | None:
-        """How many torch shared libraries the server process has mapped (None off Linux)."""
-        maps = Path(f"/proc/{self.process.pid}/maps")
-        if not maps.exists():
-            return None
-        return len({line.split()[-1] for line in maps.read_text().splitlines() if "libtorch" in line})
-
-    def stop(self) -> None:
-        self.connection.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-
-
-def _time_rest(server: _Server, count: int) -> list[float]:
+def _time_rest(server: LiveJupyter, count: int) -> list[float]:
     samples = []
     for _ in range(count):
         began = time.perf_counter()
@@ -133,7 +52,7 @@ def run(quick: bool) -> list[dict]:
     """Rows `{"name", "value", "unit", "goal", "status", "note"}` for the REST round trip."""
     count, warm = (60, 10) if quick else (400, 30)
     with tempfile.TemporaryDirectory(prefix="bench-rest-") as folder:
-        server = _Server(Path(folder))
+        server = LiveJupyter(Path(folder))
         try:
             server.wait_ready()
             _time_rest(server, warm)
@@ -143,7 +62,7 @@ def run(quick: bool) -> list[dict]:
         finally:
             server.stop()
     engine = _time_engine(count)
-    p50, p99 = statistics.median(rest), _percentile(rest, 0.99)
+    p50, p99 = statistics.median(rest), percentile(rest, 0.99)
     engine_p50 = statistics.median(engine)
     quarter = max(1, count // 4)
     growth = (f"p50 of the first {quarter}: {statistics.median(rest[:quarter]):.1f} ms, of the last "

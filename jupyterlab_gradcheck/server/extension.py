@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from jupyter_core.paths import jupyter_runtime_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Dict, Float, Integer, TraitError, Unicode, validate
 
@@ -17,6 +18,7 @@ from ..core.check.spec import parse_spec
 from ..core.errors import SpecError
 from ..core.expr.limits import DEFAULT_LIMITS, Limits
 from ..core.ledger import witness_client
+from .inflight import InFlightJournal
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
 from .routes import url_patterns
@@ -153,10 +155,15 @@ class GradcheckExtension(ExtensionApp):
             witness_client.configure(self.witness_url, self.witness_token or None)
         self.ledger_io = LedgerIO()
         root = self.serverapp.root_dir if self.serverapp is not None else os.getcwd()
+        runtime = self.serverapp.runtime_dir if self.serverapp is not None else jupyter_runtime_dir()
+        self.journal = InFlightJournal(runtime, root)
+        for note in self.journal.recover():
+            self.log.warning("gradcheck: check %s was interrupted when a server stopped; noted in its ledger "
+                             "at seq %d", note["check_id"], note["seq"])
         self.settings[SERVICE_SETTING] = GradcheckService(
             root=root, pool=self.pool, ledgers=self.ledger_io, limits=limits,
             default_device=self.default_device, admission_rate=self.admission_rate,
-            heavy_seconds=self.heavy_seconds,
+            heavy_seconds=self.heavy_seconds, journal=self.journal,
         )
         self.log.info("gradcheck: %d worker process(es) starting, timeout %g s, queue %d",
                       self.workers, self.timeout, self.queue_size)
@@ -171,3 +178,4 @@ class GradcheckExtension(ExtensionApp):
         if self.witness_url:
             witness_client.configure(None, None)
         self.ledger_io.close()
+        self.journal.close()

@@ -26,6 +26,7 @@ from ..core.ledger.verify import discover, verify_ledger_file
 from ..core.ledger.verify_chain import drop_internals
 from . import paths
 from .errors import ClientGone, NotFound, OverBudget, PathForbidden, WorkerFailed
+from .inflight import InFlightJournal
 from .ledger_io import LedgerIO
 from .pool import WorkerPool
 
@@ -54,6 +55,8 @@ class GradcheckService:
     admission_rate: float = 5e8
     #: Predicted seconds above which a check is heavy and never takes the last free worker.
     heavy_seconds: float = 1.0
+    #: Where started checks are kept until their outcome is written (a crash leaves them open).
+    journal: InFlightJournal | None = None
 
     # --- GET status ----------------------------------------------------------------
     async def status(self) -> dict:
@@ -91,15 +94,22 @@ class GradcheckService:
         with self.pool.reserve(self._api_path(notebook_path), heavy=seconds > self.heavy_seconds) as place:
             await _turn(place, client_gone)
             _, spec_dict, expectation = await self.ledgers.call(ledger.path, declare, ledger, parsed)
+            self._journal("started", ledger.path, expectation["seq"], expectation["check_id"])
             try:
                 completed = await place.run({"op": "check", "record": spec_dict})
             except GradcheckError as exc:
                 await self.ledgers.call(ledger.path, ledger.record_failed_to_run, spec_dict,
                                         expectation["seq"], f"{exc.code}: {exc.message}")
+                self._journal("finished", ledger.path, expectation["seq"])
                 raise
         binding = await self.ledgers.call(ledger.path, _observe, ledger, notebook_path, completed,
                                           expectation["seq"])
+        self._journal("finished", ledger.path, expectation["seq"])
         return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
+
+    def _journal(self, event: str, *args) -> None:
+        if self.journal is not None:
+            getattr(self.journal, event)(*args)
 
     def admit(self, parsed) -> float:
         """The check's predicted seconds; OverBudget when they exceed the timeout."""

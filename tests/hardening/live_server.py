@@ -35,8 +35,10 @@ class LiveServer:
     """`with LiveServer(root, file_size_limit=...) as server: server.call("POST", "checks", {...})`."""
 
     def __init__(self, root: Path, *, file_size_limit: int | None = None, workers: int = 1,
-                 timeout: float = 60.0, slow_functions: dict[str, float] | None = None):
+                 timeout: float = 60.0, slow_functions: dict[str, float] | None = None,
+                 runtime: Path | None = None):
         self.root, self.limit = Path(root), file_size_limit
+        self.runtime = runtime
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.arguments = [
             str(SERVER), "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
@@ -56,7 +58,7 @@ class LiveServer:
             resource.setrlimit(resource.RLIMIT_FSIZE, (self.limit, resource.RLIM_INFINITY))
 
     def __enter__(self) -> "LiveServer":
-        runtime = self.root.parent / f"runtime-{self.port}"
+        runtime = self.runtime or self.root.parent / f"runtime-{self.port}"
         environment = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(runtime)}
         self.log_handle = open(self.log, "wb")  # the log file is opened here, outside the limit
         self.process = subprocess.Popen(self.arguments, stdout=self.log_handle, stderr=subprocess.STDOUT,

@@ -316,7 +316,8 @@ def test_after_a_kill_9_of_the_server_during_a_check_verify_names_the_interrupte
     nbformat.write(nbformat.v4.new_notebook(), str(root / NOTEBOOK))
     ledger = root / "work" / "lab1.gradcheck.jsonl"
     slow = {"id": "slow_cube", "function": "x*x*x", "x": 2.0, "analytical_gradient": 12.0}
-    with LiveServer(root, slow_functions={"x*x*x": 600.0}) as server:
+    runtime = tmp_path / "runtime"
+    with LiveServer(root, slow_functions={"x*x*x": 600.0}, runtime=runtime) as server:
         threading.Thread(target=lambda: server.call("POST", "checks", {"notebook": NOTEBOOK, "check": slow}, 5),
                          daemon=True).start()
         deadline = time.monotonic() + 60
@@ -329,3 +330,29 @@ def test_after_a_kill_9_of_the_server_during_a_check_verify_names_the_interrupte
     assert report["interrupted"] == [{"seq": 1, "line": 2, "check_id": "slow_cube"}]
     assert any("the expectation of 'slow_cube' (seq 1) has no outcome" in w for w in report["warnings"])
     record("faults survived: server kill -9 mid-check", "1 of 1, interrupted check named by verify")
+
+    with LiveServer(root, runtime=runtime) as server:
+        status, body = server.call("POST", "checks", {"notebook": NOTEBOOK, "check": {**slow, "function": "x*x",
+                                                                                       "analytical_gradient": 4.0}})
+    notes = [json.loads(line) for line in ledger.read_text().splitlines()]
+    interrupted = [e for e in notes if e["kind"] == "note" and e["data"].get("event") == "interrupted"]
+    assert status == 200, body
+    assert len(interrupted) == 1 and interrupted[0]["check_id"] == "slow_cube"
+    assert interrupted[0]["data"]["expectation_seq"] == 1 and "stopped while this check ran" in interrupted[0]["data"]["text"]
+    assert verify_ledger_file(ledger)["interrupted"] == [{"seq": 1, "line": 2, "check_id": "slow_cube"}]
+
+
+def test_a_clean_restart_notes_nothing(tmp_path):
+    """Given a server that ran checks to their end and was stopped cleanly,
+    when a new server starts on the same root and runtime folder,
+    then no interrupted note is written: only checks a crash left open are noted."""
+    root = tmp_path / "root"
+    (root / "work").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(root / NOTEBOOK))
+    runtime = tmp_path / "runtime"
+    with LiveServer(root, runtime=runtime) as server:
+        assert server.call("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(2.0)})[0] == 200
+    with LiveServer(root, runtime=runtime) as server:
+        assert server.call("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(3.0)})[0] == 200
+    kinds = [json.loads(line)["kind"] for line in (root / "work" / "lab1.gradcheck.jsonl").read_text().splitlines()]
+    assert kinds == ["note", "expectation", "observation", "expectation", "observation"]

@@ -6,12 +6,14 @@ comments, printed words and the notebook's own file name.
 
     python scripts/build_notebooks.py            # write, execute with nbclient, export the report
     python scripts/build_notebooks.py --no-execute   # write the sources only (no outputs)
+    python scripts/build_notebooks.py --edition es   # only the Spanish edition
 
 Executing runs each notebook on a copy in a temporary folder (so no ledger is left behind
 from a half-finished run), then writes the executed notebook into examples/. The English
 edition ships with the ledger it produced (bound to it in `metadata.gradcheck`), and its
-HTML export and a headless-Chromium screenshot of that export go to docs/. The Spanish
-edition ships executed, without a ledger: running it writes one beside it.
+HTML export (in English and in Spanish) and a headless-Chromium screenshot of the English
+export go to docs/. The Spanish edition ships executed, without a ledger: running it writes
+one beside it; it sets its language to Spanish, so its messages and tables are Spanish.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ EDITIONS = {
     "es": ROOT / "examples" / "es" / "cuaderno-comprobacion-gradientes.ipynb",
 }
 REPORT_HTML = ROOT / "docs" / "example-report.html"
+#: The same export in Spanish (`jupyter gradcheck export --language es`).
+REPORT_HTML_ES = ROOT / "docs" / "example-report.es.html"
 REPORT_PNG = ROOT / "docs" / "example-report.png"
 #: Seconds one cell may run under nbclient (the slowest, verify --replay, takes a few).
 CELL_TIMEOUT = 120
@@ -113,11 +117,15 @@ def screenshot(html: Path, png: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-execute", action="store_true", help="write the sources only, without outputs")
+    parser.add_argument("--edition", choices=sorted(EDITIONS), action="append",
+                        help="build only this edition (repeatable; default: both)")
     args = parser.parse_args(argv)
     from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, binding_for
     from jupyterlab_gradcheck.core.ledger.store import Ledger
 
     for lang, target in EDITIONS.items():
+        if args.edition and lang not in args.edition:
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         notebook = build(lang)
         if args.no_execute:
@@ -143,11 +151,13 @@ def main(argv=None) -> int:
 
 
 def _export_report(notebook: Path) -> None:
-    """docs/example-report.html from the committed notebook's ledger, and its screenshot."""
-    subprocess.run([sys.executable, "-m", "jupyter", "gradcheck", "export", notebook.name, "--format", "html",
-                    "-o", str(REPORT_HTML)], cwd=notebook.parent, check=True)
+    """docs/example-report.html from the committed notebook's ledger, and its screenshot;
+    docs/example-report.es.html, the same export in Spanish."""
+    for language, report in (("en", REPORT_HTML), ("es", REPORT_HTML_ES)):
+        subprocess.run([sys.executable, "-m", "jupyter", "gradcheck", "export", notebook.name, "--format", "html",
+                        "--language", language, "-o", str(report)], cwd=notebook.parent, check=True)
     screenshot(REPORT_HTML, REPORT_PNG)
-    print(f"wrote {REPORT_HTML.relative_to(ROOT)} and {REPORT_PNG.relative_to(ROOT)}")
+    print(f"wrote {REPORT_HTML.relative_to(ROOT)}, {REPORT_HTML_ES.relative_to(ROOT)} and {REPORT_PNG.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -134,7 +134,10 @@ cell("setup", code(
         comment_ledger="se lee aquí para mostrar las entradas; las comprobaciones lo escriben",
         doc_show="La expectativa junto a la observación (valor, forma, tipo, dispositivo) y el diagnóstico si lo hay.",
         doc_show_ledger="Las entradas del registro hasta ahora (de las comprobaciones dadas), una por fila, en orden.",
-        justification_word="por qué", what_word="qué", ledger_word="registro"),
+        justification_word="por qué", what_word="qué", ledger_word="registro").replace(
+        "from jupyterlab_gradcheck.widget import GradcheckPanel\n",
+        "from jupyterlab_gradcheck.widget import GradcheckPanel\nfrom jupyterlab_gradcheck import set_language\n\n"
+        "set_language(\"es\")  # mensajes, tablas y panel en español; los registros siguen en inglés\n"),
 ))
 
 # ------------------------------------------------------------------ 1. small functions

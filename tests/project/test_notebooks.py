@@ -19,6 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from jupyterlab_gradcheck.core.ledger.line_format import KINDS
+
 ROOT = Path(__file__).resolve().parents[2]
 JUPYTER = Path(sys.executable).with_name("jupyter")
 #: Generous per-cell limit for a shared 2-core machine; a whole edition runs in about 15 s.
@@ -88,6 +90,23 @@ def test_every_cell_runs_without_error_or_stderr(executed):
     problems = [(c.id, o.get("name", o.output_type)) for c in code_cells for o in c.outputs
                 if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
     assert problems == []
+
+
+#: Words of the check outputs, per edition: the Spanish edition sets its language to Spanish.
+OUTPUT_WORDS = {"es": (": correcto\n", ">Expectativa</th>", ">Observación</th>", "dispositivo cpu"),
+                "en": (": passed\n", ">Expectation</th>", ">Observation</th>", "device cpu")}
+
+
+def test_each_edition_shows_its_checks_in_its_own_language(executed):
+    """Given an executed edition (the kernel's locale is English), then its check outputs,
+    the summaries and the expectation/observation tables, are in the edition's language and
+    carry none of the other's words, while the ledger it wrote keeps the English kinds."""
+    outputs = "".join(o.get("text", "") + "".join(str(v) for v in (o.get("data") or {}).values())
+                      for c in executed["notebook"].cells if c.cell_type == "code" for o in c.outputs)
+    lang, other = executed["lang"], "en" if executed["lang"] == "es" else "es"
+    assert [word for word in OUTPUT_WORDS[lang] if word not in outputs] == []
+    assert [word for word in OUTPUT_WORDS[other] if word in outputs] == []
+    assert {entry["kind"] for entry in executed["entries"]} <= set(KINDS)
 
 
 def test_the_ledger_sits_beside_the_notebook_and_the_repo_is_untouched(executed):
@@ -291,3 +310,15 @@ def test_the_example_report_is_the_committed_ledgers_export():
     change = next(e for e in entries if e["kind"] == "tolerance_change")
     assert escape(change["data"]["justification"]) in html
     assert (ROOT / "docs" / "example-report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_example_report_in_spanish_is_the_same_export():
+    """Given docs/example-report.es.html, then it is the Spanish export of the same committed
+    ledger: same head hash and justification (records stay English), Spanish headings."""
+    html = (ROOT / "docs" / "example-report.es.html").read_text(encoding="utf-8")
+    entries = _ledger_entries(EDITIONS["en"].with_name(EDITIONS["en"].stem + ".gradcheck.jsonl"))
+    assert entries[-1]["hash"][:16] in html
+    change = next(e for e in entries if e["kind"] == "tolerance_change")
+    assert escape(change["data"]["justification"]) in html
+    assert '<html lang="es">' in html and "<h1>Informe de comprobación de gradientes</h1>" in html
+    assert "<b>Fallo conservado</b>" in html and "Gradient check report" not in html

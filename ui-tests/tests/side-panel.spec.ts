@@ -5,13 +5,11 @@
  * server root that is itself a fresh temporary folder, so no ledger is left
  * over from an earlier run or an earlier test.
  */
-import { expect, galata, test } from '@jupyterlab/galata';
-import { Locator, Page } from '@playwright/test';
+import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
 
-const PANEL_ID = 'jupyterlab-gradcheck:panel';
-const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+import { PANEL_ID, SCREENSHOTS, declare, openNotebook, openPanel } from './panelHelpers';
 
 /**
  * The columns the CSV export promises (`jupyter gradcheck export --format csv`), written
@@ -45,57 +43,7 @@ const CSV_COLUMNS = [
   'witness_flags'
 ];
 
-const NOTEBOOK = {
-  cells: [{ cell_type: 'markdown', metadata: {}, source: ['# Lab 1: gradients of x*x'] }],
-  metadata: {
-    kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
-  },
-  nbformat: 4,
-  nbformat_minor: 5
-};
-
 test.use({ autoGoto: true });
-
-/** Put a fresh notebook in this test's folder and open it. */
-async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath: string): Promise<string> {
-  const file = `${tmpPath}/lab1.ipynb`;
-  await page.contents.uploadContent(JSON.stringify(NOTEBOOK), 'text', file);
-  await page.notebook.openByPath(file);
-  await page.notebook.activate('lab1.ipynb');
-  return file;
-}
-
-/** Open the panel through its palette command, as a user would. */
-async function openPanel(page: Page): Promise<Locator> {
-  // A shortcut pressed while the freshly opened notebook is still taking focus can be lost on
-  // a busy machine: press it again only while the palette has not appeared (it toggles).
-  const input = page.locator('.lm-CommandPalette-input');
-  await expect(async () => {
-    if (!(await input.isVisible())) {
-      await page.keyboard.press('Control+Shift+C');
-    }
-    await expect(input).toBeVisible({ timeout: 2000 });
-  }).toPass({ timeout: 30000 });
-  await input.fill('Gradient check:');
-  const items = page.locator('.lm-CommandPalette-item .lm-CommandPalette-itemLabel');
-  await expect(items).toHaveText([
-    'Gradient check: export ledger',
-    'Gradient check: open panel',
-    'Gradient check: verify ledger'
-  ]);
-  await page.locator('.lm-CommandPalette-item', { hasText: 'Gradient check: open panel' }).click();
-  const panel = page.locator('[data-testid="gradcheck-panel"]');
-  await expect(panel).toBeVisible();
-  return panel;
-}
-
-/** Fill the declare form and press Run. */
-async function declare(panel: Locator, fields: { function: string; inputs: string; analytical: string }): Promise<void> {
-  await panel.getByTestId('gradcheck-field-function').fill(fields.function);
-  await panel.getByTestId('gradcheck-field-inputs').fill(fields.inputs);
-  await panel.getByTestId('gradcheck-field-analytical-gradient').fill(fields.analytical);
-  await panel.getByTestId('gradcheck-run').click();
-}
 
 test('declare, run, keep a failure, justify a tolerance and export', async ({ page, tmpPath }) => {
   const notebookPath = await openNotebook(page, tmpPath);

@@ -11,6 +11,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { applyBinding, basename, bindingFromLedger } from './binding';
 import { ICheckView, groupByCheck } from './grouping';
+import { trans } from './i18n';
 import {
   ExportFormat,
   GradcheckRequestError,
@@ -36,9 +37,10 @@ import {
 } from './validation';
 import { summariseVerify } from './verifyReport';
 
-/** The notice shown when an action's ledger does not verify, so the binding is left alone. */
-export const BROKEN_CHAIN_NOTICE =
-  'The notebook binding was not updated: the ledger does not verify. Press Verify to see why.';
+/** The notice shown when an action's ledger does not verify, so the binding is left alone (in the user's language). */
+export function brokenChainNotice(): string {
+  return trans.__('The notebook binding was not updated: the ledger does not verify. Press Verify to see why.');
+}
 
 /** A reason to refuse a change before any request: the field at fault and why. */
 export interface IProblem {
@@ -46,7 +48,9 @@ export interface IProblem {
   message: string;
 }
 
-const NO_NOTEBOOK: IProblem = { field: '', message: 'open a notebook first: changes are recorded in its ledger' };
+function noNotebook(): IProblem {
+  return { field: '', message: trans.__('open a notebook first: changes are recorded in its ledger') };
+}
 
 function refusal(problem: IProblem): GradcheckValidationError {
   return new GradcheckValidationError(problem.message, problem.field);
@@ -64,16 +68,16 @@ export function toleranceEditProblem(edit: IToleranceEdit): IProblem | null {
     return { field: 'justification', message: justification };
   }
   if (edit.target !== 'tolerance' && edit.target !== 'finite_difference') {
-    return { field: 'target', message: 'the target must be tolerance or finite_difference' };
+    return { field: 'target', message: trans.__('the target must be tolerance or finite_difference') };
   }
   for (const key of ['rtol', 'atol'] as const) {
     const value = edit[key];
     if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
-      return { field: key, message: `${key} must be a non-negative number, not "${String(value)}"` };
+      return { field: key, message: trans.__('%1 must be a non-negative number, not "%2"', key, String(value)) };
     }
   }
   if (edit.rtol === undefined && edit.atol === undefined) {
-    return { field: 'rtol', message: 'give a new rtol, a new atol, or both' };
+    return { field: 'rtol', message: trans.__('give a new rtol, a new atol, or both') };
   }
   return null;
 }
@@ -89,7 +93,7 @@ export function expectationEditProblem(edit: {
   }
   const value = edit.analytical_gradient;
   if (value === undefined || value === null || (typeof value === 'string' && !value.trim())) {
-    return { field: 'analytical_gradient', message: 'write the new expected gradient' };
+    return { field: 'analytical_gradient', message: trans.__('write the new expected gradient') };
   }
   return null;
 }
@@ -178,7 +182,7 @@ export class GradcheckModel implements IGradcheckModel {
     }
     const path = this.notebookPath;
     if (!path) {
-      this._setFormErrors({ '': 'open a notebook first: checks are recorded in its ledger' });
+      this._setFormErrors({ '': trans.__('open a notebook first: checks are recorded in its ledger') });
       return;
     }
     const built = buildCheck(values, this._status?.devices ?? []);
@@ -260,7 +264,7 @@ export class GradcheckModel implements IGradcheckModel {
   async exportLedger(format: ExportFormat): Promise<IExportFile> {
     const path = this.notebookPath;
     if (!path) {
-      throw new Error('Open a notebook first: its ledger is what is exported.');
+      throw new Error(trans.__('Open a notebook first: its ledger is what is exported.'));
     }
     const blob = await this.requester.exportLedger(path, format);
     return { blob, format, filename: exportFileName(path, format) };
@@ -319,7 +323,7 @@ export class GradcheckModel implements IGradcheckModel {
     send: (notebook: string) => Promise<unknown>
   ): Promise<void> {
     if (!notebook) {
-      throw refusal(NO_NOTEBOOK);
+      throw refusal(noNotebook());
     }
     if (problem) {
       throw refusal(problem);
@@ -341,7 +345,7 @@ export class GradcheckModel implements IGradcheckModel {
     if (this._ledger.chain && this._ledger.chain.ok === false) {
       // Rebinding to a broken chain, or over a binding the ledger no longer matches,
       // would hide the break from `verify`.
-      this._setNotice(BROKEN_CHAIN_NOTICE);
+      this._setNotice(brokenChainNotice());
       return;
     }
     this._setNotice('');

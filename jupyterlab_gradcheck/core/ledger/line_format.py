@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LedgerError
+from ..i18n import Message
 
 GENESIS = "0" * 64
 KINDS = ("expectation", "observation", "tolerance_change", "expectation_change", "note")
@@ -239,7 +240,7 @@ def read_line(raw: bytes, *, check_hash: bool = True, decode: bool = True) -> Li
                     stored_hash_ok(raw) if check_hash else False)
     if kind == "observation":
         if expectation_seq is None:
-            raise LineError("observation entry without expectation_seq and passed at the front of its data")
+            raise LineError(Message("observation entry without expectation_seq and passed at the front of its data"))
         info.expectation_seq, info.failed_to_run, info.passed = (
             int(expectation_seq), failed_to_run is not None, passed == b"true")
     else:
@@ -251,7 +252,7 @@ def read_line(raw: bytes, *, check_hash: bool = True, decode: bool = True) -> Li
         try:
             info.data = json.loads(raw[data_start : tail.start()])
         except ValueError as exc:
-            raise LineError(f"its data is not valid JSON ({exc})") from None
+            raise LineError(Message("its data is not valid JSON ({exc})", exc=exc)) from None
     return info
 
 
@@ -260,9 +261,9 @@ def read_entry(raw: bytes) -> dict:
     try:
         entry = json.loads(raw)
     except ValueError as exc:
-        raise LineError(f"not valid JSON ({exc})") from None
+        raise LineError(Message("not valid JSON ({exc})", exc=exc)) from None
     if not isinstance(entry, dict) or set(entry) != ENTRY_KEYS:
-        raise LineError("not an entry object with exactly seq, time, kind, check_id, data, prev, hash")
+        raise LineError(Message("not an entry object with exactly seq, time, kind, check_id, data, prev, hash"))
     return entry
 
 
@@ -281,15 +282,15 @@ def _why_malformed(raw: bytes) -> str:
     try:
         entry = json.loads(raw)
     except ValueError as exc:
-        return f"not valid JSON ({exc})"
+        return Message("not valid JSON ({exc})", exc=exc)
     if not isinstance(entry, dict):
-        return "not a JSON object"
+        return Message("not a JSON object")
     missing = sorted(ENTRY_KEYS - set(entry))
     extra = sorted(set(entry) - ENTRY_KEYS)
     if missing:
-        return "missing " + ", ".join(missing)
+        return Message("missing {keys}", keys=", ".join(missing))
     if extra:
-        return "unexpected key " + ", ".join(extra)
+        return Message("unexpected key {keys}", keys=", ".join(extra))
     if entry.get("kind") not in KINDS:
-        return f"unknown kind {entry.get('kind')!r}"
-    return "not in the canonical layout (keys sorted, no spaces, hash last): it was rewritten by hand"
+        return Message("unknown kind {kind!r}", kind=entry.get("kind"))
+    return Message("not in the canonical layout (keys sorted, no spaces, hash last): it was rewritten by hand")

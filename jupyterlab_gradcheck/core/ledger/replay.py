@@ -17,6 +17,7 @@ from typing import Iterable
 from ..check.policy import policy_version
 from ..check.spec import INPUT_FIELDS
 from ..errors import DeviceUnavailable, SpecError
+from ..i18n import Message
 from .line_format import LineError, read_entry
 
 AUTOGRAD_OBSERVATIONS = ("backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad")
@@ -81,7 +82,7 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
     try:
         return run_check(spec, sweep=False, devices=devices), []
     except DeviceUnavailable as exc:
-        note = f"{spec['device']} is not available here ({exc.message}); replayed on cpu"
+        note = Message("{device} is not available here ({reason}); replayed on cpu", device=spec["device"], reason=exc.message)
         spec["device"] = "cpu"
         return run_check(spec, sweep=False, devices=devices), [note]
 
@@ -93,8 +94,9 @@ def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> lis
     fd = recorded.get("finite_difference") or {}
     rtol, atol = float(tol.get("rtol", 0.0)), float(tol.get("atol", 0.0))
     if not values_agree(recorded.get("observed_gradient"), replayed.get("observed_gradient"), rtol, atol):
-        differences.append(f"observed_gradient: recorded {recorded.get('observed_gradient')!r}, "
-                           f"replayed {replayed.get('observed_gradient')!r} (rtol={rtol:g}, atol={atol:g})")
+        differences.append(Message("observed_gradient: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, "
+                                   "atol={atol:g})", recorded=recorded.get("observed_gradient"),
+                                   replayed=replayed.get("observed_gradient"), rtol=rtol, atol=atol))
     old_obs, new_obs = recorded.get("observations") or {}, replayed.get("observations") or {}
     for name in (*AUTOGRAD_OBSERVATIONS, "finite_difference"):
         o_rtol, o_atol = (float(fd.get("rtol", 0)), float(fd.get("atol", 0))) if name == "finite_difference" \
@@ -105,27 +107,31 @@ def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> lis
             old, new = old_grads.get(input_name) or {}, new_grads.get(input_name) or {}
             where = f"{name}[{input_name}]"
             if not values_agree(old.get("value"), new.get("value"), o_rtol, o_atol):
-                differences.append(f"{where}: recorded {old.get('value')!r}, replayed {new.get('value')!r} "
-                                   f"(rtol={o_rtol:g}, atol={o_atol:g})")
+                differences.append(Message("{where}: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
+                                           where=where, recorded=old.get("value"), replayed=new.get("value"),
+                                           rtol=o_rtol, atol=o_atol))
             for key in ("shape", "dtype") + (("device",) if same_device else ()):
                 if old.get(key) != new.get(key):
-                    differences.append(f"{where}.{key}: recorded {old.get(key)!r}, replayed {new.get(key)!r}")
+                    differences.append(Message("{where}.{key}: recorded {recorded!r}, replayed {replayed!r}", where=where, key=key,
+                                               recorded=old.get(key), replayed=new.get(key)))
     new_rows = {(r.get("name"), r.get("input")): r for r in replayed.get("comparisons") or []}
     for row in recorded.get("comparisons") or []:
         key = (row.get("name"), row.get("input"))
         new = new_rows.get(key)
         if new is None:
-            differences.append(f"comparison {key[0]}[{key[1]}] was not produced by the replay")
+            differences.append(Message("comparison {name}[{input}] was not produced by the replay", name=key[0], input=key[1]))
             continue
         if bool(row.get("passed")) != bool(new.get("passed")):
-            differences.append(f"comparison {key[0]}[{key[1]}]: recorded passed={row.get('passed')}, "
-                               f"replayed passed={new.get('passed')}")
+            differences.append(Message("comparison {name}[{input}]: recorded passed={recorded}, replayed passed={replayed}",
+                                       name=key[0], input=key[1], recorded=row.get("passed"), replayed=new.get("passed")))
         c_rtol, c_atol = float(row.get("rtol", rtol)), float(row.get("atol", atol))
         if not values_agree(row.get("max_abs_err"), new.get("max_abs_err"), c_rtol, c_atol):
-            differences.append(f"comparison {key[0]}[{key[1]}]: recorded max_abs_err "
-                               f"{row.get('max_abs_err')!r}, replayed {new.get('max_abs_err')!r}")
+            differences.append(Message("comparison {name}[{input}]: recorded max_abs_err {recorded!r}, replayed {replayed!r}",
+                                       name=key[0], input=key[1], recorded=row.get("max_abs_err"),
+                                       replayed=new.get("max_abs_err")))
     if bool(recorded.get("passed")) != bool(replayed.get("passed")):
-        differences.append(f"verdict: recorded passed={recorded.get('passed')}, replayed passed={replayed.get('passed')}")
+        differences.append(Message("verdict: recorded passed={recorded}, replayed passed={replayed}",
+                                   recorded=recorded.get("passed"), replayed=replayed.get("passed")))
     return differences
 
 
@@ -160,7 +166,7 @@ def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> d
         record = data.get("record") if isinstance(data, dict) else None
         if not isinstance(record, dict) or data.get("failed_to_run"):
             report["skipped"].append({"line": number, "check_id": check_id,
-                                      "reason": "the recorded run did not complete (failed to run)"})
+                                      "reason": Message("the recorded run did not complete (failed to run)")})
             continue
         result = replay_record(record, devices=devices)
         for note in result["notes"]:

@@ -15,6 +15,7 @@ import collections
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator
 
+from ..i18n import Message
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
 from .line_format import (GENESIS, GENESIS_EVENT, KINDS, LineError, LineInfo, is_canonical, is_genesis, read_entry,
                           read_line, stored_hash_ok)
@@ -84,7 +85,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
             try:
                 info = read(raw, check_hash=False, decode=deep)
             except LineError as exc:
-                pending.append((number, raw, str(exc)))
+                pending.append((number, raw, exc.args[0]))  # a Message: shown translated
                 continue
             info.hash_ok = hash_ok
             if pending or info.kind == "note":
@@ -107,10 +108,14 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
             for problem in problems:
                 add_error(report, number, problem)
             if info.time < last_time and _earlier_beyond_skew(info.time, last_time):
-                add_error(report, number, f"entry seq {seq} has the time {info.time}, before the entry above it "
-                          f"({last_time}): times were edited or entries reordered")
+                add_error(report, number, Message("entry seq {seq} has the time {time}, before the entry above it ({last_time}): times "
+                                                  "were edited or entries reordered", seq=seq, time=info.time, last_time=last_time))
             add(light_entry(info))
             if info.kind == "expectation":
+                # A check declared again supersedes its earlier expectation: an expectation
+                # written first and run later (declare, then check) is not an interruption.
+                for earlier in [s for s, (check, _) in awaiting.items() if check == info.check_id]:
+                    del awaiting[earlier]
                 awaiting[seq] = (info.check_id, number)
             elif info.kind == "observation":
                 awaiting.pop(info.expectation_seq, None)
@@ -129,8 +134,8 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     report["interrupted"] = [{"seq": seq, "line": number, "check_id": check_id}
                              for seq, (check_id, number) in sorted(awaiting.items())]
     for item in report["interrupted"]:
-        report["warnings"].append(f"line {item['line']}: the expectation of {item['check_id']!r} (seq {item['seq']}) "
-                                  "has no outcome: its run was interrupted (or is still running)")
+        report["warnings"].append(Message("line {line}: the expectation of {check_id!r} (seq {seq}) has no outcome: its run "
+                                          "was interrupted (or is still running)", line=item["line"], check_id=item["check_id"], seq=item["seq"]))
     report["head"], report["last_seq"] = last_hash, last_seq
     report["_hashes"] = hashes
     report["_times"] = times
@@ -225,10 +230,10 @@ def _torn_tail(number: int, raw: bytes, last_seq: int, last_hash: str) -> dict:
         complete_entry = info.hash_ok and info.prev == last_hash and info.seq == last_seq + 1
     except LineError:
         pass
-    what = "a complete entry missing its line end" if complete_entry else "a partly written entry"
+    what = Message("a complete entry missing its line end") if complete_entry else Message("a partly written entry")
     return {"line": number, "bytes": len(raw), "complete_entry": complete_entry,
-            "reason": f"torn tail: line {number} ({len(raw)} bytes) is {what}, left by an interrupted "
-                      "write; the next append keeps it and seals it"}
+            "reason": Message("torn tail: line {number} ({count} bytes) is {what}, left by an interrupted write; "
+                              "the next append keeps it and seals it", number=number, count=len(raw), what=what)}
 
 
 def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) -> None:
@@ -236,22 +241,22 @@ def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) ->
     seal = info.kind == "note" and isinstance(info.data, dict) and info.data.get("event") == "torn_tail_sealed"
     if not pending:
         if seal:
-            add_error(report, number, "a torn-write seal with no torn write before it")
+            add_error(report, number, Message("a torn-write seal with no torn write before it"))
         return
     named = info.data.get("lines") if seal else None
     expected = [{"line": n, "bytes": len(raw), "sha256": line_sha(raw)} for n, raw, _ in pending]
     torn_like = all(raw[:len(LINE_START)] == LINE_START[:len(raw)] for _n, raw, _reason in pending)
     if named == expected and not torn_like:
         for bad_number, _raw, _reason in pending:
-            add_error(report, bad_number, "sealed as a torn write, but these bytes are not the start of an entry "
-                      "(an interrupted append writes a prefix of one): an entry was replaced")
+            add_error(report, bad_number, Message("sealed as a torn write, but these bytes are not the start of an entry "
+                      "(an interrupted append writes a prefix of one): an entry was replaced"))
         return
     if named == expected:
         report["sealed"].extend({"line": item["line"], "bytes": item["bytes"], "sealed_by": number}
                                 for item in expected)
         report["warnings"].append(
-            f"line {pending[0][0]}: an interrupted write ({sum(i['bytes'] for i in expected)} bytes) "
-            f"kept in place and sealed by the note on line {number}"
+            Message("line {line}: an interrupted write ({count} bytes) kept in place and sealed by the "
+                    "note on line {number}", line=pending[0][0], count=sum(i["bytes"] for i in expected), number=number)
         )
         return
     for bad_number, _raw, reason in pending:
@@ -277,13 +282,13 @@ def _earlier_beyond_skew(time: str, previous: str) -> bool:
 def _chain_problems(info: LineInfo, last_seq: int, last_hash: str) -> list[str]:
     problems = []
     if not info.hash_ok:
-        problems.append(f"hash mismatch: entry seq {info.seq} was changed after it was written")
+        problems.append(Message("hash mismatch: entry seq {seq} was changed after it was written", seq=info.seq))
     if info.seq != last_seq + 1:
-        problems.append(f"seq {info.seq} where {last_seq + 1} was expected: an entry is missing, "
-                        "repeated or out of order")
+        problems.append(Message("seq {seq} where {expected} was expected: an entry is missing, repeated or out of "
+                                "order", seq=info.seq, expected=last_seq + 1))
     if info.prev != last_hash:
-        problems.append("prev does not match the hash of the entry before it: lines were removed, "
-                        "inserted or reordered")
+        problems.append(Message("prev does not match the hash of the entry before it: lines were removed, "
+                        "inserted or reordered"))
     return problems
 
 
@@ -291,26 +296,29 @@ def semantic_problems(info: LineInfo, builder: HistoryBuilder) -> list[str]:
     """Rules the entry must satisfy given the entries before it (the builder's state)."""
     kind, check_id, data = info.kind, info.check_id, info.data
     if kind not in KINDS:
-        return [f"unknown entry kind {kind!r}"]
+        return [Message("unknown entry kind {kind!r}", kind=kind)]
     if kind != "note" and not (isinstance(check_id, str) and check_id):
-        return [f"a {kind} entry without a check id"]
+        return [Message("a {kind} entry without a check id", kind=kind)]
     if kind == "note" and isinstance(data, dict) and data.get("event") == GENESIS_EVENT:
-        return ["a genesis entry after the first line: only the entry that opens a ledger names it"]
+        return [Message("a genesis entry after the first line: only the entry that opens a ledger names it")]
     if kind == "observation":
         if builder.kinds_by_seq.get(info.expectation_seq) != ("expectation", check_id):
-            return [f"observation of {check_id!r} refers to seq {info.expectation_seq}, which is not an "
-                    "earlier expectation of that check: the expectation was not written first"]
+            return [Message("observation of {check_id!r} refers to seq {expectation_seq}, which is not an "
+                            "earlier expectation of that check: the expectation was not written first", check_id=check_id, expectation_seq=info.expectation_seq)]
         return []
     if kind == "tolerance_change":
         return _tolerance_change_problems(check_id, data, builder)
     if kind == "expectation_change":
         problems = []
         if data.get("via") != "rerun" and not _justified(data):
-            problems.append("expectation change without a justification")
+            problems.append(Message("expectation change without a justification"))
         expected = builder.has_observation(check_id)
         if bool(data.get("after_observation")) != expected:
-            problems.append(f"after_observation is recorded as {bool(data.get('after_observation'))} "
-                            f"but the check had {'' if expected else 'not '}run before it")
+            recorded = bool(data.get("after_observation"))
+            problems.append(Message("after_observation is recorded as {recorded} but the check had run before it",
+                                    recorded=recorded) if expected else
+                            Message("after_observation is recorded as {recorded} but the check had not run before it",
+                                    recorded=recorded))
         return problems
     return []
 
@@ -323,7 +331,7 @@ def _justified(data: dict) -> bool:
 def _tolerance_change_problems(check_id: str, data: dict, builder: HistoryBuilder) -> list[str]:
     problems = []
     if not _justified(data):
-        problems.append("tolerance change without a justification")
+        problems.append(Message("tolerance change without a justification"))
     target = data.get("target")
     old, new = data.get("old"), data.get("new")
     if target not in TARGETS or not isinstance(old, dict) or not isinstance(new, dict):
@@ -332,19 +340,22 @@ def _tolerance_change_problems(check_id: str, data: dict, builder: HistoryBuilde
     current = None if history is None else history[
         HISTORY_KEY[target]]
     if current != old:
-        problems.append(f"tolerance change says the old {target} tolerance was {old} but it was {current}")
+        problems.append(Message("tolerance change says the old {target} tolerance was {old} but it was {current}", target=target, old=old, current=current))
     try:
         derived = direction(old, new)
     except (KeyError, TypeError):
         return problems + ["tolerance change with malformed old/new values"]
     for flag in ("widened", "tightened"):
         if bool(data.get(flag)) != derived[flag]:
-            problems.append(f"{flag} is recorded as {bool(data.get(flag))} but old {old} -> new {new} "
-                            f"says {derived[flag]}")
+            problems.append(Message("{flag} is recorded as {recorded} but old {old} -> new {new} says {derived}", flag=flag,
+                                    recorded=bool(data.get(flag)), old=old, new=new, derived=derived[flag]))
     failed = builder.latest_failed(check_id)
     if bool(data.get("after_failure")) != failed:
-        problems.append(f"after_failure is recorded as {bool(data.get('after_failure'))} but the check's "
-                        f"latest observation {'had' if failed else 'had not'} failed")
+        recorded = bool(data.get("after_failure"))
+        problems.append(Message("after_failure is recorded as {recorded} but the check's latest observation had "
+                                "failed", recorded=recorded) if failed else
+                        Message("after_failure is recorded as {recorded} but the check's latest observation had not "
+                                "failed", recorded=recorded))
     return problems
 
 
@@ -352,19 +363,20 @@ def _deep_problems(raw: bytes, info: LineInfo) -> list[str]:
     try:
         entry = read_entry(raw)
     except LineError as exc:
-        return [str(exc)]
+        return [exc.args[0]]
     problems = []
     if not is_canonical(raw, entry):
-        problems.append("the line is not the canonical form of its entry: it was rewritten by hand")
+        problems.append(Message("the line is not the canonical form of its entry: it was rewritten by hand"))
     if info.kind == "observation":
         record = entry["data"].get("record")
         if not isinstance(record, dict):
-            problems.append("observation without a record")
+            problems.append(Message("observation without a record"))
         elif not info.failed_to_run and bool(record.get("passed")) != info.passed:
-            problems.append(f"the observation says passed={info.passed} but its record says "
-                            f"passed={record.get('passed')}")
+            problems.append(Message("the observation says passed={passed} but its record says passed={record_passed}",
+                                    passed=info.passed, record_passed=record.get("passed")))
         elif record.get("id") != info.check_id:
-            problems.append(f"the observation's record is for {record.get('id')!r}, not {info.check_id!r}")
+            problems.append(Message("the observation's record is for {record_id!r}, not {check_id!r}",
+                                    record_id=record.get("id"), check_id=info.check_id))
     return problems
 
 
@@ -380,5 +392,5 @@ def _collect_flags(report: dict, builder: HistoryBuilder, line_of_seq: dict[int,
         for change in history["unjustified_tolerance_changes"]:
             label = "tolerance" if change["target"] == "tolerance" else "finite_difference tolerance"
             add_error(report, line_of_seq.get(change["seq"]),
-                   f"the {label} of {check_id!r} changed from {change['old']} to {change['new']} "
-                   "without a justified tolerance_change entry")
+                   Message("the {label} of {check_id!r} changed from {old} to {new} without a justified "
+                           "tolerance_change entry", label=label, check_id=check_id, old=change["old"], new=change["new"]))

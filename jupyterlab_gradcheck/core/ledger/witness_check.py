@@ -26,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from ..errors import LedgerError
+from ..i18n import Message
 from .verify_chain import add_error, settle_ok
 from .witness_client import TOKEN_VARIABLE, notebook_of
 from .witness_log import CLOCK_SKEW_SECONDS, log_problems, parse_time, public_key_text, read_log
@@ -35,7 +36,7 @@ STUDENT_FOLDERS = ("submitted", "autograded", "feedback")
 
 
 def _at(receipt: dict) -> str:
-    return f"seq {receipt.get('seq')} (witnessed {receipt.get('time')})"
+    return Message("seq {seq} (witnessed {time})", seq=receipt.get("seq"), time=receipt.get("time"))
 
 
 def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, ledger_id: str | None,
@@ -57,43 +58,44 @@ def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, l
     private = [r for r in for_notebook if r.get("private")]
     if private:
         flags.append({"flag": "private_runs_witnessed", "count": len(private),
-                      "reason": f"the witness saw {len(private)} run(s) of {notebook} made without a ledger"})
+                      "reason": Message("the witness saw {count} run(s) of {notebook} made without a ledger", count=len(private), notebook=notebook)})
     if hashes is None:
         if ledgered:
             last = ledgered[-1]
-            errors.append(f"the ledger of {notebook} is missing, but the witness saw it up to {_at(last)}: "
-                          "the ledger was deleted")
+            errors.append(Message("the ledger of {notebook} is missing, but the witness saw it up to {at}: the "
+                                  "ledger was deleted", notebook=notebook, at=_at(last)))
         return {"witnessed": bool(ledgered) or None, "errors": errors, "flags": flags, "seen": len(ledgered)}
     if not of_id:
         if ledgered:
             others = sorted({str(r.get("ledger_id")) for r in ledgered})
-            errors.append(f"the witness never saw ledger {str(ledger_id)[:12]} for {notebook}; it saw "
-                          f"{', '.join(o[:12] for o in others)} up to {_at(ledgered[-1])}: a fresh or swapped ledger")
+            errors.append(Message("the witness never saw ledger {ledger} for {notebook}; it saw {others} up to "
+                                  "{at}: a fresh or swapped ledger", ledger=str(ledger_id)[:12], notebook=notebook,
+                                  others=", ".join(o[:12] for o in others), at=_at(ledgered[-1])))
             return {"witnessed": False, "errors": errors, "flags": flags, "seen": len(ledgered)}
         return {"witnessed": False, "errors": [], "flags": flags, "seen": 0}
     newest = ledgered[-1] if ledgered else None
     if newest is not None and newest.get("ledger_id") != ledger_id:
-        errors.append(f"the witness saw a newer ledger {str(newest.get('ledger_id'))[:12]} of {notebook} "
-                      f"at {_at(newest)}: an older run was swapped in")
+        errors.append(Message("the witness saw a newer ledger {ledger} of {notebook} at {at}: an older run was "
+                              "swapped in", ledger=str(newest.get("ledger_id"))[:12], notebook=notebook, at=_at(newest)))
     for receipt in of_id:
         seq, head = receipt.get("seq"), receipt.get("head")
         found = hashes.get(seq)
         if found is None:
-            errors.append(f"the ledger has no entry at {_at(receipt)} that the witness saw "
-                          f"(head {str(head)[:12]}): the ledger was truncated")
+            errors.append(Message("the ledger has no entry at {at} that the witness saw (head {head}): the ledger "
+                                  "was truncated", at=_at(receipt), head=str(head)[:12]))
         elif found != head:
-            errors.append(f"the entry at {_at(receipt)} has hash {found[:12]}, but the witness saw "
-                          f"{str(head)[:12]}: the ledger was rewritten")
+            errors.append(Message("the entry at {at} has hash {found}, but the witness saw {head}: the ledger was "
+                                  "rewritten", at=_at(receipt), found=found[:12], head=str(head)[:12]))
         elif times is not None:
             entry, received = parse_time(times.get(seq)), parse_time(receipt.get("time"))
             if entry and received and entry > received + timedelta(seconds=CLOCK_SKEW_SECONDS):
-                errors.append(f"the entry at {_at(receipt)} claims the time {times.get(seq)}, after the "
-                              "witness received it: its time was edited")
+                errors.append(Message("the entry at {at} claims the time {time}, after the witness received it: its "
+                                      "time was edited", at=_at(receipt), time=times.get(seq)))
     last_seen = max((r.get("seq") or 0) for r in of_id)
     unwitnessed = [s for s in hashes if s > last_seen]
     if unwitnessed:
         flags.append({"flag": "entries_not_witnessed", "count": len(unwitnessed),
-                      "reason": f"{len(unwitnessed)} entr(y/ies) after seq {last_seen} were not seen by the witness"})
+                      "reason": Message("{count} entr(y/ies) after seq {last_seen} were not seen by the witness", count=len(unwitnessed), last_seen=last_seen)})
     return {"witnessed": not errors, "errors": errors, "flags": flags, "seen": len(of_id)}
 
 

@@ -237,3 +237,20 @@ def test_an_expectation_with_no_outcome_is_named_as_interrupted(tmp_path):
     report = verify_ledger_file(ledger.path)
     assert report["ok"] and report["chain_ok"]
     assert report["interrupted"] == [{"seq": 3, "line": 4, "check_id": "vector_sum"}]
+
+
+def test_an_expectation_declared_first_and_run_later_is_not_interrupted(tmp_path):
+    """Given a check whose expectation is written on its own first (declared before running,
+    as the course notebook does) and then run, writing its expectation again and its
+    observation, when verified, then nothing is named as interrupted: the later declaration
+    supersedes the first."""
+    from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import declare, run_and_record
+    from jupyterlab_gradcheck.core.ledger.store import Ledger
+
+    ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
+    declare(ledger, parse_spec(THREE_CHECKS[1]))
+    run_and_record(THREE_CHECKS[1], ledger, sweep=False)
+    report = verify_ledger_file(ledger.path)
+    assert report["ok"] and report["interrupted"] == []
+    assert not any("has no outcome" in warning for warning in report["warnings"])

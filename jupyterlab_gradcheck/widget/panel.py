@@ -100,7 +100,7 @@ class GradcheckPanel(widgets.VBox):
             value="cpu", description=_("device"), style=_STYLE)
         absent = [d for d in self.devices if not d["available"]]
         self.unavailable_devices = widgets.HTML(
-            "".join(f'<div style="color:{FONT_DIM}">{escape(_("{device}: unavailable ({reason})").format(device=d["id"], reason=d["reason"]))}</div>'
+            "".join(f'<div style="color:{FONT_DIM}">{escape(_("{device}: unavailable ({reason})").format(device=d["id"], reason=localize(d["reason"])))}</div>'
                     for d in absent))
         self.scheme = widgets.Dropdown(options=list(defaults.SCHEMES), value="central",
                                        description=_("FD scheme"), style=_STYLE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DeviceUnavailable
+from ..i18n import Message
 
 
 def available_devices() -> list[dict]:
@@ -18,8 +19,8 @@ def available_devices() -> list[dict]:
             })
     else:
         reason = (
-            "this torch build has no CUDA support" if torch.version.cuda is None
-            else "torch.cuda.is_available() is False: no CUDA device is visible"
+            Message("this torch build has no CUDA support") if torch.version.cuda is None
+            else Message("torch.cuda.is_available() is False: no CUDA device is visible")
         )
         devices.append({"id": "cuda", "name": "", "available": False, "reason": reason})
     mps = getattr(torch.backends, "mps", None)
@@ -27,7 +28,7 @@ def available_devices() -> list[dict]:
         devices.append({"id": "mps", "name": "Apple Metal (MPS)", "available": True, "reason": ""})
     else:
         devices.append({"id": "mps", "name": "", "available": False,
-                        "reason": "torch.backends.mps.is_available() is False: not an Apple GPU"})
+                        "reason": Message("torch.backends.mps.is_available() is False: not an Apple GPU")})
     return devices
 
 
@@ -53,5 +54,5 @@ def resolve_device(requested: str, devices: list[dict] | None = None) -> str:
         return requested
     kind = requested.split(":")[0]
     absent = next((d for d in devices if d["id"].split(":")[0] == kind and not d["available"]), None)
-    reason = absent["reason"] if absent else f"present devices are {', '.join(present)}"
+    reason = absent["reason"] if absent else Message("present devices are {present}", present=", ".join(present))
     raise DeviceUnavailable("device {requested!r} is not available: {reason}", requested=requested, reason=reason, field="device")

@@ -10,16 +10,17 @@
 from __future__ import annotations
 
 from ..errors import SpecError
+from ..i18n import N_
 from .tensors import describe
 
 DESCRIPTIONS = {
-    "backward_pass_1": "x.grad after one forward pass and one backward()",
-    "backward_pass_2_accumulated": (
+    "backward_pass_1": N_("x.grad after one forward pass and one backward()"),
+    "backward_pass_2_accumulated": N_(
         "x.grad after a second forward pass and backward() with no clearing in between: "
         "backward() adds into .grad, so a pure function gives twice pass 1"
     ),
-    "after_clear_none": "x.grad after the deliberate clearing x.grad = None and a fresh pass",
-    "autograd_grad": (
+    "after_clear_none": N_("x.grad after the deliberate clearing x.grad = None and a fresh pass"),
+    "autograd_grad": N_(
         "return value of torch.autograd.grad(y, x, grad_output); it does not write .grad"
     ),
 }

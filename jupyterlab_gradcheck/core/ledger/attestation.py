@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..i18n import Message
+
 MIME_TYPE = "application/vnd.jupyterlab-gradcheck.attestation+json"
 #: Markers of a cell that calls the checker, for a notebook whose ledger is missing.
 CHECKER_CALLS = ("check(", "check_record(", "GradcheckPanel(")
@@ -51,7 +53,9 @@ def calls_the_checker(document: dict) -> bool:
 
 def _where(item: dict) -> str:
     count = item.get("execution_count")
-    return f"cell {item['cell']}" + (f" [{count}]" if count is not None else "")
+    if count is None:
+        return Message("cell {cell}", cell=item["cell"])
+    return Message("cell {cell} [{count}]", cell=item["cell"], count=count)
 
 
 def compare_attestations(attestations: list[dict], *, ledger_name: str, ledger_id: str | None,
@@ -70,15 +74,20 @@ def compare_attestations(attestations: list[dict], *, ledger_name: str, ledger_i
     for item in current:
         seq, digest = item["seq"], item["hash"]
         if seq > last_seq or seq not in hashes:
-            errors.append(f"{_where(item)} attests entry seq {seq} (hash {digest[:12]}), which the ledger lacks "
-                          f"(it ends at seq {last_seq}): the ledger was truncated")
+            errors.append(Message("{where} attests entry seq {seq} (hash {hash}), which the ledger lacks (it ends at "
+                                  "seq {last_seq}): the ledger was truncated", where=_where(item), seq=seq,
+                                  hash=digest[:12], last_seq=last_seq))
         elif hashes[seq] != digest:
-            errors.append(f"{_where(item)} attests entry seq {seq} with hash {digest[:12]}, but the ledger has "
-                          f"{hashes[seq][:12]}: the ledger was swapped or rewritten")
+            errors.append(Message("{where} attests entry seq {seq} with hash {hash}, but the ledger has {found}: the "
+                                  "ledger was swapped or rewritten", where=_where(item), seq=seq, hash=digest[:12],
+                                  found=hashes[seq][:12]))
     if other_epoch:
         ids = sorted({str(a.get("ledger_id"))[:12] for a in other_epoch})
-        errors.append(f"the notebook's outputs attest {len(other_epoch)} entr{'y' if len(other_epoch) == 1 else 'ies'} "
-                      f"of ledger {', '.join(ids)}, which this ledger ({str(ledger_id)[:12]}) lacks: the ledger was "
-                      "replaced by another")
+        found = {"count": len(other_epoch), "ids": ", ".join(ids), "ledger_id": str(ledger_id)[:12]}
+        errors.append(Message("the notebook's outputs attest {count} entry of ledger {ids}, which this ledger "
+                              "({ledger_id}) lacks: the ledger was replaced by another", **found)
+                      if len(other_epoch) == 1 else
+                      Message("the notebook's outputs attest {count} entries of ledger {ids}, which this ledger "
+                              "({ledger_id}) lacks: the ledger was replaced by another", **found))
     newest = max(current, key=lambda a: a["seq"], default=None)
     return {"errors": errors, "newest": newest, "earlier_epoch": len(other_epoch)}

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import LedgerError
+from ..i18n import Message
 from .store import LEDGER_SUFFIX, Ledger
 
 METADATA_KEY = "gradcheck"
@@ -147,18 +148,19 @@ def compare_binding(binding: dict, hashes_by_seq: dict[int, str], entries: int, 
         return [], []
     if bound_entries > entries:
         errors.append(
-            f"the ledger was truncated: the notebook binding records {bound_entries} entries ending "
-            f"at {short}, the ledger has {entries} ending at {head[:12]}"
+            Message("the ledger was truncated: the notebook binding records {bound_entries} entries "
+                    "ending at {short}, the ledger has {entries} ending at {head}", bound_entries=bound_entries, short=short,
+                    entries=entries, head=head[:12])
         )
     elif hashes_by_seq.get(bound_entries, "0" * 64 if bound_entries == 0 else None) == bound_head:
         warnings.append(
-            f"the notebook binding is {entries - bound_entries} entries behind the ledger "
-            "(entries made after the notebook's metadata was last written)"
+            Message("the notebook binding is {behind} entries behind the ledger (entries made after the "
+                    "notebook's metadata was last written)", behind=entries - bound_entries)
         )
     else:
         errors.append(
-            f"the ledger does not match the notebook binding: entry {bound_entries} should have hash "
-            f"{short} but has {str(hashes_by_seq.get(bound_entries, 'none'))[:12]}: the ledger was "
-            "swapped or rewritten"
+            Message("the ledger does not match the notebook binding: entry {bound_entries} should have "
+                    "hash {short} but has {found}: the ledger was swapped or rewritten", bound_entries=bound_entries,
+                    short=short, found=str(hashes_by_seq.get(bound_entries, "none"))[:12])
         )
     return errors, warnings

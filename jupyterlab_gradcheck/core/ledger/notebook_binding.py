@@ -15,6 +15,7 @@ nbconvert and nbgrader included. Either binds; both are held against the ledger:
 
 from __future__ import annotations
 
+from ..i18n import Message
 from .attestation import calls_the_checker, compare_attestations, notebook_attestations
 from .binding import binding_of, compare_binding
 from .verify_chain import add_error, settle_ok
@@ -37,10 +38,12 @@ def judge_binding(report: dict, document: dict | None, ledger_name: str, where: 
         meta_errors, meta_warnings = compare_binding(meta, report["_hashes"], report["last_seq"], report["head"])
         earlier = meta.get("ledger_id") != report.get("ledger_id")
         if meta_errors and newest is not None and earlier:
-            warnings.append(f"new epoch: the notebook's metadata binds an earlier ledger "
-                            f"({meta.get('entries')} entries, head {str(meta.get('head'))[:12]}); its outputs "
-                            f"attest this one (id {str(report.get('ledger_id'))[:12]}) up to seq {newest['seq']}, "
-                            f"and {attested['earlier_epoch']} attested entries of an earlier ledger are missing")
+            warnings.append(Message("new epoch: the notebook's metadata binds an earlier ledger ({entries} entries, head "
+                                    "{head}); its outputs attest this one (id {ledger_id}) up to seq {seq}, and "
+                                    "{earlier_epoch} attested entries of an earlier ledger are missing",
+                                    entries=meta.get("entries"), head=str(meta.get("head"))[:12],
+                                    ledger_id=str(report.get("ledger_id"))[:12], seq=newest["seq"],
+                                    earlier_epoch=attested["earlier_epoch"]))
         else:
             errors += meta_errors
             warnings += meta_warnings
@@ -48,14 +51,14 @@ def judge_binding(report: dict, document: dict | None, ledger_name: str, where: 
     if newest is not None:
         source.append("attestations")
         if meta is None and newest["seq"] < report["last_seq"]:
-            warnings.append(f"the newest attestation in the notebook's outputs is seq {newest['seq']}; the ledger "
-                            f"has {report['last_seq'] - newest['seq']} entries after it (made outside this "
-                            "notebook's outputs, or not yet saved)")
+            warnings.append(Message("the newest attestation in the notebook's outputs is seq {seq}; the ledger has "
+                                    "{after} entries after it (made outside this notebook's outputs, or not yet saved)",
+                                    seq=newest["seq"], after=report["last_seq"] - newest["seq"]))
     if not source:
         if document is not None and calls_the_checker(document) and report["last_seq"] == 0:
-            errors.append(f"{where}: the notebook calls the checker but binds no entry")
+            errors.append(Message("{where}: the notebook calls the checker but binds no entry", where=where))
         report["binding"] = None
-        report["warnings"].append(f"{where}: no notebook binding to compare the head with")
+        report["warnings"].append(Message("{where}: no notebook binding to compare the head with", where=where))
     else:
         recorded = meta if "metadata" in source else {"ledger": ledger_name, "ledger_id": newest.get("ledger_id"),
                                                        "entries": newest["seq"], "head": newest["hash"]}

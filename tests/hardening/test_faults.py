@@ -188,7 +188,9 @@ def _has_memory_option() -> bool:
     return "worker_memory_limit" in GradcheckExtension.class_traits()
 
 
-@pytest.mark.parametrize("jp_server_config", [_config(worker_memory_limit=256 * 2**20)])
+# Admission would refuse this check before it runs (1.4e12 element evaluations): an admission
+# rate of 1e15 per second lets it through, so that the memory limit is what stops it.
+@pytest.mark.parametrize("jp_server_config", [_config(worker_memory_limit=256 * 2**20, admission_rate=1e15)])
 async def test_a_worker_out_of_memory_leaves_the_server_answering(api, lab):
     """Given workers limited to 256 MiB of address space beyond what they hold with torch loaded,
     when a check's forward pass needs 392 MB (the outer product of a 7000x1 and a 1x7000 input:

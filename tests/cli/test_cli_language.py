@@ -98,3 +98,18 @@ def test_verify_and_export_speak_spanish(tmp_path):
     assert err == f"escrito {report} (1 entrega)\n"
     page = report.read_text(encoding="utf-8")
     assert '<html lang="es">' in page and "<h1>Informe de comprobación de gradientes</h1>" in page
+
+
+def test_a_failure_is_diagnosed_in_spanish_on_screen_and_in_english_in_the_record():
+    """Given x*x at x=2 declared with the derivative 3*x (2x is 4), when it runs under
+    LANGUAGE=es, then it exits 1, the summary line gives the diagnosis's reason in Spanish,
+    and the printed record keeps the code and the English reason (what the ledger keeps)."""
+    code, out, err = gradcheck("run", "--no-sweep", "-", language="es",
+                               stdin='{"function":"x*x","x":2,"analytical_gradient":"3*x"}')
+    assert code == 1
+    record = json.loads(out)
+    assert err == (f"FALLO (probable_bug) {record['id']}: la derivación a mano da 6 en x, pero autograd da 4 y las "
+                   "diferencias finitas coinciden con autograd (4): la expectativa es errónea\n")
+    assert record["failure"]["diagnosis"] == "probable_bug"
+    assert record["failure"]["reason"] == ("the hand derivation gives 6 at x, but autograd gives 4 and finite "
+                                           "differences agree with autograd (4): the expectation is wrong")

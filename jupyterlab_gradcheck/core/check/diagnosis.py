@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..i18n import Message
 from . import defaults, diagonal
 from .error_bound import BOUND_FACTOR
 from .finite_difference import Probe, difference_quotient
@@ -145,42 +146,42 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         return "nondeterministic", ctx.nondeterminism
     if name in ("pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1"):
         return "probable_bug", (
-            f"repeated passes disagree at {where} ({_fmt(left)} vs {_fmt(right)}) although the "
-            "forward value repeats: the backward keeps state between calls"
+            Message("repeated passes disagree at {where} ({first} vs {second}) although the forward "
+                    "value repeats: the backward keeps state between calls", where=where, first=_fmt(left), second=_fmt(right))
         )
     is_kink, forward, backward = kink_evidence(ctx, input_name, flat)
     if is_kink:
         return "kink", (
-            f"one-sided differences at {where} disagree (forward {_fmt(forward)}, backward "
-            f"{_fmt(backward)}) and do not converge as the step shrinks: the function is not "
-            "differentiable there, so any single derivative value is a convention"
+            Message("one-sided differences at {where} disagree (forward {forward}, backward {backward}) and "
+                    "do not converge as the step shrinks: the function is not differentiable there, so "
+                    "any single derivative value is a convention", where=where, forward=_fmt(forward), backward=_fmt(backward))
         )
     abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
     tried = ctx.refinement.get(input_name)
     if "finite_difference" in name and tried:
         bound = (comparison.get("error_bound") or {}).get("at_worst")
         return "probable_bug", (
-            f"at {where} autograd gives {_digits(right, left)} but finite differences give {_digits(left, right)}; the default "
-            f"step failed {tried['elements']} element(s), so {tried['tried']}, and {tried['still_failing']} still "
-            f"differ beyond their error estimate (here ≈ {_fmt(bound)}): suspect the backward"
+            Message("at {where} autograd gives {autograd} but finite differences give {fd}; the default "
+                    "step failed {elements} element(s), so {tried}, and {still_failing} still differ "
+                    "beyond their error estimate (here ≈ {bound}): suspect the backward", where=where, autograd=_digits(right, left), fd=_digits(left, right), elements=tried["elements"], tried=tried["tried"], still_failing=tried["still_failing"], bound=_fmt(bound))
         )
     if "finite_difference" in name:
         floor, rounding, truncation = _rounding_floor(ctx, input_name, flat, right)
         if abs_err <= FLOOR_MARGIN * floor:
             return "precision_limited", (
-                f"the discrepancy {_fmt(abs_err)} at {where} is within what a {ctx.dtype} "
-                f"{ctx.scheme} difference with this step can resolve (rounding bound ≈ {_fmt(rounding)}, "
-                f"truncation ≈ {_fmt(truncation)}): choose the default step, not a tighter tolerance"
+                Message("the discrepancy {abs_err} at {where} is within what a {dtype} {scheme} difference "
+                        "with this step can resolve (rounding bound ≈ {rounding}, truncation ≈ {truncation}): "
+                        "choose the default step, not a tighter tolerance", abs_err=_fmt(abs_err), where=where, dtype=ctx.dtype, scheme=ctx.scheme, rounding=_fmt(rounding), truncation=_fmt(truncation))
             )
         return "probable_bug", (
-            f"at {where} autograd gives {_fmt(right)} but finite differences give {_fmt(left)}, "
-            f"far beyond the step's error floor ≈ {_fmt(floor)}: suspect the backward"
+            Message("at {where} autograd gives {autograd} but finite differences give {fd}, far beyond "
+                    "the step's error floor ≈ {floor}: suspect the backward", where=where, autograd=_fmt(right), fd=_fmt(left), floor=_fmt(floor))
         )
     eps = defaults.EPS[ctx.dtype]
     if abs_err <= EXACT_ULPS * eps * max(abs(left), abs(right)):
         return "precision_limited", (
-            f"the discrepancy {_fmt(abs_err)} at {where} is within {EXACT_ULPS} ulps of "
-            f"{ctx.dtype}: rounding, not a wrong derivative"
+            Message("the discrepancy {abs_err} at {where} is within {ulps} ulps of {dtype}: "
+                    "rounding, not a wrong derivative", abs_err=_fmt(abs_err), where=where, ulps=EXACT_ULPS, dtype=ctx.dtype)
         )
     fd = ctx.grads.get("finite_difference", {}).get(input_name)
     autograd = ctx.grads["autograd_grad"][input_name]
@@ -192,17 +193,16 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         fd_agrees_hand = abs(fd_i - left) <= tol["atol"] + tol["rtol"] * abs(left)
         if fd_agrees_autograd:
             return "probable_bug", (
-                f"the hand derivation gives {_fmt(left)} at {where}, but autograd gives "
-                f"{_fmt(right)} and finite differences agree with autograd ({_fmt(fd_i)}): "
-                "the expectation is wrong"
+                Message("the hand derivation gives {hand} at {where}, but autograd gives {autograd} and "
+                        "finite differences agree with autograd ({fd}): the expectation is wrong", hand=_fmt(left), where=where, autograd=_fmt(right), fd=_fmt(fd_i))
             )
         if fd_agrees_hand:
             return "probable_bug", (
-                f"autograd gives {_fmt(right)} at {where}, but the hand derivation and finite "
-                f"differences agree on {_fmt(left)}: suspect the backward"
+                Message("autograd gives {autograd} at {where}, but the hand derivation and finite differences "
+                        "agree on {hand}: suspect the backward", autograd=_fmt(right), where=where, hand=_fmt(left))
             )
         return "probable_bug", (
-            f"at {where} the hand derivation ({_fmt(left)}), autograd ({_fmt(right)}) and "
-            f"finite differences ({_fmt(fd_i)}) all disagree"
+            Message("at {where} the hand derivation ({hand}), autograd ({autograd}) and finite "
+                    "differences ({fd}) all disagree", where=where, hand=_fmt(left), autograd=_fmt(right), fd=_fmt(fd_i))
         )
-    return "probable_bug", f"the hand derivation gives {_fmt(left)} at {where} but autograd gives {_fmt(right)}"
+    return "probable_bug", Message("the hand derivation gives {hand} at {where} but autograd gives {autograd}", hand=_fmt(left), where=where, autograd=_fmt(right))

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..errors import SpecError
 from ..expr.evaluator import compile_expression
+from ..i18n import Message
 from ..expr.parser import Expression
 from ..expr.symbolic import symbolic_opinion
 from . import defaults
@@ -78,7 +79,7 @@ def _nondeterminism(function, leaves: dict) -> str:
         detached = {n: t.detach() for n, t in leaves.items()}
         first, second = function(**detached), function(**detached)
     if not torch.equal(first, second):
-        return "two forward passes at the same input give different outputs: the function is not deterministic"
+        return Message("two forward passes at the same input give different outputs: the function is not deterministic")
     return ""
 
 

@@ -23,6 +23,7 @@ observation lists what was tried, for which elements, and what was kept.
 
 from __future__ import annotations
 
+from ..i18n import Message
 from . import error_bound
 from .finite_difference import Probe, difference_quotient, signed_steps
 
@@ -91,9 +92,10 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
         "resolved": int(count - int(still.sum())),
         "still_failing": int(still.sum()),
         "flat_indices": [int(i) for i in failing[:16]],
-        "tried": (f"central differences at {len(MULTIPLES)} steps from {MULTIPLES[0]:g}h to {MULTIPLES[-1]:g}h, "
-                  "Richardson-extrapolated pair by pair; kept the later of the two successive extrapolations that "
-                  "agree best, with their difference plus the rounding bound as its error estimate"),
+        "tried": Message("central differences at {count} steps from {first:g}h to {last:g}h, Richardson-extrapolated "
+                         "pair by pair; kept the later of the two successive extrapolations that agree best, with "
+                         "their difference plus the rounding bound as its error estimate", count=len(MULTIPLES),
+                         first=MULTIPLES[0], last=MULTIPLES[-1]),
         "chosen_multiples": sorted({MULTIPLES[int(b) + 2] for b in best[:64]}),
         "forward_evaluations": (2 * k) if probe.structured else 2 * k * int(count),
     }

@@ -186,7 +186,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
     observations["finite_difference"] = {
         "name": "finite_difference",
-        "description": f"{fd_scheme} difference of sum(grad_output * f) along each input element",
+        "description": Message("{scheme} difference of sum(grad_output * f) along each input element", scheme=fd_scheme),
         "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{_path_note(fd_info)}",
         "gradients": {n: describe(fd[n]) for n in fd},
         **fd_info,
@@ -224,7 +224,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         "failure": failures[0] if failures else None,
         "failures": failures,
         "symbolic": symbolic_opinion(spec, leaves, analytical, raw["autograd_grad"]) if symbolic
-        else {"status": "skipped", "reason": "SymPy opinion not requested for this run"},
+        else {"status": "skipped", "reason": Message("SymPy opinion not requested for this run")},
         "environment": capture_environment(device),
     })
     total = sum(t.numel() for t in leaves.values())

@@ -10,6 +10,8 @@ says so.
 
 from __future__ import annotations
 
+from ..i18n import Message
+
 FAST_MODE_ABOVE = 1000
 
 
@@ -24,14 +26,14 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bo
     import torch.autograd.gradcheck  # noqa: F401  (registers the module below)
 
     GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
-    base = {"name": "torch_gradcheck", "description": "torch.autograd.gradcheck on the same function",
+    base = {"name": "torch_gradcheck", "description": Message("torch.autograd.gradcheck on the same function"),
             "dtype": dtype, "device": device,
             "inputs": {n: {"shape": list(t.shape), "dtype": dtype, "device": str(t.device)}
                        for n, t in leaves.items()}}
     if dtype != "float64":
         return {**base, "status": "skipped", "verdict": None,
-                "reason": f"gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
-                          "is below what the dtype resolves"}
+                "reason": Message("gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
+                                  "is below what the dtype resolves", dtype=dtype)}
     names = list(leaves)
     inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
     fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE if fast is None else fast
@@ -54,4 +56,4 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bo
     except Exception as exc:  # gradcheck itself could not run this function
         return {**base, "status": "error", "verdict": None,
                 "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", "settings": settings}
-    return {**base, "status": "passed", "verdict": True, "reason": "gradcheck passed", "settings": settings}
+    return {**base, "status": "passed", "verdict": True, "reason": Message("gradcheck passed"), "settings": settings}

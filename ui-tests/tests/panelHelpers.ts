@@ -92,3 +92,16 @@ export async function declare(panel: Locator, fields: { function: string; inputs
   await panel.getByTestId('gradcheck-field-analytical-gradient').fill(fields.analytical);
   await panel.getByTestId('gradcheck-run').click();
 }
+
+/**
+ * Fill the declare form with its origin and destination notes as well, the text of each
+ * field typed as a student types it, and press Run.
+ */
+export async function declareWithNotes(
+  panel: Locator,
+  fields: { function: string; inputs: string; analytical: string; origin: string; destination: string }
+): Promise<void> {
+  await panel.getByTestId('gradcheck-field-origin').fill(fields.origin);
+  await panel.getByTestId('gradcheck-field-destination').fill(fields.destination);
+  await declare(panel, fields);
+}

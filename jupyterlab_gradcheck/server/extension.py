@@ -72,6 +72,14 @@ class GradcheckExtension(ExtensionApp):
         "heavy ones run.",
     ).tag(config=True)
 
+    max_rtol = Float(
+        DEFAULT_LIMITS.max_rtol,
+        help="Relative tolerances from this value up are refused with 400, when a check is "
+        "declared and when a tolerance is changed: rtol >= 1 accepts any gradient of the right "
+        "sign, so the check would check nothing. An instructor may raise it for a course that "
+        "needs it.",
+    ).tag(config=True)
+
     default_device = Unicode(
         "cpu",
         help="Device for a check whose record names none: cpu, cuda, cuda:N, mps or auto "
@@ -120,7 +128,7 @@ class GradcheckExtension(ExtensionApp):
             raise TraitError("GradcheckExtension.workers must be at least 1")
         return proposal["value"]
 
-    @validate("timeout", "startup_timeout", "admission_rate", "heavy_seconds")
+    @validate("timeout", "startup_timeout", "admission_rate", "heavy_seconds", "max_rtol")
     def _positive_seconds(self, proposal):
         if proposal["value"] <= 0:
             raise TraitError(f"GradcheckExtension.{proposal['trait'].name} must be positive")
@@ -142,11 +150,11 @@ class GradcheckExtension(ExtensionApp):
 
     def initialize_settings(self):
         """Start the worker pool (torch loads in the workers while the server starts)."""
-        limits = Limits(max_input_elements=self.max_input_elements)
+        limits = Limits(max_input_elements=self.max_input_elements, max_rtol=self.max_rtol)
         self.pool = WorkerPool(
             size=self.workers, timeout=self.timeout, queue_size=self.queue_size,
             startup_timeout=self.startup_timeout,
-            options={"limits": {"max_input_elements": self.max_input_elements},
+            options={"limits": {"max_input_elements": self.max_input_elements, "max_rtol": self.max_rtol},
                      "slow_functions": dict(self.test_slow_functions),
                      "memory_limit": self.worker_memory_limit},
         )

@@ -139,7 +139,8 @@ class GradcheckService:
         _, ledger = self._ledger_of(notebook, field="notebook")
         _require_text(check_id, "check_id")
         entry = await self.ledgers.call(ledger.path, ledger.change_tolerance, check_id, rtol=rtol,
-                                        atol=atol, target=target, justification=justification)
+                                        atol=atol, target=target, justification=justification,
+                                        max_rtol=self.limits.max_rtol)
         return {"entry": entry}
 
     async def change_expectation(self, notebook, check_id, analytical_gradient, *,

@@ -43,7 +43,7 @@ def notebook_with_three_checks(folder: Path, name: str = "lab1.ipynb", *, tolera
     for spec in THREE_CHECKS:
         run_and_record(spec, ledger, sweep=False)
     if tolerance_change:
-        ledger.change_tolerance("cube_wrong", rtol=1.0, justification=JUSTIFICATION)
+        ledger.change_tolerance("cube_wrong", rtol=0.9, justification=JUSTIFICATION)
         update_binding(notebook, ledger)
     return notebook, ledger
 

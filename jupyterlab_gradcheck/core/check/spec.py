@@ -140,12 +140,12 @@ def _number(value, field_name: str, *, positive: bool = False) -> float:
     return float(value)
 
 
-def _tolerance(raw, default: dict, field_name: str, extra_keys=()) -> tuple[dict, bool]:
+def _tolerance(raw, default: dict, field_name: str, max_rtol: float) -> tuple[dict, bool]:
     if raw is None:
         return dict(default), False
     if not isinstance(raw, dict):
         raise SpecError("{field_name} must be an object with rtol and atol", field_name=field_name, field=field_name)
-    allowed = {"rtol", "atol", *extra_keys}
+    allowed = {"rtol", "atol"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SpecError(
@@ -158,7 +158,16 @@ def _tolerance(raw, default: dict, field_name: str, extra_keys=()) -> tuple[dict
         if key in raw and raw[key] is not None:
             result[key] = _number(raw[key], f"{field_name}.{key}")
             explicit = True
+    refuse_meaningless_rtol(result["rtol"], f"{field_name}.rtol", max_rtol)
     return result, explicit
+
+
+def refuse_meaningless_rtol(rtol: float, field_name: str, max_rtol: float) -> None:
+    """SpecError for a relative tolerance of `max_rtol` or more (see Limits.max_rtol)."""
+    if rtol >= max_rtol:
+        raise SpecError("{field_name} {rtol} is {limit} or more: a relative tolerance that large accepts any "
+                        "gradient of the right sign, so the check would check nothing (the limit is an "
+                        "instructor's setting)", field_name=field_name, rtol=rtol, limit=max_rtol, field=field_name)
 
 
 def _split_inputs(record: dict, function_text: str | None, limits: Limits):
@@ -269,6 +278,7 @@ def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
         {k: v for k, v in raw.items() if k in ("rtol", "atol")} if raw else None,
         defaults.fd_tolerance(dtype, scheme),
         "finite_difference",
+        limits.max_rtol,
     )
     unknown = sorted(set(raw) - {"scheme", "step", "rtol", "atol"})
     if unknown:
@@ -335,7 +345,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         raise SpecError("device {device!r} is not cpu, cuda, cuda:N, mps or auto", device=device, field="device")
     analytical = _analytical(record.get("analytical_gradient"), inputs, shapes, limits)
     tolerance, tolerance_explicit = _tolerance(
-        record.get("tolerance"), defaults.comparison_tolerance(dtype), "tolerance"
+        record.get("tolerance"), defaults.comparison_tolerance(dtype), "tolerance", limits.max_rtol
     )
     fd, fd_explicit = _finite_difference(record.get("finite_difference"), dtype, limits)
     if fd["scheme"] == "complex_step" and expression is not None and not expression.complex_analytic:

@@ -36,6 +36,10 @@ class Limits:
     max_inputs: int = 16
     #: Characters in a free-text field (origin, destination, justification, id).
     max_text_length: int = 4000
+    #: Relative tolerances from this value up are refused: rtol >= 1 accepts any gradient
+    #: of the right sign and magnitude up to twice the reference, so it checks nothing. An
+    #: instructor may raise it (the server's `max_rtol` option).
+    max_rtol: float = 1.0
 
 
 DEFAULT_LIMITS = Limits()

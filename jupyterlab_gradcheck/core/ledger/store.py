@@ -26,7 +26,9 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from ..check.spec import refuse_meaningless_rtol
 from ..errors import JustificationRequired, LedgerError, SpecError
+from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
 from .line_format import (GENESIS, GENESIS_LINE_MAX, KINDS, LineError, LineInfo, genesis_entry, genesis_id, jsonable,
@@ -177,8 +179,9 @@ class Ledger:
         return self.append("note", check_id, {"text": str(text), **extra})
 
     def change_tolerance(self, check_id: str, *, rtol=None, atol=None, target: str = "tolerance",
-                         justification: str | None = None) -> dict:
-        """Record a tolerance change; refused (nothing written) without a justification."""
+                         justification: str | None = None, max_rtol: float = DEFAULT_LIMITS.max_rtol) -> dict:
+        """Record a tolerance change; refused (nothing written) without a justification, or when
+        the new rtol is `max_rtol` or more (it would check nothing)."""
         if target not in TARGETS:
             raise SpecError("unknown tolerance target {target!r}: tolerance or finite_difference", target=target, field="target")
         if rtol is None and atol is None:
@@ -187,6 +190,8 @@ class Ledger:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not value >= 0 or value == float("inf")):
                 raise SpecError("{name} must be a finite number >= 0, got {value!r}", name=name, value=value, field=name)
+        if rtol is not None:
+            refuse_meaningless_rtol(rtol, "rtol", max_rtol)
         justification = _require_justification(justification)
         with self.locked_fd(exclusive=True) as fd:
             builder = self.history_from_first_line()

@@ -89,3 +89,44 @@ def test_normalised_record_is_json():
     """Given a parsed record, when serialised, then it is plain JSON and parses back the same."""
     record = parse_spec(SEED).to_dict()
     assert parse_spec(json.loads(json.dumps(record))).to_dict() == record
+
+
+@pytest.mark.parametrize("field, record", [
+    ("tolerance.rtol", {"tolerance": {"rtol": 1.0}}),
+    ("tolerance.rtol", {"tolerance": {"rtol": 1e308}}),
+    ("finite_difference.rtol", {"finite_difference": {"rtol": 5}}),
+])
+def test_a_relative_tolerance_of_one_or_more_is_refused_at_declaration(field, record):
+    """Given a check declared with a relative tolerance of 1 or more (it would accept any
+    gradient of the right sign, whatever is written later),
+    when the record is parsed,
+    then it is refused, naming the field, before anything runs."""
+    with pytest.raises(SpecError, match="checks nothing|check nothing") as caught:
+        parse_spec({"function": "x*x", "x": 3, "analytical_gradient": 6, **record})
+    assert caught.value.field == field
+
+
+def test_an_instructor_may_raise_the_relative_tolerance_limit():
+    """Given an instructor's limit of 10 for relative tolerances,
+    when a check declares rtol 2,
+    then it is accepted with that tolerance."""
+    from jupyterlab_gradcheck.core.expr.limits import Limits
+
+    spec = parse_spec({"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": 2}},
+                      limits=Limits(max_rtol=10.0))
+    assert spec.tolerance["rtol"] == 2.0
+
+
+def test_a_tolerance_change_to_one_or_more_is_refused_and_writes_nothing(tmp_path):
+    """Given a ledger with a check in it,
+    when its tolerance is changed to rtol 1 with a justification,
+    then the change is refused and the ledger is byte for byte as it was."""
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+    from jupyterlab_gradcheck.core.ledger.store import Ledger
+
+    ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
+    run_and_record({"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}, ledger, sweep=False)
+    before = ledger.path.read_bytes()
+    with pytest.raises(SpecError, match="check nothing"):
+        ledger.change_tolerance("square", rtol=1.0, justification="to make it pass")
+    assert ledger.path.read_bytes() == before

@@ -32,7 +32,7 @@ def report_html(tmp_path_factory) -> str:
     ledger = Ledger.for_notebook(notebook)
     for spec in THREE_CHECKS:
         run_and_record(spec, ledger, sweep=spec["id"] == "cube_wrong")
-    ledger.change_tolerance("cube_wrong", rtol=1.0, justification=JUSTIFICATION)
+    ledger.change_tolerance("cube_wrong", rtol=0.9, justification=JUSTIFICATION)
     run_and_record(THREE_CHECKS[2], ledger, sweep=False)
     return to_html(collect([folder.parent.parent]))
 
@@ -64,7 +64,7 @@ def test_report_shows_expectation_beside_observation_and_the_history(report_html
     assert 'class="failure-kept" data-seq="6"' in failing
     assert "probable_bug" in failing.split('class="failure-kept"')[1]
     assert JUSTIFICATION.replace("'", "&#x27;") in failing
-    assert "rtol=1e-07 atol=1e-10 -&gt; rtol=1.0 atol=1e-10" in failing
+    assert "rtol=1e-07 atol=1e-10 -&gt; rtol=0.9 atol=1e-10" in failing
     assert "widened, after_failure" in failing
     assert 'data-flag="widened_after_failure"' in html
     assert failing.count("<svg") == 1 and html.count("<svg") == 1
@@ -84,7 +84,7 @@ def test_report_escapes_what_the_ledger_holds(tmp_path):
     escaped as text, never as tags."""
     ledger = Ledger(tmp_path / "x.gradcheck.jsonl")
     run_and_record({**THREE_CHECKS[2], "origin": "<b>bold</b>"}, ledger, sweep=False)
-    ledger.change_tolerance("cube_wrong", rtol=1.0, justification="<script>alert(1)</script>")
+    ledger.change_tolerance("cube_wrong", rtol=0.9, justification="<script>alert(1)</script>")
     html = to_html(collect([ledger.path]))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<b>bold</b>" not in html

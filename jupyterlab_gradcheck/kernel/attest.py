@@ -9,13 +9,15 @@ cell. Outside a kernel (a script, a test) there is nothing to display to.
 
 from __future__ import annotations
 
+from ..core.i18n import _
 from ..core.ledger.attestation import MIME_TYPE
 
 
 def text_of(attestation: dict) -> str:
-    """The one-line fallback a front end without the extension shows."""
-    return (f"gradcheck: {attestation.get('check_id')} recorded at seq {attestation['seq']} "
-            f"(hash {attestation['hash'][:12]}) in {attestation.get('ledger')}")
+    """The one-line fallback a front end without the extension shows, in the active language."""
+    return _("gradcheck: {check_id} recorded at seq {seq} (hash {hash}) in {ledger}").format(
+        check_id=attestation.get("check_id"), seq=attestation["seq"], hash=attestation["hash"][:12],
+        ledger=attestation.get("ledger"))
 
 
 def publish(attestation: dict | None) -> bool:

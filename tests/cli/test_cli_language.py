@@ -27,6 +27,15 @@ def gradcheck(*args: str, stdin: str, language: str, cwd=None) -> tuple[int, str
     return done.returncode, done.stdout, done.stderr
 
 
+def key_paths(value, prefix: str = "") -> list[str]:
+    """Every key of a JSON value, at every depth, as a path (`observations.autograd_grad.gradients`)."""
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in [f"{prefix}{key}", *key_paths(item, f"{prefix}{key}.")]]
+    if isinstance(value, list):
+        return [p for index, item in enumerate(value) for p in key_paths(item, f"{prefix}{index}.")]
+    return []
+
+
 @pytest.mark.parametrize("record, language, expected", [
     (NO_EXPECTATION, "es", "error: falta analytical_gradient: escriba la expectativa antes de ejecutar la comprobación"),
     (NO_EXPECTATION, "en", "error: analytical_gradient is missing: write the expectation before running the check"),
@@ -46,7 +55,7 @@ def test_bad_input_is_one_line_in_the_readers_language_and_exits_2(record, langu
 
 def test_the_seed_record_in_spanish_comes_back_with_the_same_fields(tmp_path):
     """Given the course's seed record, when it runs under LANGUAGE=es and under LANGUAGE=en,
-    then both exit 0 with the same record fields (keys at every level the contract names),
+    then both exit 0 with the same record fields (the same keys, in the same order, at every depth),
     observed 6.0, and only the summary line on standard error changes language."""
     runs = {lang: gradcheck("run", "--no-sweep", "-", stdin=SEED, language=lang, cwd=tmp_path) for lang in ("es", "en")}
     records = {}
@@ -55,8 +64,7 @@ def test_the_seed_record_in_spanish_comes_back_with_the_same_fields(tmp_path):
         records[lang] = json.loads(out)
     spanish, english = records["es"], records["en"]
     assert list(spanish) == list(english)
-    assert list(spanish["observations"]) == list(english["observations"])
-    assert [sorted(c) for c in spanish["comparisons"]] == [sorted(c) for c in english["comparisons"]]
+    assert key_paths(spanish) == key_paths(english) and len(key_paths(spanish)) > 100
     assert (spanish["observed_gradient"], spanish["executed"], spanish["passed"]) == (6.0, True, True)
     assert spanish["observations"]["torch_gradcheck"]["status"] == "passed"  # codes stay English
     assert runs["es"][2].startswith(f"CORRECTO {spanish['id']}: observado 6.0")

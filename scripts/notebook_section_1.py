@@ -137,7 +137,8 @@ cell("setup", code(
         justification_word="por qué", what_word="qué", ledger_word="registro").replace(
         "from jupyterlab_gradcheck.widget import GradcheckPanel\n",
         "from jupyterlab_gradcheck.widget import GradcheckPanel\nfrom jupyterlab_gradcheck import set_language\n\n"
-        "set_language(\"es\")  # mensajes, tablas y panel en español; los registros siguen en inglés\n"),
+        "set_language(\"es\")  # mensajes, tablas y panel en español; los registros siguen en inglés\n"
+        "os.environ[\"LANGUAGE\"] = \"es\"  # y los comandos `jupyter gradcheck` que lanza este cuaderno\n"),
 ))
 
 # ------------------------------------------------------------------ 1. small functions

@@ -55,4 +55,5 @@ def resolve_device(requested: str, devices: list[dict] | None = None) -> str:
     kind = requested.split(":")[0]
     absent = next((d for d in devices if d["id"].split(":")[0] == kind and not d["available"]), None)
     reason = absent["reason"] if absent else Message("present devices are {present}", present=", ".join(present))
-    raise DeviceUnavailable("device {requested!r} is not available: {reason}", requested=requested, reason=reason, field="device")
+    raise DeviceUnavailable("device {requested!r} is not available: {reason}",
+                            requested=requested, reason=reason, field="device")

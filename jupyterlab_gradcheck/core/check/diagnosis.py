@@ -147,14 +147,16 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
     if name in ("pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1"):
         return "probable_bug", (
             Message("repeated passes disagree at {where} ({first} vs {second}) although the forward "
-                    "value repeats: the backward keeps state between calls", where=where, first=_fmt(left), second=_fmt(right))
+                    "value repeats: the backward keeps state between calls",
+                    where=where, first=_fmt(left), second=_fmt(right))
         )
     is_kink, forward, backward = kink_evidence(ctx, input_name, flat)
     if is_kink:
         return "kink", (
             Message("one-sided differences at {where} disagree (forward {forward}, backward {backward}) and "
                     "do not converge as the step shrinks: the function is not differentiable there, so "
-                    "any single derivative value is a convention", where=where, forward=_fmt(forward), backward=_fmt(backward))
+                    "any single derivative value is a convention",
+                    where=where, forward=_fmt(forward), backward=_fmt(backward))
         )
     abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
     tried = ctx.refinement.get(input_name)
@@ -163,7 +165,9 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         return "probable_bug", (
             Message("at {where} autograd gives {autograd} but finite differences give {fd}; the default "
                     "step failed {elements} element(s), so {tried}, and {still_failing} still differ "
-                    "beyond their error estimate (here ≈ {bound}): suspect the backward", where=where, autograd=_digits(right, left), fd=_digits(left, right), elements=tried["elements"], tried=tried["tried"], still_failing=tried["still_failing"], bound=_fmt(bound))
+                    "beyond their error estimate (here ≈ {bound}): suspect the backward",
+                    where=where, autograd=_digits(right, left), fd=_digits(left, right), elements=tried["elements"],
+                    tried=tried["tried"], still_failing=tried["still_failing"], bound=_fmt(bound))
         )
     if "finite_difference" in name:
         floor, rounding, truncation = _rounding_floor(ctx, input_name, flat, right)
@@ -171,17 +175,21 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
             return "precision_limited", (
                 Message("the discrepancy {abs_err} at {where} is within what a {dtype} {scheme} difference "
                         "with this step can resolve (rounding bound ≈ {rounding}, truncation ≈ {truncation}): "
-                        "choose the default step, not a tighter tolerance", abs_err=_fmt(abs_err), where=where, dtype=ctx.dtype, scheme=ctx.scheme, rounding=_fmt(rounding), truncation=_fmt(truncation))
+                        "choose the default step, not a tighter tolerance",
+                        abs_err=_fmt(abs_err), where=where, dtype=ctx.dtype, scheme=ctx.scheme,
+                        rounding=_fmt(rounding), truncation=_fmt(truncation))
             )
         return "probable_bug", (
             Message("at {where} autograd gives {autograd} but finite differences give {fd}, far beyond "
-                    "the step's error floor ≈ {floor}: suspect the backward", where=where, autograd=_fmt(right), fd=_fmt(left), floor=_fmt(floor))
+                    "the step's error floor ≈ {floor}: suspect the backward",
+                    where=where, autograd=_fmt(right), fd=_fmt(left), floor=_fmt(floor))
         )
     eps = defaults.EPS[ctx.dtype]
     if abs_err <= EXACT_ULPS * eps * max(abs(left), abs(right)):
         return "precision_limited", (
             Message("the discrepancy {abs_err} at {where} is within {ulps} ulps of {dtype}: "
-                    "rounding, not a wrong derivative", abs_err=_fmt(abs_err), where=where, ulps=EXACT_ULPS, dtype=ctx.dtype)
+                    "rounding, not a wrong derivative",
+                    abs_err=_fmt(abs_err), where=where, ulps=EXACT_ULPS, dtype=ctx.dtype)
         )
     fd = ctx.grads.get("finite_difference", {}).get(input_name)
     autograd = ctx.grads["autograd_grad"][input_name]
@@ -194,7 +202,8 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         if fd_agrees_autograd:
             return "probable_bug", (
                 Message("the hand derivation gives {hand} at {where}, but autograd gives {autograd} and "
-                        "finite differences agree with autograd ({fd}): the expectation is wrong", hand=_fmt(left), where=where, autograd=_fmt(right), fd=_fmt(fd_i))
+                        "finite differences agree with autograd ({fd}): the expectation is wrong",
+                        hand=_fmt(left), where=where, autograd=_fmt(right), fd=_fmt(fd_i))
             )
         if fd_agrees_hand:
             return "probable_bug", (
@@ -203,6 +212,8 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
             )
         return "probable_bug", (
             Message("at {where} the hand derivation ({hand}), autograd ({autograd}) and finite "
-                    "differences ({fd}) all disagree", where=where, hand=_fmt(left), autograd=_fmt(right), fd=_fmt(fd_i))
+                    "differences ({fd}) all disagree",
+                    where=where, hand=_fmt(left), autograd=_fmt(right), fd=_fmt(fd_i))
         )
-    return "probable_bug", Message("the hand derivation gives {hand} at {where} but autograd gives {autograd}", hand=_fmt(left), where=where, autograd=_fmt(right))
+    return "probable_bug", Message("the hand derivation gives {hand} at {where} but autograd gives {autograd}",
+                                   hand=_fmt(left), where=where, autograd=_fmt(right))

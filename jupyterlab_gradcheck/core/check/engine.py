@@ -66,7 +66,8 @@ def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
         except RuntimeError:
             raise SpecError(
                 "analytical_gradient for {name!r} has shape {shape}, which does not match the "
-                "input's shape {input_shape}", name=name, shape=list(value.shape), input_shape=list(leaves[name].shape),
+                "input's shape {input_shape}",
+                name=name, shape=list(value.shape), input_shape=list(leaves[name].shape),
                 field="analytical_gradient",
             ) from None
     return result
@@ -186,7 +187,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
     observations["finite_difference"] = {
         "name": "finite_difference",
-        "description": Message("{scheme} difference of sum(grad_output * f) along each input element", scheme=fd_scheme),
+        "description": Message("{scheme} difference of sum(grad_output * f) along each input element",
+                               scheme=fd_scheme),
         "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{_path_note(fd_info)}",
         "gradients": {n: describe(fd[n]) for n in fd},
         **fd_info,

@@ -21,7 +21,8 @@ from .observations import forward, grad_output_for
 def _dtype_name(tensor) -> str:
     name = str(tensor.dtype).replace("torch.", "")
     if name not in defaults.DTYPES:
-        raise SpecError("input dtype {name} is not one of {choices}", name=name, choices=', '.join(defaults.DTYPES), field="inputs")
+        raise SpecError("input dtype {name} is not one of {choices}",
+                        name=name, choices=', '.join(defaults.DTYPES), field="inputs")
     return name
 
 
@@ -41,7 +42,8 @@ def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, sch
     import torch
 
     if scheme not in defaults.SCHEMES:
-        raise SpecError("scheme {scheme!r} is not one of {choices}", scheme=scheme, choices=', '.join(defaults.SCHEMES), field="scheme")
+        raise SpecError("scheme {scheme!r} is not one of {choices}",
+                        scheme=scheme, choices=', '.join(defaults.SCHEMES), field="scheme")
     if not inputs:
         raise SpecError("numerical_verdict needs at least one input", field="inputs")
     dtypes = {_dtype_name(t) for t in inputs.values()}

@@ -35,7 +35,8 @@ def forward(function, leaves: dict):
         raise SpecError("function returned {type}, not a tensor", type=type(output).__name__, field="function")
     if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:
         raise SpecError(
-            "function output (dtype {dtype}) does not depend differentiably on the inputs", dtype=str(output.dtype).replace('torch.', ''),
+            "function output (dtype {dtype}) does not depend differentiably on the inputs",
+            dtype=str(output.dtype).replace('torch.', ''),
             field="function",
         )
     return output
@@ -52,7 +53,8 @@ def grad_output_for(output, grad_output):
         if tensor.numel() == 1:
             return tensor.reshape(()).expand_as(output).clone()
         raise SpecError(
-            "grad_output has shape {shape} but the output has shape {output_shape}", shape=list(tensor.shape), output_shape=list(output.shape),
+            "grad_output has shape {shape} but the output has shape {output_shape}",
+            shape=list(tensor.shape), output_shape=list(output.shape),
             field="grad_output",
         )
     return tensor

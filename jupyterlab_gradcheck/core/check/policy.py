@@ -57,7 +57,8 @@ def policy_version(record: dict) -> int:
     if value is None:
         return UNVERSIONED if record.get("executed") is True else CURRENT
     if isinstance(value, bool) or not isinstance(value, int) or value not in POLICIES:
-        raise SpecError("policy {value!r} is not one of {choices}", value=value, choices=', '.join(map(str, POLICIES)), field="policy")
+        raise SpecError("policy {value!r} is not one of {choices}",
+                        value=value, choices=', '.join(map(str, POLICIES)), field="policy")
     return value
 
 

@@ -30,7 +30,8 @@ def read_notebook(notebook_path: str | os.PathLike):
     except FileNotFoundError:
         raise LedgerError("no notebook at {notebook_path}", notebook_path=notebook_path) from None
     except Exception as exc:  # nbformat raises several unrelated types for bad files
-        raise LedgerError("cannot read the notebook {notebook_path}: {exc}", notebook_path=notebook_path, exc=exc) from None
+        raise LedgerError("cannot read the notebook {notebook_path}: {exc}",
+                          notebook_path=notebook_path, exc=exc) from None
 
 
 def write_notebook(notebook, notebook_path: str | os.PathLike) -> None:
@@ -71,7 +72,8 @@ def read_document(notebook_path: str | os.PathLike) -> dict:
     except FileNotFoundError:
         raise LedgerError("no notebook at {notebook_path}", notebook_path=notebook_path) from None
     except (OSError, ValueError) as exc:
-        raise LedgerError("cannot read the notebook {notebook_path}: {exc}", notebook_path=notebook_path, exc=exc) from None
+        raise LedgerError("cannot read the notebook {notebook_path}: {exc}",
+                          notebook_path=notebook_path, exc=exc) from None
     return document if isinstance(document, dict) else {}
 
 
@@ -149,7 +151,8 @@ def compare_binding(binding: dict, hashes_by_seq: dict[int, str], entries: int, 
     if bound_entries > entries:
         errors.append(
             Message("the ledger was truncated: the notebook binding records {bound_entries} entries "
-                    "ending at {short}, the ledger has {entries} ending at {head}", bound_entries=bound_entries, short=short,
+                    "ending at {short}, the ledger has {entries} ending at {head}",
+                    bound_entries=bound_entries, short=short,
                     entries=entries, head=head[:12])
         )
     elif hashes_by_seq.get(bound_entries, "0" * 64 if bound_entries == 0 else None) == bound_head:

@@ -48,7 +48,9 @@ def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:
                 raise SpecError(
                     "check {id!r}: {target} rtol={rtol:g} atol={atol:g} differs from the ledger's "
                     "current rtol={current_rtol:g} atol={current_atol:g}; change it with `jupyter gradcheck tolerance "
-                    "--check {id} --rtol R --atol A --justification TEXT` (nothing was run or written)", id=spec.id, target=target, rtol=written['rtol'], atol=written['atol'], current_rtol=current['rtol'], current_atol=current['atol'],
+                    "--check {id} --rtol R --atol A --justification TEXT` (nothing was run or written)",
+                    id=spec.id, target=target, rtol=written['rtol'], atol=written['atol'],
+                    current_rtol=current['rtol'], current_atol=current['atol'],
                     field=f"{target}.rtol",
                 )
         elif written != current:

@@ -76,7 +76,8 @@ def jsonable(value: Any) -> Any:
         out = {}
         for key, item in value.items():
             if type(key) is not str and not isinstance(key, str):
-                raise LedgerError("ledger data keys must be strings, got {type} {key!r}", type=type(key).__name__, key=key)
+                raise LedgerError("ledger data keys must be strings, got {type} {key!r}",
+                                  type=type(key).__name__, key=key)
             item_kind = type(item)
             if item_kind is str or item_kind is int or item_kind is bool or item is None or \
                     (item_kind is float and _isfinite(item)):
@@ -106,7 +107,8 @@ def _jsonable_other(value: Any) -> Any:
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise LedgerError("ledger data keys must be strings, got {type} {key!r}", type=type(key).__name__, key=key)
+                raise LedgerError("ledger data keys must be strings, got {type} {key!r}",
+                                  type=type(key).__name__, key=key)
             out[key] = jsonable(item)
         return out
     if isinstance(value, (list, tuple)):

@@ -82,7 +82,8 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
     try:
         return run_check(spec, sweep=False, devices=devices), []
     except DeviceUnavailable as exc:
-        note = Message("{device} is not available here ({reason}); replayed on cpu", device=spec["device"], reason=exc.message)
+        note = Message("{device} is not available here ({reason}); replayed on cpu",
+                       device=spec["device"], reason=exc.message)
         spec["device"] = "cpu"
         return run_check(spec, sweep=False, devices=devices), [note]
 
@@ -112,14 +113,16 @@ def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> lis
                                            rtol=o_rtol, atol=o_atol))
             for key in ("shape", "dtype") + (("device",) if same_device else ()):
                 if old.get(key) != new.get(key):
-                    differences.append(Message("{where}.{key}: recorded {recorded!r}, replayed {replayed!r}", where=where, key=key,
+                    differences.append(Message("{where}.{key}: recorded {recorded!r}, replayed {replayed!r}",
+                                               where=where, key=key,
                                                recorded=old.get(key), replayed=new.get(key)))
     new_rows = {(r.get("name"), r.get("input")): r for r in replayed.get("comparisons") or []}
     for row in recorded.get("comparisons") or []:
         key = (row.get("name"), row.get("input"))
         new = new_rows.get(key)
         if new is None:
-            differences.append(Message("comparison {name}[{input}] was not produced by the replay", name=key[0], input=key[1]))
+            differences.append(Message("comparison {name}[{input}] was not produced by the replay",
+                                       name=key[0], input=key[1]))
             continue
         if bool(row.get("passed")) != bool(new.get("passed")):
             differences.append(Message("comparison {name}[{input}]: recorded passed={recorded}, replayed passed={replayed}",

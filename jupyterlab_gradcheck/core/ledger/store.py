@@ -100,7 +100,8 @@ class Ledger:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise LedgerError("cannot read the ledger {path}: {strerror}", path=self.path, strerror=exc.strerror) from None
+            raise LedgerError("cannot read the ledger {path}: {strerror}",
+                              path=self.path, strerror=exc.strerror) from None
         return genesis_id(first.rstrip(b"\n"))
 
     # -------------------------------------------------------------------- the head
@@ -126,7 +127,8 @@ class Ledger:
     @staticmethod
     def _check_kind(kind: str, check_id: str | None, data: dict) -> None:
         if kind not in KINDS:
-            raise SpecError("unknown ledger entry kind {kind!r}: one of {choices}", kind=kind, choices=', '.join(KINDS), field="kind")
+            raise SpecError("unknown ledger entry kind {kind!r}: one of {choices}",
+                            kind=kind, choices=', '.join(KINDS), field="kind")
         if kind != "note" and not (isinstance(check_id, str) and check_id):
             raise SpecError("a {kind} entry needs a check id", kind=kind, field="check_id")
         if not isinstance(data, dict):
@@ -183,13 +185,15 @@ class Ledger:
         """Record a tolerance change; refused (nothing written) without a justification, or when
         the new rtol is `max_rtol` or more (it would check nothing)."""
         if target not in TARGETS:
-            raise SpecError("unknown tolerance target {target!r}: tolerance or finite_difference", target=target, field="target")
+            raise SpecError("unknown tolerance target {target!r}: tolerance or finite_difference",
+                            target=target, field="target")
         if rtol is None and atol is None:
             raise SpecError("a tolerance change needs --rtol or --atol", field="rtol")
         for name, value in (("rtol", rtol), ("atol", atol)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not value >= 0 or value == float("inf")):
-                raise SpecError("{name} must be a finite number >= 0, got {value!r}", name=name, value=value, field=name)
+                raise SpecError("{name} must be a finite number >= 0, got {value!r}",
+                                name=name, value=value, field=name)
         if rtol is not None:
             refuse_meaningless_rtol(rtol, "rtol", max_rtol)
         justification = _require_justification(justification)
@@ -199,11 +203,13 @@ class Ledger:
             key = HISTORY_KEY[target]
             old = history[key]
             if old is None:
-                raise SpecError("check {check_id!r} has no recorded {target} tolerance", check_id=check_id, target=target, field="target")
+                raise SpecError("check {check_id!r} has no recorded {target} tolerance",
+                                check_id=check_id, target=target, field="target")
             new = {"rtol": old["rtol"] if rtol is None else rtol, "atol": old["atol"] if atol is None else atol}
             if new == old:
                 raise SpecError("the {target} tolerance of {check_id!r} is already rtol={rtol} atol={atol}: nothing "
-                                "to change", target=target, check_id=check_id, rtol=old['rtol'], atol=old['atol'], field="rtol")
+                                "to change",
+                                target=target, check_id=check_id, rtol=old['rtol'], atol=old['atol'], field="rtol")
             data = {"target": target, "old": old, "new": new, "justification": justification,
                     **direction(old, new), "after_failure": builder.latest_failed(check_id)}
             return self._append_locked(fd, "tolerance_change", check_id, data)
@@ -221,7 +227,8 @@ class Ledger:
         history = _existing_check(builder, check_id, self.path)
         old = history["analytical_gradient"]
         if old == analytical_gradient:
-            raise SpecError("check {check_id!r} already expects {old!r}: nothing to change", check_id=check_id, old=old,
+            raise SpecError("check {check_id!r} already expects {old!r}: nothing to change",
+                            check_id=check_id, old=old,
                             field="analytical_gradient")
         data = {"old": old, "new": analytical_gradient, "justification": justification,
                 "after_observation": builder.has_observation(check_id), "via": via}
@@ -303,7 +310,8 @@ class _LockedFd:
                 raise LedgerError("cannot create the ledger {path}: its folder is missing", path=self.path) from None
             return None
         except OSError as exc:
-            raise LedgerError("cannot open the ledger {path}: {strerror}", path=self.path, strerror=exc.strerror) from None
+            raise LedgerError("cannot open the ledger {path}: {strerror}",
+                              path=self.path, strerror=exc.strerror) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
         except BaseException:
@@ -377,5 +385,6 @@ def _require_justification(justification) -> str:
 def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
     if check_id not in builder.checks:
         known = ", ".join(sorted(builder.checks)) or "none"
-        raise SpecError("no check {check_id!r} in {name} (checks: {known})", check_id=check_id, name=path.name, known=known, field="check_id")
+        raise SpecError("no check {check_id!r} in {name} (checks: {known})",
+                        check_id=check_id, name=path.name, known=known, field="check_id")
     return builder.checks[check_id]

@@ -77,7 +77,8 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False, with_note
         bound = str(meta.get("ledger", "")) if isinstance(meta, dict) else ""
         if bound and "embedded" not in meta and bound != ledger.path.name:
             add_error(report, None, Message("{name}, beside this ledger, binds {bound} instead: two ledgers for one notebook, "
-                                            "the one it binds hiding this one", name=notebook.name, bound=bound), scope="binding")
+                                            "the one it binds hiding this one",
+                                            name=notebook.name, bound=bound), scope="binding")
     return judge_binding(report, document, ledger.path.name, ledger.path.name)
 
 
@@ -131,17 +132,20 @@ def _missing(path: Path, document: dict, meta, ledger_path: Path) -> dict:
                   ledger_missing=True)
     attested = notebook_attestations(document)
     if isinstance(meta, dict):
-        add_error(report, None, Message("the notebook binding names {name}, which is missing", name=ledger_path.name), scope="binding")
+        add_error(report, None, Message("the notebook binding names {name}, which is missing",
+                                        name=ledger_path.name), scope="binding")
     if attested:
         add_error(report, None, Message("the notebook's outputs attest {count} entries of {name}, which is missing: the "
-                                        "ledger was deleted", count=len(attested), name=ledger_path.name), scope="binding")
+                                        "ledger was deleted",
+                                        count=len(attested), name=ledger_path.name), scope="binding")
     elif calls_the_checker(document):
         add_error(report, None, Message("the notebook calls the checker, but its ledger {name} is missing: the ledger was "
                                         "deleted", name=ledger_path.name), scope="binding")
     if report["errors"]:
         report["binding"] = {"ok": False, "recorded": meta, "found": None, "attested": len(attested)}
     else:
-        report["warnings"].append(Message("{name}: no ledger, no binding and no checker call (no checks recorded)", name=path.name))
+        report["warnings"].append(Message("{name}: no ledger, no binding and no checker call (no checks recorded)",
+                                          name=path.name))
     settle_ok(report)
     if not report["errors"]:
         report["binding_ok"] = None  # nothing recorded, nothing to bind

@@ -58,7 +58,8 @@ def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, l
     private = [r for r in for_notebook if r.get("private")]
     if private:
         flags.append({"flag": "private_runs_witnessed", "count": len(private),
-                      "reason": Message("the witness saw {count} run(s) of {notebook} made without a ledger", count=len(private), notebook=notebook)})
+                      "reason": Message("the witness saw {count} run(s) of {notebook} made without a ledger",
+                                        count=len(private), notebook=notebook)})
     if hashes is None:
         if ledgered:
             last = ledgered[-1]
@@ -76,7 +77,8 @@ def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, l
     newest = ledgered[-1] if ledgered else None
     if newest is not None and newest.get("ledger_id") != ledger_id:
         errors.append(Message("the witness saw a newer ledger {ledger} of {notebook} at {at}: an older run was "
-                              "swapped in", ledger=str(newest.get("ledger_id"))[:12], notebook=notebook, at=_at(newest)))
+                              "swapped in",
+                              ledger=str(newest.get("ledger_id"))[:12], notebook=notebook, at=_at(newest)))
     for receipt in of_id:
         seq, head = receipt.get("seq"), receipt.get("head")
         found = hashes.get(seq)
@@ -95,7 +97,8 @@ def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, l
     unwitnessed = [s for s in hashes if s > last_seen]
     if unwitnessed:
         flags.append({"flag": "entries_not_witnessed", "count": len(unwitnessed),
-                      "reason": Message("{count} entr(y/ies) after seq {last_seen} were not seen by the witness", count=len(unwitnessed), last_seen=last_seen)})
+                      "reason": Message("{count} entr(y/ies) after seq {last_seen} were not seen by the witness",
+                                        count=len(unwitnessed), last_seen=last_seen)})
     return {"witnessed": not errors, "errors": errors, "flags": flags, "seen": len(of_id)}
 
 

@@ -159,11 +159,13 @@ def read_log(path: str | os.PathLike) -> list[dict]:
                 try:
                     receipts.append(json.loads(line))
                 except ValueError:
-                    raise LedgerError("the witness log {name} line {number} is not JSON", name=Path(path).name, number=number) from None
+                    raise LedgerError("the witness log {name} line {number} is not JSON",
+                                      name=Path(path).name, number=number) from None
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise LedgerError("cannot read the witness log {name}: {strerror}", name=Path(path).name, strerror=exc.strerror) from None
+        raise LedgerError("cannot read the witness log {name}: {strerror}",
+                          name=Path(path).name, strerror=exc.strerror) from None
     return receipts
 
 

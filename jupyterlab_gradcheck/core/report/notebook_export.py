@@ -30,7 +30,8 @@ def export_notebook(notebook_path: str | os.PathLike, out_path: str | os.PathLik
     ledger_name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else None
     ledger = Ledger(source.parent / ledger_name) if ledger_name else Ledger.for_notebook(source)
     if not ledger.path.is_file():
-        raise LedgerError("{name} has no ledger ({ledger_name} is missing)", name=source.name, ledger_name=ledger.path.name)
+        raise LedgerError("{name} has no ledger ({ledger_name} is missing)",
+                          name=source.name, ledger_name=ledger.path.name)
     complete, torn = ledger.raw_lines()
     try:
         lines = [raw.decode("utf-8") for raw in complete]

@@ -57,7 +57,7 @@ class GradcheckExtension(ExtensionApp):
     ).tag(config=True)
 
     admission_rate = Float(
-        5e8,
+        1e8,
         help="Element evaluations per second a worker is assumed to manage when a check is "
         "admitted. A check's work is predicted from its shapes and its path before it runs "
         "(evaluations times the elements of the largest tensor it builds); one predicted to "

@@ -52,7 +52,7 @@ class GradcheckService:
     limits: Limits
     default_device: str = "cpu"
     #: Element evaluations per second assumed when a check is admitted (see `admit`).
-    admission_rate: float = 5e8
+    admission_rate: float = 1e8
     #: Predicted seconds above which a check is heavy and never takes the last free worker.
     heavy_seconds: float = 1.0
     #: Where started checks are kept until their outcome is written (a crash leaves them open).

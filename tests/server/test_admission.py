@@ -12,7 +12,7 @@ import pytest
 
 from support.server import server_config
 
-#: Predicted at about 4,000 evaluations of 1,000 elements (8 ms at the default rate): heavy under
+#: Predicted at about 4,000 evaluations of 1,000 elements (40 ms at the default rate): heavy under
 #: this test's threshold of 1 ms, while its real work stays small. The test option below makes
 #: a worker sleep 3 s before running it, so it holds its worker.
 HEAVY = "sum(x)*sum(x)"

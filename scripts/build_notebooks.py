@@ -48,6 +48,7 @@ DELIBERATE_FAILURES = {
     "square_wrong_derivative": "probable_bug",  # the 2 of 2x forgotten
     "relu_at_0": "kink",  # relu is not differentiable at 0
     "sin_step_1e-3": "precision_limited",  # a wide step under the default tolerance, before the change
+    "two_layer_forgot_tanh_derivative": "probable_bug",  # W1's gradient without the factor 1 - tanh**2
 }
 #: The check whose tolerance is changed, with a written justification, after its failure.
 TOLERANCE_CHANGED = "sin_step_1e-3"
@@ -56,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import notebook_section_1  # noqa: E402,F401  (each import appends its cells, in order)
 import notebook_sections_2_3  # noqa: E402,F401
 import notebook_sections_4_6  # noqa: E402,F401
+import notebook_section_models  # noqa: E402,F401
 from notebook_cells import CELLS  # noqa: E402
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from ..i18n import Message
+
 
 @dataclass(frozen=True)
 class Function:
@@ -35,7 +37,8 @@ class Function:
     index_list_args: tuple[int, ...] = ()
     #: Positions among `constant_args` where a tuple or list of integer constants is allowed.
     sequence_args: tuple[int, ...] = ()
-    #: Why complex step is refused through this function, when `complex_analytic` is False.
+    #: Why complex step is refused through this function, when `complex_analytic` is False
+    #: (a Message: shown in the reader's language).
     complex_reason: str = ""
 
 
@@ -78,7 +81,7 @@ FUNCTIONS.update(
     }
 )
 
-_NO_COMPLEX_KERNEL = "torch has no complex kernel for it"
+_NO_COMPLEX_KERNEL = Message("torch has no complex kernel for it")
 #: The functions of the model exercises: softmax and its logarithm, the losses, reductions by
 #: dimension, and the linear reshapings a linear or logistic model needs.
 FUNCTIONS.update(
@@ -92,13 +95,13 @@ FUNCTIONS.update(
         "logsumexp": Function("logsumexp", 1, 1, ("dim", "keepdim"), required=("dim",),
                               doc="log(sum(exp(z))) along dim, stable"),
         "max": Function("max", 1, 1, ("dim", "keepdim"), complex_analytic=False,
-                        complex_reason="a maximum is not complex-analytic",
+                        complex_reason=Message("a maximum is not complex-analytic"),
                         doc="largest element; with dim, the values along dim (not the indices)"),
         "min": Function("min", 1, 1, ("dim", "keepdim"), complex_analytic=False,
-                        complex_reason="a minimum is not complex-analytic",
+                        complex_reason=Message("a minimum is not complex-analytic"),
                         doc="smallest element; with dim, the values along dim (not the indices)"),
         "norm": Function("norm", 1, 1, ("dim", "keepdim"), complex_analytic=False,
-                         complex_reason="it takes the modulus, |z|, which is not complex-analytic",
+                         complex_reason=Message("it takes the modulus, |z|, which is not complex-analytic"),
                          doc="2-norm of all elements, or along dim"),
         "outer": Function("outer", 2, 2, doc="outer product of two vectors"),
         "transpose": Function("transpose", 3, 3, constant_args=(1, 2), doc="swap dimensions d0 and d1"),

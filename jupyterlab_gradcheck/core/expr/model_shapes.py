@@ -14,17 +14,20 @@ import ast
 import math
 from typing import Callable
 
+from ..i18n import Message
 from .limits import DEFAULT_LIMITS
 from .parser import constant_value
 
-Fail = Callable[[str], None]
+#: Raises the one-line refusal of a Message (shapes.py adds the field and the column).
+Fail = Callable[[Message], None]
 
 
 def normal_dim(dim, rank: int, fail: Fail) -> int:
     """`dim` as a non-negative axis of a tensor of `rank` dimensions (a scalar counts as one)."""
     bound = max(rank, 1)
     if isinstance(dim, bool) or not isinstance(dim, int) or not -bound <= dim < bound:
-        fail(f"dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {dim})")
+        fail(Message("dimension out of range (expected to be in range of [{low}, {high}], but got {dim})",
+                     low=-bound, high=bound - 1, dim=dim))
     return dim % bound
 
 
@@ -45,7 +48,8 @@ def reduced_shape(shape: tuple, dim, keepdim, fail: Fail) -> tuple[int, ...]:
 def transposed_shape(shape: tuple, fail: Fail) -> tuple[int, ...]:
     """The shape of `x.T`: refused past two dimensions, where torch deprecates it."""
     if len(shape) > 2:
-        fail(f".T needs a tensor of at most 2 dimensions, got {len(shape)}D (use transpose(x, d0, d1))")
+        fail(Message(".T needs a tensor of at most 2 dimensions, got {rank}D (use transpose(x, d0, d1))",
+                     rank=len(shape)))
     return tuple(reversed(shape))
 
 
@@ -59,60 +63,69 @@ def _reshape(shape: tuple, nodes: list, fail: Fail) -> tuple[int, ...]:
     target = _integers(nodes)
     count = math.prod(shape)
     if len(target) > DEFAULT_LIMITS.max_input_rank:
-        fail(f"reshape to {len(target)} dimensions; the limit is {DEFAULT_LIMITS.max_input_rank}")
+        fail(Message("reshape to {rank} dimensions; the limit is {limit}", rank=len(target),
+                     limit=DEFAULT_LIMITS.max_input_rank))
     if target.count(-1) > 1:
-        fail("reshape: only one dimension can be inferred (-1)")
+        fail(Message("reshape: only one dimension can be inferred (-1)"))
     if any(size < -1 for size in target):
-        fail(f"reshape: invalid shape dimension {min(target)}")
+        fail(Message("reshape: invalid shape dimension {size}", size=min(target)))
     known = math.prod(size for size in target if size != -1)
+    invalid = Message("shape {target} is invalid for input of size {count}", target=list(target), count=count)
     if -1 in target:
         if known == 0 or count % known:
-            fail(f"shape {target} is invalid for input of size {count}")
+            fail(invalid)
         target[target.index(-1)] = count // known
     elif known != count:
-        fail(f"shape {target} is invalid for input of size {count}")
+        fail(invalid)
     return tuple(target)
 
 
 def _extremum(name: str, shape: tuple, keywords: dict, fail: Fail) -> tuple[int, ...]:
     dim = keywords.get("dim")
     if dim is None and keywords.get("keepdim") is not None:
-        fail(f"{name}: keepdim needs dim")
+        fail(Message("{name}: keepdim needs dim", name=name))
     if math.prod(shape) == 0:
-        fail(f"{name} of a tensor with no elements has no value")
+        fail(Message("{name} of a tensor with no elements has no value", name=name))
     return reduced_shape(shape, dim, keywords.get("keepdim"), fail)
 
 
 def _cross_entropy(logits: tuple, target_node: ast.AST, target: tuple | None, fail: Fail) -> tuple[int, ...]:
     if len(logits) not in (1, 2):
-        fail(f"cross_entropy: logits of 1 (classes) or 2 (batch x classes) dimensions expected, got {len(logits)}D")
+        fail(Message("cross_entropy: logits of 1 (classes) or 2 (batch x classes) dimensions expected, got {rank}D",
+                     rank=len(logits)))
     classes = logits[-1]
     batch = logits[0] if len(logits) == 2 else 1
     if classes == 0 or batch == 0:
-        fail(f"cross_entropy: logits of shape {list(logits)} have no class or no sample")
+        fail(Message("cross_entropy: logits of shape {shape} have no class or no sample", shape=list(logits)))
     if target is not None:  # a tensor: class probabilities
         if target != logits:
-            fail(f"cross_entropy: a tensor target gives class probabilities and must have the logits' shape "
-                 f"{list(logits)}, got {list(target)}; class indices are constant integers, e.g. "
-                 f"cross_entropy(z, [0, 2])")
+            fail(Message("cross_entropy: a tensor target gives class probabilities and must have the logits' shape "
+                         "{shape}, got {target}; class indices are constant integers, e.g. cross_entropy(z, [0, 2])",
+                         shape=list(logits), target=list(target)))
         return ()
     if isinstance(target_node, (ast.List, ast.Tuple)):
         if len(logits) == 1:
-            fail("cross_entropy: for 1-D logits (one sample) the class index is one integer, e.g. cross_entropy(z, 2)")
+            fail(Message("cross_entropy: for 1-D logits (one sample) the class index is one integer, "
+                         "e.g. cross_entropy(z, 2)"))
         indices = _integers([target_node])
         if len(indices) != batch:
-            fail(f"cross_entropy: {len(indices)} class {'index' if len(indices) == 1 else 'indices'} for a batch of {batch}")
+            if len(indices) == 1:
+                fail(Message("cross_entropy: {count} class index for a batch of {batch}", count=1, batch=batch))
+            fail(Message("cross_entropy: {count} class indices for a batch of {batch}", count=len(indices),
+                         batch=batch))
     else:
         index = constant_value(target_node)
         if type(index) is not int:
-            fail(f"cross_entropy: a constant target must be an integer class index, got {index!r}")
+            fail(Message("cross_entropy: a constant target must be an integer class index, got {index!r}", index=index))
         if len(logits) == 2:
-            fail(f"cross_entropy: a batch of {batch} needs a list of {batch} class indices, e.g. "
-                 f"cross_entropy(z, [{', '.join(['0'] * min(batch, 3))}{', ...' if batch > 3 else ''}])")
+            example = ", ".join(["0"] * min(batch, 3)) + (", ..." if batch > 3 else "")
+            fail(Message("cross_entropy: a batch of {batch} needs a list of {batch} class indices, e.g. "
+                         "cross_entropy(z, [{example}])", batch=batch, example=example))
         indices = [constant_value(target_node)]
     wrong = next((i for i in indices if not 0 <= i < classes), None)
     if wrong is not None:
-        fail(f"cross_entropy: class index {wrong} is out of range for {classes} classes")
+        fail(Message("cross_entropy: class index {index} is out of range for {classes} classes", index=wrong,
+                     classes=classes))
     return ()
 
 
@@ -120,10 +133,11 @@ def _one_hot(indices_node: ast.AST, classes: int, fail: Fail) -> tuple[int, ...]
     indices = constant_value(indices_node)
     listed = isinstance(indices, list)
     if classes < 1:
-        fail(f"one_hot: the number of classes must be positive, got {classes}")
+        fail(Message("one_hot: the number of classes must be positive, got {classes}", classes=classes))
     wrong = next((i for i in (indices if listed else [indices]) if not 0 <= i < classes), None)
     if wrong is not None:
-        fail(f"one_hot: class index {wrong} is out of range for {classes} classes")
+        fail(Message("one_hot: class index {index} is out of range for {classes} classes", index=wrong,
+                     classes=classes))
     return (len(indices), classes) if listed else (classes,)
 
 
@@ -144,7 +158,8 @@ def model_shape(name: str, nodes: list, shapes: list, keywords: dict, fail: Fail
         return reduced_shape(first, keywords.get("dim"), keywords.get("keepdim"), fail)
     if name == "outer":
         if len(first) != 1 or len(shapes[1]) != 1:
-            fail(f"outer: 1D tensors expected, but got {len(first)}D and {len(shapes[1])}D tensors")
+            fail(Message("outer: 1D tensors expected, but got {left}D and {right}D tensors", left=len(first),
+                         right=len(shapes[1])))
         return first + shapes[1]
     if name == "transpose":
         d0, d1 = (normal_dim(constant_value(n), len(first), fail) for n in nodes[1:])

@@ -23,6 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..errors import SpecError
+from ..i18n import Message
 from .functions import FUNCTIONS, RESERVED_NAMES
 from .limits import DEFAULT_LIMITS, Limits
 
@@ -32,20 +33,20 @@ _COMPARE = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
 
 _CONSTRUCT_NAMES = {
     ast.Lambda: "lambda",
-    ast.ListComp: "list comprehension",
-    ast.SetComp: "set comprehension",
-    ast.DictComp: "dict comprehension",
-    ast.GeneratorExp: "generator expression",
-    ast.NamedExpr: "assignment expression (:=)",
+    ast.ListComp: Message("list comprehension"),
+    ast.SetComp: Message("set comprehension"),
+    ast.DictComp: Message("dict comprehension"),
+    ast.GeneratorExp: Message("generator expression"),
+    ast.NamedExpr: Message("assignment expression (:=)"),
     ast.JoinedStr: "f-string",
     ast.FormattedValue: "f-string",
-    ast.Starred: "starred argument",
-    ast.IfExp: "conditional expression",
-    ast.BoolOp: "boolean operator",
-    ast.Dict: "dict literal",
-    ast.Set: "set literal",
-    ast.List: "list literal",
-    ast.Tuple: "tuple",
+    ast.Starred: Message("starred argument"),
+    ast.IfExp: Message("conditional expression"),
+    ast.BoolOp: Message("boolean operator"),
+    ast.Dict: Message("dict literal"),
+    ast.Set: Message("set literal"),
+    ast.List: Message("list literal"),
+    ast.Tuple: Message("tuple"),
     ast.Await: "await",
     ast.Yield: "yield",
     ast.YieldFrom: "yield",
@@ -76,16 +77,18 @@ class Expression:
         found = sorted(_with_reason(FUNCTIONS[name]) for name in self.functions
                        if not FUNCTIONS[name].complex_analytic)
         if self.has_comparison:
-            found.append("comparison")
+            found.append(Message("comparison"))
         return found
 
 
 def _with_reason(function) -> str:
-    return f"{function.name} ({function.complex_reason})" if function.complex_reason else function.name
+    if not function.complex_reason:
+        return function.name
+    return Message("{name} ({reason})", name=function.name, reason=function.complex_reason)
 
 
-def _where(node: ast.AST) -> str:
-    return f"column {getattr(node, 'col_offset', 0) + 1}"
+def _column(node: ast.AST) -> int:
+    return getattr(node, "col_offset", 0) + 1
 
 
 class _Checker:
@@ -101,41 +104,45 @@ class _Checker:
         self.comparison = False
         self.subscripts = False
 
-    def fail(self, message: str, node: ast.AST) -> None:
-        raise SpecError(f"{self.field}: {message} at {_where(node)}", field=self.field)
+    def fail(self, problem: Message, node: ast.AST) -> None:
+        """Refuse `problem` (a Message, translated when shown) at the column of `node`."""
+        raise SpecError("{where}: {problem} at column {column}", where=self.field, problem=problem,
+                        column=_column(node), field=self.field)
 
     def visit(self, node: ast.AST, depth: int = 0) -> None:
         self.nodes += 1
         if self.nodes > self.limits.max_expression_nodes:
-            self.fail(f"expression has more than {self.limits.max_expression_nodes} nodes", node)
+            self.fail(Message("expression has more than {count} nodes", count=self.limits.max_expression_nodes), node)
         if depth > self.limits.max_expression_depth:
-            self.fail(f"expression nests deeper than {self.limits.max_expression_depth}", node)
+            self.fail(Message("expression nests deeper than {depth}", depth=self.limits.max_expression_depth), node)
         method = getattr(self, f"visit_{type(node).__name__}", None)
         if method is None:
             construct = _CONSTRUCT_NAMES.get(type(node), type(node).__name__)
-            self.fail(f"{construct} is not allowed", node)
+            self.fail(Message("{construct} is not allowed", construct=construct), node)
         method(node, depth + 1)
 
     def visit_Constant(self, node: ast.Constant, depth: int) -> None:
         value = node.value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            kind = "string" if isinstance(value, (str, bytes)) else type(value).__name__
-            self.fail(f"{kind} constant {value!r:.40} is not allowed", node)
+            kind = Message("string") if isinstance(value, (str, bytes)) else type(value).__name__
+            self.fail(Message("{kind} constant {value!r:.40} is not allowed", kind=kind, value=value), node)
         if abs(value) > self.limits.max_literal:
-            self.fail(f"number {value!r:.40} exceeds the limit {self.limits.max_literal:g}", node)
+            self.fail(Message("number {value!r:.40} exceeds the limit {limit:g}", value=value,
+                              limit=self.limits.max_literal), node)
 
     def visit_Name(self, node: ast.Name, depth: int) -> None:
         if node.id.startswith("__"):
-            self.fail(f"dunder name {node.id!r} is not allowed", node)
+            self.fail(Message("dunder name {name!r} is not allowed", name=node.id), node)
         if node.id not in self.allowed:
-            hint = " (call it, e.g. torch.sin(x))" if node.id in RESERVED_NAMES else ""
-            declared = ", ".join(sorted(self.allowed)) or "none"
-            self.fail(f"unknown name {node.id!r}{hint}; declared inputs: {declared}", node)
+            hint = Message(" (call it, e.g. torch.sin(x))") if node.id in RESERVED_NAMES else ""
+            declared = ", ".join(sorted(self.allowed)) or Message("none")
+            self.fail(Message("unknown name {name!r}{hint}; declared inputs: {declared}", name=node.id, hint=hint,
+                              declared=declared), node)
         self.used.add(node.id)
 
     def visit_BinOp(self, node: ast.BinOp, depth: int) -> None:
         if type(node.op) not in _BINARY:
-            self.fail(f"operator {type(node.op).__name__} is not allowed", node)
+            self.fail(Message("operator {operator} is not allowed", operator=type(node.op).__name__), node)
         if isinstance(node.op, ast.Pow):
             self._check_exponent(node.right, node)
         self.visit(node.left, depth)
@@ -146,21 +153,19 @@ class _Checker:
             exponent = exponent.operand
         if isinstance(exponent, ast.Constant) and isinstance(exponent.value, (int, float)):
             if not isinstance(exponent.value, bool) and abs(exponent.value) > self.limits.max_exponent:
-                self.fail(
-                    f"exponent {exponent.value!r:.40} exceeds the limit {self.limits.max_exponent:g}",
-                    node,
-                )
+                self.fail(Message("exponent {value!r:.40} exceeds the limit {limit:g}", value=exponent.value,
+                                  limit=self.limits.max_exponent), node)
         elif isinstance(exponent, ast.BinOp) and isinstance(exponent.op, ast.Pow):
-            self.fail("a power of a power in an exponent (tower) is not allowed", node)
+            self.fail(Message("a power of a power in an exponent (tower) is not allowed"), node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp, depth: int) -> None:
         if type(node.op) not in _UNARY:
-            self.fail(f"operator {type(node.op).__name__} is not allowed", node)
+            self.fail(Message("operator {operator} is not allowed", operator=type(node.op).__name__), node)
         self.visit(node.operand, depth)
 
     def visit_Compare(self, node: ast.Compare, depth: int) -> None:
         if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
-            self.fail("only one comparison of <, <=, > or >= is allowed", node)
+            self.fail(Message("only one comparison of <, <=, > or >= is allowed"), node)
         self.comparison = True
         self.visit(node.left, depth)
         self.visit(node.comparators[0], depth)
@@ -181,9 +186,9 @@ class _Checker:
     def _check_index_constant(self, node: ast.AST) -> None:
         inner = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) else node
         if not (isinstance(inner, ast.Constant) and type(inner.value) is int):
-            self.fail("a subscript must be an integer constant or a constant slice", node)
+            self.fail(Message("a subscript must be an integer constant or a constant slice"), node)
         if abs(inner.value) > self.limits.max_input_elements:
-            self.fail("subscript is out of any allowed input's range", node)
+            self.fail(Message("subscript is out of any allowed input's range"), node)
 
     def visit_Call(self, node: ast.Call, depth: int) -> None:
         func = node.func
@@ -193,49 +198,54 @@ class _Checker:
         elif isinstance(func, ast.Attribute):
             name = func.attr
             if name.startswith("_"):
-                self.fail(f"attribute {name!r} is not allowed", func)
+                self.fail(Message("attribute {name!r} is not allowed", name=name), func)
             if isinstance(func.value, ast.Name) and func.value.id == "torch":
                 pass
             else:
                 receiver = func.value
         else:
-            self.fail("only named functions can be called", node)
+            self.fail(Message("only named functions can be called"), node)
             return
         if receiver is not None:
             self.visit(receiver, depth)  # refuse what the method hangs on before its arity
         spec = FUNCTIONS.get(name)
         if spec is None:
-            self.fail(f"function {name!r} is not in the allowed list", func)
+            self.fail(Message("function {name!r} is not in the allowed list", name=name), func)
         if receiver is not None and not spec.method:
-            self.fail(f"{name!r} cannot be called as a tensor method; write {name}(...)", func)
+            self.fail(Message("{name!r} cannot be called as a tensor method; write {name}(...)", name=name), func)
         count = len(node.args) + (1 if receiver is not None else 0)
         if name in ("max", "min") and count == 2:
-            self.fail(f"{name} reduces one tensor; the elementwise {name} of two is {name}imum(a, b)", node)
+            self.fail(Message("{name} reduces one tensor; the elementwise {name} of two is {name}imum(a, b)",
+                              name=name), node)
         if not spec.min_args <= count <= spec.max_args:
-            hint = " (give the dimension as a keyword, dim=...)" if count > spec.max_args and "dim" in spec.keywords else ""
-            self.fail(f"{name} takes {spec.min_args} to {spec.max_args} arguments, got {count}{hint}", node)
+            hint = Message(" (give the dimension as a keyword, dim=...)") \
+                if count > spec.max_args and "dim" in spec.keywords else ""
+            self.fail(Message("{name} takes {least} to {most} arguments, got {count}{hint}", name=name,
+                              least=spec.min_args, most=spec.max_args, count=count, hint=hint), node)
         given: set[str] = set()
         for keyword in node.keywords:
             if keyword.arg is None:
-                self.fail("** keyword unpacking is not allowed", keyword.value)
+                self.fail(Message("** keyword unpacking is not allowed"), keyword.value)
             if keyword.arg in given:  # ast accepts it; only the compiler would refuse it
-                self.fail(f"keyword {keyword.arg!r} is given twice", keyword.value)
+                self.fail(Message("keyword {keyword!r} is given twice", keyword=keyword.arg), keyword.value)
             given.add(keyword.arg)
             if keyword.arg not in spec.keywords:
-                allowed = ", ".join(spec.keywords) or "none"
-                self.fail(f"keyword {keyword.arg!r} is not allowed for {name} (allowed: {allowed})", keyword.value)
+                allowed = ", ".join(spec.keywords) or Message("none")
+                self.fail(Message("keyword {keyword!r} is not allowed for {name} (allowed: {allowed})",
+                                  keyword=keyword.arg, name=name, allowed=allowed), keyword.value)
             value = keyword.value
             if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
                 value = value.operand
             if keyword.arg == "keepdim":
                 if not (isinstance(value, ast.Constant) and isinstance(value.value, bool)):
-                    self.fail("keepdim must be True or False", keyword.value)
+                    self.fail(Message("keepdim must be True or False"), keyword.value)
             elif not (isinstance(value, ast.Constant) and isinstance(value.value, (int, float))
                       and not isinstance(value.value, bool)):
-                self.fail(f"keyword {keyword.arg!r} must be a number constant", keyword.value)
+                self.fail(Message("keyword {keyword!r} must be a number constant", keyword=keyword.arg), keyword.value)
         missing = [k for k in spec.required if k not in given]
         if missing:
-            self.fail(f"{name} needs the keyword {missing[0]}, e.g. {name}(z, {missing[0]}=0)", node)
+            self.fail(Message("{name} needs the keyword {keyword}, e.g. {name}(z, {keyword}=0)", name=name,
+                              keyword=missing[0]), node)
         if name == "pow":
             self._check_exponent(node.args[-1], node)
         self.calls.add(name)
@@ -243,36 +253,41 @@ class _Checker:
         for position, argument in enumerate(node.args, start=first):
             if position in spec.constant_args:
                 sequence_allowed = position in spec.sequence_args and (name != "reshape" or count == 2)
-                self._check_integers(argument, f"{name}: argument {position + 1}", sequence_allowed)
+                what = Message("{name}: argument {position}", name=name, position=position + 1)
+                self._check_integers(argument, what, sequence_allowed)
             elif position in spec.index_list_args and isinstance(argument, (ast.List, ast.Tuple)):
-                self._check_integers(argument, f"{name}: a list of class indices", True)
+                self._check_integers(argument, Message("{name}: a list of class indices", name=name), True)
             else:
                 self.visit(argument, depth)
 
-    def _check_integers(self, node: ast.AST, what: str, sequence_allowed: bool) -> None:
+    def _check_integers(self, node: ast.AST, what: Message, sequence_allowed: bool) -> None:
         """An integer constant (a dimension, a size, a class index), or a flat constant tuple or
         list of them where `sequence_allowed`: never evaluated, so never a tensor or an input."""
         items = node.elts if sequence_allowed and isinstance(node, (ast.List, ast.Tuple)) else [node]
         if len(items) > self.limits.max_input_elements:
-            self.fail(f"{what} has more than {self.limits.max_input_elements} entries", node)
+            self.fail(Message("{what} has more than {count} entries", what=what,
+                              count=self.limits.max_input_elements), node)
         for item in items:
             self.nodes += 1
             inner = item.operand if isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub) else item
             if not (isinstance(inner, ast.Constant) and type(inner.value) is int):
-                kind = "a tuple or list of integer constants" if sequence_allowed else "an integer constant"
-                self.fail(f"{what} must be {kind}", item)
+                kind = Message("a tuple or list of integer constants") if sequence_allowed \
+                    else Message("an integer constant")
+                self.fail(Message("{what} must be {kind}", what=what, kind=kind), item)
             if abs(inner.value) > self.limits.max_literal:
-                self.fail(f"number {inner.value!r:.40} exceeds the limit {self.limits.max_literal:g}", item)
+                self.fail(Message("number {value!r:.40} exceeds the limit {limit:g}", value=inner.value,
+                                  limit=self.limits.max_literal), item)
         if self.nodes > self.limits.max_expression_nodes:
-            self.fail(f"expression has more than {self.limits.max_expression_nodes} nodes", node)
+            self.fail(Message("expression has more than {count} nodes", count=self.limits.max_expression_nodes), node)
 
     def visit_Attribute(self, node: ast.Attribute, depth: int) -> None:
         if node.attr.startswith("__"):
-            self.fail(f"dunder attribute {node.attr!r} is not allowed", node)
+            self.fail(Message("dunder attribute {name!r} is not allowed", name=node.attr), node)
         if node.attr == "T":  # the transpose of a matrix, x.T: the one attribute the language has
             self.visit(node.value, depth)
             return
-        self.fail(f"attribute {node.attr!r} is not allowed (only .T and calls of listed functions)", node)
+        self.fail(Message("attribute {name!r} is not allowed (only .T and calls of listed functions)",
+                          name=node.attr), node)
 
 
 def call_parts(node: ast.Call) -> tuple[str, list]:
@@ -305,11 +320,9 @@ def _refuse_invisible(text: str, field_name: str) -> None:
                 continue
         category = unicodedata.category(char)
         name = unicodedata.name(char, f"U+{ord(char):04X}")
-        raise SpecError(
-            f"{field_name}: character {name} ({category}) at column {column} is not allowed; "
-            "expressions are plain ASCII",
-            field=field_name,
-        )
+        raise SpecError("{where}: character {name} ({category}) at column {column} is not allowed; "
+                        "expressions are plain ASCII", where=field_name, name=name, category=category,
+                        column=column, field=field_name)
 
 
 def _parse_quietly(text: str) -> ast.Expression:
@@ -329,33 +342,32 @@ def parse_expression(
 ) -> Expression:
     """Parse and check `text` against the language; raise SpecError naming what is refused."""
     if not isinstance(text, str):
-        raise SpecError(f"{field_name} must be a string, got {type(text).__name__}", field=field_name)
+        raise SpecError("{where} must be a string, got {kind}", where=field_name, kind=type(text).__name__,
+                        field=field_name)
     if len(text) > limits.max_expression_length:
-        raise SpecError(
-            f"{field_name} is {len(text)} characters; the limit is {limits.max_expression_length}",
-            field=field_name,
-        )
+        raise SpecError("{where} is {length} characters; the limit is {limit}", where=field_name,
+                        length=len(text), limit=limits.max_expression_length, field=field_name)
     if not text.strip():
-        raise SpecError(f"{field_name} is empty", field=field_name)
+        raise SpecError("{where} is empty", where=field_name, field=field_name)
     _refuse_invisible(text, field_name)
     comment = text.find("#")  # outside a string (strings are refused anyway) it starts a comment
     if comment >= 0:
-        raise SpecError(f"{field_name}: a comment (#) is not allowed at column {comment + 1}: only the "
+        raise SpecError("{where}: a comment (#) is not allowed at column {column}: only the "
                         "expression is checked, yet a comment would be kept and shown as if it were",
-                        field=field_name)
+                        where=field_name, column=comment + 1, field=field_name)
     try:
         tree = _parse_quietly(text.strip())
     except SyntaxError as exc:
-        raise SpecError(
-            f"{field_name}: syntax error at column {exc.offset or 0}: {exc.msg}", field=field_name
-        ) from None
+        raise SpecError("{where}: syntax error at column {column}: {detail}", where=field_name,
+                        column=exc.offset or 0, detail=exc.msg, field=field_name) from None
     except (RecursionError, MemoryError, ValueError):
-        raise SpecError(f"{field_name}: expression is too deeply nested to parse", field=field_name) from None
+        raise SpecError("{where}: expression is too deeply nested to parse", where=field_name,
+                        field=field_name) from None
     checker = _Checker(frozenset(names), limits, field_name)
     for node in ast.walk(tree):
         dunder = getattr(node, "id", None) or getattr(node, "attr", None)
         if isinstance(dunder, str) and dunder.startswith("__"):
-            checker.fail(f"dunder name {dunder!r} is not allowed", node)
+            checker.fail(Message("dunder name {name!r} is not allowed", name=dunder), node)
     checker.visit(tree.body)
     return Expression(
         source=text.strip(),

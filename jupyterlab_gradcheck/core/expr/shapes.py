@@ -17,6 +17,7 @@ import operator
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ..i18n import Message
 from .functions import FUNCTIONS, literal_argument
 from .limits import DEFAULT_LIMITS
 from .model_shapes import model_shape, reduced_shape, transposed_shape
@@ -42,14 +43,17 @@ class _Value:
 
 
 def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """numpy/torch broadcasting; ValueError naming the shapes when they do not broadcast."""
+    """numpy/torch broadcasting; ValueError naming the shapes when they do not broadcast (its
+    argument a Message, so a surface can show it in the reader's language)."""
     rank = max((len(s) for s in shapes), default=0)
     result = []
     for axis in range(rank):
         sizes = {s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0} - {1}
         if len(sizes) > 1:
-            listed = " and ".join(str(list(s)) for s in shapes)
-            raise ValueError(f"shapes {listed} cannot broadcast: sizes must match or be 1")
+            listed = str(list(shapes[0]))
+            for shape in shapes[1:]:  # "[2] and [3] and [1]", the joining word translated when shown
+                listed = Message("{left} and {right}", left=listed, right=str(list(shape)))
+            raise ValueError(Message("shapes {listed} cannot broadcast: sizes must match or be 1", listed=listed))
         result.append(sizes.pop() if sizes else 1)
     return tuple(result)
 
@@ -61,9 +65,10 @@ class _Inference:
         self.limit = limit
         self.largest = max((math.prod(s) for s in self.shapes.values()), default=1)
 
-    def fail(self, message: str, node: ast.AST) -> None:
-        column = getattr(node, "col_offset", 0) + 1
-        raise SpecError(f"{self.field}: {message} at column {column}", field=self.field)
+    def fail(self, problem: Message, node: ast.AST) -> None:
+        """Refuse `problem` (a Message, translated when shown) at the column of `node`."""
+        raise SpecError("{where}: {problem} at column {column}", where=self.field, problem=problem,
+                        column=getattr(node, "col_offset", 0) + 1, field=self.field)
 
     def infer(self, node: ast.AST, where_condition: bool = False) -> _Value:
         try:
@@ -71,12 +76,12 @@ class _Inference:
         except SpecError:
             raise
         except ValueError as exc:  # a broadcast that does not fit
-            self.fail(str(exc), node)
+            self.fail(exc.args[0] if exc.args and isinstance(exc.args[0], Message) else str(exc), node)
         if value.is_tensor:
             size = math.prod(value.shape)
             if size > self.limit:
-                self.fail(f"an intermediate result of shape {list(value.shape)} has {size} elements; "
-                          f"the limit is {self.limit}", node)
+                self.fail(Message("an intermediate result of shape {shape} has {size} elements; the limit is {limit}",
+                                  shape=list(value.shape), size=size, limit=self.limit), node)
             self.largest = max(self.largest, size)
         return value
 
@@ -92,7 +97,7 @@ class _Inference:
             return _Value(None, -value.constant if isinstance(node.op, ast.USub) else value.constant)
         if isinstance(node, ast.Compare):
             if not where_condition:
-                self.fail("a comparison is only allowed as the condition of where(...)", node)
+                self.fail(Message("a comparison is only allowed as the condition of where(...)"), node)
             left, right = self.infer(node.left), self.infer(node.comparators[0])
             return _Value(broadcast(left.as_tensor_shape, right.as_tensor_shape))
         if isinstance(node, ast.BinOp):
@@ -104,7 +109,7 @@ class _Inference:
         if isinstance(node, ast.Attribute):  # .T, the only attribute the parser lets through
             value = self.infer(node.value)
             return _Value(transposed_shape(value.as_tensor_shape, lambda message: self.fail(message, node)))
-        raise ValueError(f"{type(node).__name__} is not allowed")  # the parser refuses it first
+        raise ValueError(Message("{construct} is not allowed", construct=type(node).__name__))  # refused first
 
     def _binary(self, node: ast.BinOp) -> _Value:
         left, right = self.infer(node.left), self.infer(node.right)
@@ -117,29 +122,31 @@ class _Inference:
         try:
             value = ops[type(node.op)](left.constant, right.constant)
         except ZeroDivisionError:
-            self.fail("division by zero in a constant", node)
+            self.fail(Message("division by zero in a constant"), node)
         except OverflowError:
-            self.fail("a constant overflows", node)
+            self.fail(Message("a constant overflows"), node)
         if isinstance(value, complex):
-            self.fail("a constant is not a real number", node)
+            self.fail(Message("a constant is not a real number"), node)
         if isinstance(value, int) and abs(value) >= _INT_LIMIT:
-            self.fail("an integer constant exceeds 2**63", node)
+            self.fail(Message("an integer constant exceeds 2**63"), node)
         if isinstance(value, float) and not math.isfinite(value):
-            self.fail("a constant is not finite", node)
+            self.fail(Message("a constant is not finite"), node)
         return _Value(None, value)
 
     def _matmul(self, left: _Value, right: _Value, node) -> tuple[int, ...]:
         a, b = left.as_tensor_shape, right.as_tensor_shape
         if not a or not b:
-            self.fail(f"both arguments to matmul need to be at least 1D, got {len(a)}D and {len(b)}D", node)
+            self.fail(Message("both arguments to matmul need to be at least 1D, got {left}D and {right}D",
+                              left=len(a), right=len(b)), node)
         if len(a) == 1 and len(b) == 1:
             if a != b:
-                self.fail(f"matmul of vectors of lengths {a[0]} and {b[0]}", node)
+                self.fail(Message("matmul of vectors of lengths {left} and {right}", left=a[0], right=b[0]), node)
             return ()
         inner_a = a[-1]
         inner_b = b[0] if len(b) == 1 else b[-2]
         if inner_a != inner_b:
-            self.fail(f"matmul shapes {list(a)} and {list(b)} do not multiply ({inner_a} vs {inner_b})", node)
+            self.fail(Message("matmul shapes {left} and {right} do not multiply ({inner_left} vs {inner_right})",
+                              left=list(a), right=list(b), inner_left=inner_a, inner_right=inner_b), node)
         batch = broadcast(a[:-2], b[:-2])
         rows = a[-2:-1] if len(a) > 1 else ()
         cols = b[-1:] if len(b) > 1 else ()
@@ -148,26 +155,28 @@ class _Inference:
     def _subscript(self, node: ast.Subscript) -> _Value:
         value = self.infer(node.value)
         if not value.is_tensor:
-            self.fail("a number cannot be subscripted", node)
+            self.fail(Message("a number cannot be subscripted"), node)
         shape = value.shape
         index = node.slice
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         if not shape:
-            self.fail("invalid index of a 0-dim tensor (a scalar input has no elements to pick)", node)
+            self.fail(Message("invalid index of a 0-dim tensor (a scalar input has no elements to pick)"), node)
         if len(parts) > len(shape):
-            self.fail(f"too many indices for tensor of dimension {len(shape)}", node)
+            self.fail(Message("too many indices for tensor of dimension {rank}", rank=len(shape)), node)
         result = []
         for axis, part in enumerate(parts):
             size = shape[axis]
             if isinstance(part, ast.Slice):
                 bounds = [None if b is None else constant_value(b) for b in (part.lower, part.upper, part.step)]
                 if bounds[2] is not None and bounds[2] <= 0:
-                    self.fail("slice step cannot be zero" if bounds[2] == 0 else "slice step must be positive", node)
+                    self.fail(Message("slice step cannot be zero") if bounds[2] == 0
+                              else Message("slice step must be positive"), node)
                 result.append(len(range(*slice(*bounds).indices(size))))
             else:
                 position = constant_value(part)
                 if not -size <= position < size:
-                    self.fail(f"index {position} is out of bounds for dimension {axis} with size {size}", node)
+                    self.fail(Message("index {position} is out of bounds for dimension {axis} with size {size}",
+                                      position=position, axis=axis, size=size), node)
         return _Value(tuple(result) + shape[len(parts):])
 
     def _call(self, node: ast.Call) -> _Value:
@@ -175,7 +184,7 @@ class _Inference:
         keywords = {k.arg: constant_value(k.value) for k in node.keywords}
         if name == "where":
             if not isinstance(args[0], ast.Compare):
-                self.fail("the condition of where(...) must be a comparison such as x > 0", node)
+                self.fail(Message("the condition of where(...) must be a comparison such as x > 0"), node)
             shapes = [self.infer(args[0], where_condition=True)] + [self.infer(a) for a in args[1:]]
             return _Value(broadcast(*(v.as_tensor_shape for v in shapes)))
         function = FUNCTIONS[name]
@@ -189,20 +198,22 @@ class _Inference:
             return _Value(self._reduce(shapes[0], keywords, node))
         if name == "dot":
             if len(shapes[0]) != 1 or len(shapes[1]) != 1:
-                self.fail(f"dot: 1D tensors expected, but got {len(shapes[0])}D and {len(shapes[1])}D tensors", node)
+                self.fail(Message("dot: 1D tensors expected, but got {left}D and {right}D tensors",
+                                  left=len(shapes[0]), right=len(shapes[1])), node)
             if shapes[0] != shapes[1]:
-                self.fail(f"dot: vectors of lengths {shapes[0][0]} and {shapes[1][0]}", node)
+                self.fail(Message("dot: vectors of lengths {left} and {right}", left=shapes[0][0], right=shapes[1][0]),
+                          node)
             return _Value(())
         if name == "matmul":
             return _Value(self._matmul(values[0], values[1], node))
         if name == "clamp" and len(values) == 1 and not keywords:
-            self.fail("clamp needs min or max", node)
+            self.fail(Message("clamp needs min or max"), node)
         return _Value(broadcast(*shapes))
 
     def _reduce(self, shape, keywords, node) -> tuple[int, ...]:
         dim = keywords.get("dim")
         if dim is None and keywords.get("keepdim") is not None:  # torch refuses keepdim alone
-            self.fail("keepdim needs dim", node)
+            self.fail(Message("keepdim needs dim"), node)
         return reduced_shape(shape, dim, keywords.get("keepdim"), lambda message: self.fail(message, node))
 
 

@@ -12,6 +12,7 @@ import ast
 import functools
 import math
 
+from ..i18n import Message
 from .parser import call_parts
 from .symbolic_tensor import MAX_ELEMENTS as ELEMENT_MAX_ELEMENTS
 from .symbolic_tensor import element_opinion
@@ -37,7 +38,7 @@ def _to_sympy(node, symbols):
                ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
                ast.Pow: lambda a, b: a ** b}
         if type(node.op) not in ops:
-            raise Unsupported("the @ operator")
+            raise Unsupported(Message("the @ operator"))
         return ops[type(node.op)](left, right)
     if isinstance(node, ast.Compare):
         import operator
@@ -52,7 +53,7 @@ def _to_sympy(node, symbols):
 def _call(node: ast.Call, symbols):
     name, args = call_parts(node)
     if node.keywords and name != "clamp":
-        raise Unsupported(f"{name} with keywords")
+        raise Unsupported(Message("{name} with keywords", name=name))
     a = [_to_sympy(arg, symbols) for arg in args]
     kw = {k.arg: _to_sympy(k.value, symbols) for k in node.keywords}
     table = elementwise_table()
@@ -65,7 +66,7 @@ def _call(node: ast.Call, symbols):
 
 @functools.lru_cache(maxsize=512)
 def symbolic_derivatives(source: str, names: tuple[str, ...]):
-    """(reduction, {name: derivative}, {name: Symbol}) for `source`; or a skip reason string."""
+    """(reduction, {name: derivative}, {name: Symbol}) for `source`; or a skip reason (a Message)."""
     import sympy as sp
 
     from .parser import parse_expression
@@ -85,7 +86,7 @@ def symbolic_derivatives(source: str, names: tuple[str, ...]):
     try:
         formula = _to_sympy(body, symbols)
     except Unsupported as exc:
-        return f"SymPy opinion skipped: {exc} is not handled symbolically"
+        return Message("SymPy opinion skipped: {construct} is not handled symbolically", construct=exc.construct)
     return reduction, {n: sp.diff(formula, symbols[n]) for n in names}, symbols
 
 
@@ -112,15 +113,15 @@ def _per_input(spec, inputs: dict):
         return derived
     reduction, derivatives, symbols = derived
     if spec.grad_output is not None:
-        return "a grad_output weights the output's elements, which one symbol per input cannot"
+        return Message("a grad_output weights the output's elements, which one symbol per input cannot")
     shapes = {n: tuple(t.shape) for n, t in inputs.items()}
     try:
         full = torch.broadcast_shapes(*shapes.values())
     except RuntimeError:
-        return "inputs do not broadcast elementwise"
+        return Message("inputs do not broadcast elementwise")
     if reduction is None and full != ():
         if any(shape != full for shape in shapes.values()):
-            return "non-scalar output with broadcast inputs"
+            return Message("non-scalar output with broadcast inputs")
     expanded = {n: t.detach().to("cpu", torch.float64).broadcast_to(full).reshape(-1) for n, t in inputs.items()}
     count = max(1, int(torch.tensor(full).prod()) if full else 1)
     scale = 1.0 / count if reduction == "mean" else 1.0
@@ -136,9 +137,9 @@ def _per_input(spec, inputs: dict):
             elif shapes[n] == ():
                 result_values[n] = per_element.sum().reshape(())
             else:
-                return "partially broadcast input"
+                return Message("partially broadcast input")
     except Unsupported as exc:
-        return f"SymPy opinion skipped: {exc} is not evaluated numerically"
+        return Message("SymPy opinion skipped: {construct} is not evaluated numerically", construct=exc.construct)
     text = {n: str(derivatives[n]) for n in names}
     return result_values, text, _symbolic_equal(spec, derivatives, names)
 
@@ -152,15 +153,16 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
 
     names = tuple(spec.inputs)
     if spec.expression is None:
-        return {"status": "skipped", "reason": "a Python callable has no formula for SymPy"}
+        return {"status": "skipped", "reason": Message("a Python callable has no formula for SymPy")}
     total = sum(t.numel() for t in inputs.values())
     if total > MAX_ELEMENTS:
-        return {"status": "skipped", "reason": f"more than {MAX_ELEMENTS} input elements"}
+        return {"status": "skipped", "reason": Message("more than {count} input elements", count=MAX_ELEMENTS)}
     found = _per_input(spec, inputs)
     if isinstance(found, str):
         if total > ELEMENT_MAX_ELEMENTS:
-            return {"status": "skipped", "reason": f"{found}; the element-by-element opinion takes at most "
-                                                   f"{ELEMENT_MAX_ELEMENTS} input elements"}
+            return {"status": "skipped", "reason": Message(
+                "{reason}; the element-by-element opinion takes at most {count} input elements",
+                reason=found, count=ELEMENT_MAX_ELEMENTS)}
         found = element_opinion(spec, inputs)
         if isinstance(found, str):
             return {"status": "skipped", "reason": found}
@@ -175,10 +177,10 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
         )
 
     hand_ok, autograd_ok = agrees(analytical), agrees(autograd)
-    parts = [f"SymPy differentiates {spec.expression.source} to "
-             + ", ".join(f"d/d{n} = {derivatives[n]}" for n in names)]
-    parts.append("the hand derivation " + ("agrees" if hand_ok else "disagrees"))
-    parts.append("autograd " + ("agrees" if autograd_ok else "disagrees"))
+    verdicts = {True: Message("agrees"), False: Message("disagrees")}
+    reason = Message("SymPy differentiates {source} to {derivatives}; the hand derivation {hand}; autograd {autograd}",
+                     source=spec.expression.source, derivatives=", ".join(f"d/d{n} = {derivatives[n]}" for n in names),
+                     hand=verdicts[hand_ok], autograd=verdicts[autograd_ok])
     return {
         "status": "agrees" if hand_ok and autograd_ok else "disagrees",
         "derivative": derivatives,
@@ -186,7 +188,7 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
         "analytical_agrees": hand_ok,
         "autograd_agrees": autograd_ok,
         "symbolically_equal": symbolic_equal,
-        "reason": "; ".join(parts),
+        "reason": reason,
     }
 
 

@@ -16,6 +16,7 @@ import ast
 import functools
 import operator
 
+from ..i18n import Message
 from .functions import FUNCTIONS, literal_argument
 from .parser import call_parts, constant_value, parse_expression
 from .sympy_values import Unsupported, clamped, elementwise_table, float_value, identical, tame
@@ -69,7 +70,8 @@ class _Builder:
         """Refuse to build an array of SymPy expressions past MAX_INTERMEDIATE elements."""
         size = int(self.np.prod(shape)) if shape else 1
         if size > MAX_INTERMEDIATE:
-            raise Unsupported(f"an intermediate result of {size} elements (more than {MAX_INTERMEDIATE})")
+            raise Unsupported(Message("an intermediate result of {size} elements (more than {limit})", size=size,
+                                      limit=MAX_INTERMEDIATE))
 
     def map(self, function, *arrays):
         count = len(arrays)
@@ -148,7 +150,8 @@ class _Builder:
         if name in ("max", "min"):
             among = x.size if dim is None else x.shape[dim]
             if among > EXTREMUM_MAX_ELEMENTS:  # SymPy's Max of n arguments differentiates in O(n^3)
-                raise Unsupported(f"{name}() over more than {EXTREMUM_MAX_ELEMENTS} elements")
+                raise Unsupported(Message("{name}() over more than {count} elements", name=name,
+                                          count=EXTREMUM_MAX_ELEMENTS))
             pick = sp.Max if name == "max" else sp.Min
             return pick(*x.flat) if dim is None else np.frompyfunc(pick, 2, 1).reduce(x, axis=dim, keepdims=keepdim)
         if name == "norm":
@@ -247,7 +250,7 @@ def element_opinion(spec, inputs: dict):
         result = {name: torch.tensor([float_value(d, env) for d in derivatives[name].reshape(-1)],
                                      dtype=torch.float64).reshape(shape) for name, shape in shapes}
     except Unsupported as exc:
-        return f"SymPy opinion skipped: {exc} is not handled element by element"
+        return Message("SymPy opinion skipped: {construct} is not handled element by element", construct=exc.construct)
     arrays = element_formula(spec.expression.source, shapes)[1]
     text = {name: _text(arrays[name], derivatives[name]) for name, _ in shapes}
     verdicts = []

@@ -11,9 +11,17 @@ from __future__ import annotations
 import functools
 import math
 
+from ..i18n import Message
+
 
 class Unsupported(Exception):
-    """A construct a SymPy opinion does not convert or evaluate; its text names the construct."""
+    """A construct a SymPy opinion does not convert or evaluate; its argument (a Message, or a
+    node's name) names the construct."""
+
+    @property
+    def construct(self):
+        """What is not handled, as raised: a Message is translated where it is shown."""
+        return self.args[0] if self.args else str(self)
 
 
 def elementwise_table() -> dict:
@@ -98,7 +106,7 @@ def float_value(expr, env: dict) -> float:
     if isinstance(expr, (sp.Max, sp.Min)):
         values = [float_value(a, env) for a in args]
         return max(values) if isinstance(expr, sp.Max) else min(values)
-    raise Unsupported(f"{type(expr).__name__} in the derivative")
+    raise Unsupported(Message("{kind} in the derivative", kind=type(expr).__name__))
 
 
 #: Operations above which SymPy's simplify is not attempted (it can take unbounded time).

@@ -28,7 +28,16 @@ export async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath:
   await page.contents.uploadContent(JSON.stringify(NOTEBOOK), 'text', file);
   await page.notebook.openByPath(file);
   await page.notebook.activate('lab1.ipynb');
+  await kernelIdle(page);
   return file;
+}
+
+/**
+ * Wait until the open notebook's kernel is idle: while it starts, the notebook takes the
+ * focus back and closes a command palette opened meanwhile.
+ */
+async function kernelIdle(page: Page): Promise<void> {
+  await expect(page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first()).toBeVisible({ timeout: 60000 });
 }
 
 /**
@@ -42,6 +51,7 @@ export async function openNotebookByCommand(page: galata.IJupyterLabPageFixture,
   await page.evaluate(path => (window as any).jupyterapp.commands.execute('docmanager:open', { path }), file);
   await expect(page.locator('.jp-NotebookPanel').first()).toBeVisible({ timeout: 30000 });
   await expect(page.locator('.jp-NotebookPanel .jp-Cell').first()).toBeVisible({ timeout: 30000 });
+  await kernelIdle(page);
   return file;
 }
 
@@ -71,15 +81,21 @@ export async function openPanel(page: Page, words: IPaletteWords = ENGLISH_PALET
   const labels = items.locator('.lm-CommandPalette-itemLabel');
   await expect(async () => {
     if (!(await input.isVisible())) {
-      await page.evaluate(() => (window as any).jupyterapp.commands.execute('apputils:activate-command-palette'));
+      // Not awaited inside the page: the modal palette's command may settle only when it closes.
+      await page.evaluate(() => {
+        void (window as any).jupyterapp.commands.execute('apputils:activate-command-palette');
+      });
     }
     await expect(input).toBeVisible({ timeout: 2000 });
-    await input.fill(words.search);
+    // Emptied first: filling in the text it already holds would not search again. Each step has
+    // a short timeout, so a palette closed under it makes this attempt fail and the next retry.
+    await input.fill('', { timeout: 2000 });
+    await input.fill(words.search, { timeout: 2000 });
     await expect(labels.first()).toHaveText(words.labels[0], { timeout: 2000 });
     await expect(labels.nth(1)).toHaveText(words.labels[1], { timeout: 2000 });
     await expect(labels.nth(2)).toHaveText(words.labels[2], { timeout: 2000 });
     await items.first().click({ timeout: 2000 });
-  }).toPass({ timeout: 30000 });
+  }).toPass({ timeout: 60000 });
   const panel = page.locator('[data-testid="gradcheck-panel"]');
   await expect(panel).toBeVisible();
   return panel;

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -174,9 +177,6 @@ def _worker_kill(server: LiveJupyter, seconds: float) -> dict:
     killed = {}
 
     def kill():
-        import os
-        import signal
-
         for _ in range(200):  # a worker in the middle of a check, not one between checks
             _, status = server.request("GET", "status")
             busy = [w["pid"] for w in status["pool"]["workers"] if w["state"] == "busy"]
@@ -217,8 +217,6 @@ def _immutable(server: LiveJupyter, seconds: float) -> dict:
 
 def _disconnects(server: LiveJupyter, n: int, count: int) -> dict:
     """While both workers are busy with heavy checks, `count` clients send and hang up."""
-    import socket
-
     stop = threading.Event()
     heavy = [_Client(server, _notebook(server, f"dheavy{i}"), _heavy(n), stop, once=True) for i in range(2)]
     for client in heavy:

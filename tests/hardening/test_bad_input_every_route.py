@@ -15,10 +15,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from traitlets.config import Config
 
 import bad_bodies
 from figures import record
+from support.server import one_worker_config
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": "2*x"}
 
@@ -26,11 +26,7 @@ SEED = {"function": "x*x", "x": 3, "analytical_gradient": "2*x"}
 @pytest.fixture
 def jp_server_config():
     """The extension on, authentication required, one worker."""
-    return Config({
-        "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True},
-                      "allow_unauthenticated_access": False},
-        "GradcheckExtension": {"workers": 1, "timeout": 60.0},
-    })
+    return one_worker_config()
 
 
 def _problems(status: int, text: str, root: str) -> list[str]:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from traitlets.config import Config
 
 import corpus
 from figures import record
+from support.server import one_worker_config
 
 NOTEBOOK = "work/lab1.ipynb"
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
@@ -27,11 +27,7 @@ SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
 @pytest.fixture
 def jp_server_config():
     """The extension on, authentication required, one worker."""
-    return Config({
-        "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True},
-                      "allow_unauthenticated_access": False},
-        "GradcheckExtension": {"workers": 1, "timeout": 60.0},
-    })
+    return one_worker_config()
 
 
 def _request_body(case: corpus.Case) -> bytes:

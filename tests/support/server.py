@@ -27,3 +27,13 @@ def server_config(**extension_options) -> Config:
         },
         "GradcheckExtension": options,
     })
+
+
+def one_worker_config() -> Config:
+    """A server for the hostile-input stories: the extension on, authentication required, one
+    worker, a timeout no refused request comes near, and no test-only slow functions."""
+    return Config({
+        "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True},
+                      "allow_unauthenticated_access": False},
+        "GradcheckExtension": {"workers": 1, "timeout": 60.0},
+    })

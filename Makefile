@@ -33,7 +33,7 @@ labextension/package.json: $(STAMPS)/node $(TS_SOURCES)
 	jlpm build:prod
 
 $(STAMPS)/install: labextension/package.json pyproject.toml
-	$(PIP) install --no-build-isolation -e '.[test]'
+	$(PIP) install --no-build-isolation -e '.[test,grading]'
 	@touch $@
 
 # Extra options for `jupyter lab`, e.g. LAB_OPTS="--no-browser --port 8890".

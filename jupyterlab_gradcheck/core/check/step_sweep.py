@@ -28,6 +28,8 @@ from .policy import STEP_SCALE_CAP
 
 #: Decades of step swept: 10^0 down to 10^-16.
 DECADES = tuple(range(0, 17))
+#: The note of a narrower series evaluated with the function's own float64 tensors cast at every call.
+CAST_NOTE = "evaluated with every float64 operand cast to {dtype} (the function holds its own tensors)"
 
 
 def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0, **options) -> dict:
@@ -59,13 +61,14 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
     floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
     relative = abs(reference) > 0
     series, notes = [], []
-    together, refused = _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
+    together, refused, promoted = _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
     for dtype in dtypes:
         if dtype in together:
-            steps, estimates, note = [10.0 ** -k * scale for k in DECADES], together[dtype], ""
+            steps, (estimates, note) = [10.0 ** -k * scale for k in DECADES], together[dtype]
         else:
             steps, estimates, note = _estimates(function, values, v, name, flat_index, dtype, scheme, scale,
-                                                refused=refused, guard=batching is None and not refused)
+                                                refused=refused, guard=batching is None and not refused,
+                                                promotes=dtype in promoted)
         if note:
             notes.append(f"{dtype}: {note}")
         if not steps:
@@ -100,38 +103,49 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
     return result
 
 
-def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching) -> tuple[dict, str]:
-    """({dtype: estimates as floats} of the series one batched evaluation gave, why batching was refused or "").
+def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching) -> tuple[dict, str, set]:
+    """({dtype: (estimates as floats, note)} of the series one batched evaluation gave, why batching was
+    refused or "", the dtypes whose series came back promoted to float64 by the function's own tensors).
 
     Every series' shifted copies go through one vmap call (core/check/finite_difference.py
     `quotients_together`), each stacked and evaluated as a series alone would be, so the values
-    are those of separate evaluations. A series left out (the function promoted float32 to its own
-    float64 tensors, or the batch could not run) is evaluated on its own by `_estimates`.
+    are those of separate evaluations. A function that holds float64 tensors of its own is seen
+    first, by one evaluation at x in the narrower dtype (it raises, or answers in float64); its
+    narrower series then goes into the same call evaluated with every operand cast (`_downcast`).
+    A series left out (the batch could not run) is evaluated on its own by `_estimates`.
     """
     import torch
 
     if batching:  # the check's own batch guard refused this input
-        return {}, batching
+        return {}, batching, set()
     targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
     guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
-    probes = [Probe(function, {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
-                    guard=batching is None and target == guarded) for target in targets]
+    probes, notes = [], {}
+    for dtype, target in zip(dtypes, targets):
+        probe = Probe(function, {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
+                      guard=batching is None and target == guarded)
+        if target != torch.float64 and not _runs_in(probe, probe.values[name], target):
+            probe.function, notes[dtype] = _downcast(function), CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype])
+        probes.append(probe)
     device = values[name].device
     steps = [10.0 ** -k * scale for k in DECADES]
     index = torch.tensor([flat_index] * len(steps), device=device)
     found = quotients_together(probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets],
                                [index] * len(probes))
     if found is None:
-        return {}, next((p.refused for p in probes if p.refused), "")
-    return {dtype: estimate.detach().to("cpu", torch.float64).tolist()
-            for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype == target}, ""
+        return {}, next((p.refused for p in probes if p.refused), ""), set()
+    kept = {dtype: (estimate.detach().to("cpu", torch.float64).tolist(), notes.get(dtype, ""))
+            for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype == target}
+    return kept, "", {dtype for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype != target}
 
 
 def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, refused: str = "",
-               guard: bool = False) -> tuple[list, list, str]:
+               guard: bool = False, promotes: bool = False) -> tuple[list, list, str]:
     """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated).
 
     With `refused`, each shifted copy is evaluated on its own (no batch); `guard` checks a batch first.
+    `promotes` says the function is already known to promote this dtype to its own tensors' float64
+    (a batched evaluation showed it), so the series goes straight to the cast-at-every-call evaluation.
     """
     import torch
 
@@ -144,17 +158,19 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, r
     h = torch.tensor(steps, dtype=target, device=device)
     note = ""
     probe = Probe(function, cast, cast_v, name, batched=not refused, guard=guard and target == torch.float64)
-    try:
-        found = difference_quotient(probe, scheme, h, index)
-        needs_cast = found.dtype != target  # a float64 result: the function promoted to its own tensors' dtype
-        if not needs_cast:
-            return steps, found.detach().to("cpu", torch.float64).tolist(), note
-    except Exception:  # it cannot run on cast inputs alone, or some step leaves the domain
-        needs_cast = not _runs_in(probe, cast[name], target)
+    needs_cast = promotes
+    if not promotes:
+        try:
+            found = difference_quotient(probe, scheme, h, index)
+            needs_cast = found.dtype != target  # a float64 result: the function promoted to its own tensors' dtype
+            if not needs_cast:
+                return steps, found.detach().to("cpu", torch.float64).tolist(), note
+        except Exception:  # it cannot run on cast inputs alone, or some step leaves the domain
+            needs_cast = not _runs_in(probe, cast[name], target)
     if needs_cast:
         # the function holds tensors of another dtype: cast them at every call instead
         probe = Probe(_downcast(function), cast, cast_v, name, batched=not refused)
-        note = f"evaluated with every float64 operand cast to {defaults.FD_DTYPE[dtype]} (the function holds its own tensors)"
+        note = CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype])
         try:
             found = difference_quotient(probe, scheme, h, index)
             return steps, found.detach().to("cpu", torch.float64).tolist(), note

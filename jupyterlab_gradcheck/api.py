@@ -140,6 +140,7 @@ def _as_checkable(fn, input_names: list[str]):
         return function_class.apply(*(values[name] for name in order))
 
     apply.__qualname__ = apply.__name__ = f"{function_class.__qualname__}.apply"
+    apply.__wrapped__ = function_class  # its recorded source is the class's (inspect unwraps to it)
     return apply
 
 

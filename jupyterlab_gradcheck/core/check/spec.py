@@ -21,6 +21,7 @@ from ..expr.parser import Expression, parse_expression
 from ..expr.shapes import broadcast, infer_shapes
 from ..jsonio import encodable
 from . import defaults
+from .callable_source import FIELD as FUNCTION_SOURCE, function_source
 from .policy import CURRENT, policy_version
 from .record_values import numel, shape_of
 
@@ -32,7 +33,7 @@ INPUT_FIELDS = (
 #: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
 OUTPUT_FIELDS = (
     "passed", "observations", "comparisons", "failure", "failures", "symbolic",
-    "environment", "step_sweep", "failed_to_run", "replay",
+    "environment", "step_sweep", "failed_to_run", "replay", "function_source",
 )
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
@@ -92,6 +93,7 @@ class CheckSpec:
             "observed_gradient": None,
             "executed": False,
             "policy": self.policy,
+            **({} if isinstance(self.function, str) else {FUNCTION_SOURCE: function_source(self.function)}),
         }
 
 

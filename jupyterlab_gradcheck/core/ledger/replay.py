@@ -5,15 +5,22 @@ written is what the code computes, because whoever edits a value can recompute t
 Replay closes that gap: each observation's check is run again in its recorded dtype and on
 its recorded device (on the CPU, with a note, when that device is absent here), and every
 recorded gradient, error and verdict is compared with the new run within the tolerance the
-record itself used. A record of a Python callable cannot be re-run outside its kernel and is
-listed as skipped.
+record itself used.
+
+A record of a Python callable (the API's `check(fn, ...)`) is listed as skipped, saying so
+plainly: the callable existed only in the kernel that ran it, and replay runs only the
+expression language, which is parsed and never eval'd, so recorded Python is never executed.
+The record's `function_source` (its source text and SHA-256, kept since that field exists) is
+shown with it, and a source whose text no longer hashes to its recorded SHA-256 is a difference.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Iterable
 
+from ..check.callable_source import FIELD as FUNCTION_SOURCE, source_hash
 from ..check.policy import policy_version
 from ..check.spec import INPUT_FIELDS
 from ..errors import DeviceUnavailable, SpecError
@@ -22,6 +29,10 @@ from .line_format import LineError, read_entry
 
 AUTOGRAD_OBSERVATIONS = ("backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad")
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+#: What the engine records as SymPy's opinion of a Python callable (older records carry only this).
+CALLABLE_SYMBOLIC_REASON = "a Python callable has no formula for SymPy"
+#: A Python qualified name as a callable's record names it: `<lambda>`, `cube`, `Cube.apply`, `f.<locals>.g`.
+_QUALNAME = re.compile(r"^(<lambda>|[A-Za-z_]\w*)(\.(<lambda>|<locals>|[A-Za-z_]\w*))*\Z")
 
 
 def _flat(value) -> list:
@@ -79,13 +90,14 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
     spec = {key: record[key] for key in INPUT_FIELDS if key in record and key not in ("observed_gradient", "executed")}
     spec["policy"] = policy_version(record)  # the finite-difference policy that made the recorded verdict
     spec["device"] = recorded_device(record)
+    # Neither the step sweep nor SymPy's opinion is compared, so neither is recomputed.
     try:
-        return run_check(spec, sweep=False, devices=devices), []
+        return run_check(spec, sweep=False, devices=devices, symbolic=False), []
     except DeviceUnavailable as exc:
         note = Message("{device} is not available here ({reason}); replayed on cpu",
                        device=spec["device"], reason=exc.message)
         spec["device"] = "cpu"
-        return run_check(spec, sweep=False, devices=devices), [note]
+        return run_check(spec, sweep=False, devices=devices, symbolic=False), [note]
 
 
 def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> list[str]:
@@ -138,13 +150,57 @@ def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> lis
     return differences
 
 
+def is_callable_record(record: dict) -> bool:
+    """Whether a record whose function is not an expression was a Python callable's: it holds
+    `function_source`, or SymPy's skip for a callable, or its function is a Python qualified name."""
+    symbolic = record.get("symbolic") if isinstance(record.get("symbolic"), dict) else {}
+    return isinstance(record.get(FUNCTION_SOURCE), dict) or symbolic.get("reason") == CALLABLE_SYMBOLIC_REASON \
+        or bool(_QUALNAME.match(str(record.get("function", ""))))
+
+
+def callable_skip(record: dict) -> dict:
+    """The skipped result of a Python callable's record: why it is not re-run, its recorded
+    source and hash when it has them, and a difference when that source no longer hashes to
+    the recorded SHA-256."""
+    name = str(record.get("function", ""))
+    source = record.get(FUNCTION_SOURCE)
+    differences = []
+    if not isinstance(source, dict):
+        reason = Message("cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
+                         "kernel that ran it; this record names it but holds no source (it predates "
+                         "function_source), and replay runs only the expression language, which is parsed, never "
+                         "eval'd: recorded Python is never executed", name=name)
+        source = None
+    elif not isinstance(source.get("text"), str) or not isinstance(source.get("sha256"), str):
+        reason = Message("cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
+                         "kernel that ran it; its source could not be read when it ran ({why}), and replay runs only the "
+                         "expression language, which is parsed, never eval'd: recorded Python is never executed",
+                         name=name, why=str(source.get("reason", "")))
+        source = None
+    else:
+        reason = Message("cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
+                         "kernel that ran it, and replay runs only the expression language, which is parsed, never "
+                         "eval'd: recorded Python is never executed; its recorded source and SHA-256 are kept to be "
+                         "read", name=name)
+        source = {key: source[key] for key in ("text", "sha256", "truncated_from") if key in source}
+        if "truncated_from" not in source and source_hash(source["text"]) != source["sha256"]:
+            differences.append(Message("function_source: the recorded text hashes to {actual}, not to its recorded "
+                                       "sha256 {recorded}: the source was edited after it was recorded",
+                                       actual=source_hash(source["text"]), recorded=source["sha256"]))
+    return {"status": "differs" if differences else "skipped", "differences": differences, "notes": [],
+            "reason": reason, "source": source, "device": None}
+
+
 def replay_record(record: dict, *, devices=None) -> dict:
-    """`{"status": reproduced|differs|skipped, "differences", "notes", "device"}` for one record."""
+    """`{"status": reproduced|differs|skipped, "differences", "notes", "device"}` for one record;
+    a skipped one adds its `reason` (and, for a Python callable, its recorded `source`)."""
     try:
         replayed, notes = _rerun(record, devices)
     except SpecError as exc:
-        return {"status": "skipped", "differences": [], "notes": [f"cannot be re-run here: {exc.message}"],
-                "device": None}
+        if exc.field == "function" and is_callable_record(record):
+            return callable_skip(record)
+        return {"status": "skipped", "differences": [], "notes": [], "device": None,
+                "reason": Message("cannot be re-run here: {reason}", reason=exc.message)}
     same_device = not notes
     differences = compare_records(record, replayed, same_device=same_device)
     device = "cpu" if notes else recorded_device(record)
@@ -177,7 +233,8 @@ def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> d
         if result["status"] == "reproduced":
             report["reproduced"] += 1
         elif result["status"] == "skipped":
-            report["skipped"].append({"line": number, "check_id": check_id, "reason": result["notes"][0]})
+            skipped = {"line": number, "check_id": check_id, "reason": result["reason"]}
+            report["skipped"].append({**skipped, "source": result["source"]} if result.get("source") else skipped)
         else:
             report["differs"].append({"line": number, "check_id": check_id, "differences": result["differences"]})
     report["ok"] = not report["differs"]

@@ -1,0 +1,44 @@
+"""The source text of a Python callable, kept in its record so that a grader can read it.
+
+A check of a Python callable (the API's `check(fn, ...)`) cannot be replayed outside the
+kernel it ran in: the record names the callable (`function` is its qualified name) and the
+expression language never evaluates Python. Keeping the callable's source and its SHA-256 in
+the record (`function_source`) lets whoever verifies the ledger see what was checked, and
+notice a source edited afterwards (its hash no longer matches). The text is what `inspect`
+reads where the callable was defined: for a lambda, the whole lines that hold it; for a custom
+`torch.autograd.Function`, its class.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import textwrap
+from typing import Callable
+
+#: The record field that holds `{"text", "sha256"}` (both None, with a `reason`, when unreadable).
+FIELD = "function_source"
+#: Longest source text kept in a record; a longer one keeps its hash and its first characters.
+MAX_SOURCE_CHARS = 20_000
+
+
+def source_hash(text: str) -> str:
+    """SHA-256 (hex) of the source text as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def function_source(function: Callable) -> dict:
+    """`{"text", "sha256"}` of a callable's source; `{"text": None, "sha256": None, "reason"}`
+    when Python cannot find it (a builtin, a callable typed at a plain interactive prompt)."""
+    try:
+        text = inspect.getsource(function)
+    except (OSError, TypeError) as exc:
+        try:  # an instance with __call__: the source of its class
+            text = inspect.getsource(type(function))
+        except (OSError, TypeError):
+            return {"text": None, "sha256": None, "reason": f"{type(exc).__name__}: {exc}"}
+    text = textwrap.dedent(text).rstrip("\n")
+    source = {"text": text, "sha256": source_hash(text)}
+    if len(text) > MAX_SOURCE_CHARS:
+        source.update(text=text[:MAX_SOURCE_CHARS], truncated_from=len(text))
+    return source

@@ -3,17 +3,20 @@
 PATH is a ledger, a notebook (its ledger file, or the ledger embedded by the notebook
 export) or a folder of them. Exit 0: every chain and binding is intact (and, with
 `--replay`, every recorded value reproduces); 1: something differs, named line by line;
-2: PATH cannot be read.
+2: PATH cannot be read. Over a folder, a progress bar is drawn on standard error when it is a
+terminal (cli/progress.py); piped or redirected output has none.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.i18n import N_, _, localize
 from ..core.ledger.verify import verify_path
 from .common import EXIT_FINDING, EXIT_OK, add_witness_argument
+from .progress import progress_bar
 
 
 def add_parser(subparsers) -> None:
@@ -72,14 +75,32 @@ def _lines(report: dict) -> list[str]:
         for item in replay["skipped"]:
             out.append(_("  replay skipped: line {line}: {reason}").format(line=item["line"],
                                                                            reason=localize(item["reason"])))
+            out.extend(_source_lines(item.get("source")))
+    return out
+
+
+def _source_lines(source: dict | None) -> list[str]:
+    """A Python callable's recorded source, indented under the line that skipped it."""
+    if not source:
+        return []
+    out = [_("    recorded source (sha256 {sha256}):").format(sha256=source["sha256"])]
+    out += [f"      | {line}" for line in source["text"].splitlines()]
+    if source.get("truncated_from"):
+        out.append(_("      ... (the first {kept} of {chars} characters)").format(
+            kept=len(source["text"]), chars=source["truncated_from"]))
     return out
 
 
 def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise SpecError("--jobs must be at least 1, got {jobs}", jobs=args.jobs, field="jobs")
-    result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs, ledger_only=args.ledger_only,
-                         witness=args.witness)
+    bar = progress_bar() if Path(args.path).is_dir() else None
+    try:
+        result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs,
+                             ledger_only=args.ledger_only, witness=args.witness, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

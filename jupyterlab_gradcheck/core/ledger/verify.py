@@ -4,16 +4,20 @@
 notebook (its ledger file, or the ledger the notebook export embedded) and each ledger not
 beside a notebook, it runs the chain check (core.ledger.verify_chain), compares the head with the
 notebook's binding (core.ledger.binding) and, with `replay`, re-runs every observation
-(core.ledger.replay). A folder of submissions is verified in a pool of processes.
+(core.ledger.replay). A folder of submissions is replayed in a pool of processes: each worker
+takes the next submission as soon as it is free (a class's notebooks differ in cost), runs
+torch on one thread (the processes are the parallelism; one thread each keeps N workers from
+contending for N cores with N threads each), and each finished submission is reported to an
+optional `progress(done, total)` callback, which the CLI draws as a bar on a terminal.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import LedgerError, SpecError
 from ..i18n import Message
@@ -195,19 +199,44 @@ def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False,
     return report
 
 
+#: Called with (submissions done, submissions in all) each time one finishes.
+Progress = Callable[[int, int], None]
+
+
+def _replay_worker() -> None:
+    """A pool worker's start: torch on one thread (the pool's processes are the parallelism)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: bool = False,
-                 jobs: int | None = 1, witness: dict | None = None) -> list[dict]:
+                 jobs: int | None = 1, witness: dict | None = None, progress: Progress | None = None) -> list[dict]:
     """The report of each `(kind, path)` from `discover`, in order.
 
     With `replay` and several submissions, `jobs` worker processes (None: one per CPU) share
-    them; each report is the same as one made alone.
+    them, each taking the next one when free; each report is the same as one made alone.
+    `progress(done, total)` is called after each submission, in the order they finish.
     """
-    workers = min(len(items), jobs if jobs is not None else os.cpu_count() or 1)
+    total = len(items)
+    workers = min(total, jobs if jobs is not None else os.cpu_count() or 1)
     if replay and workers > 1:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return list(pool.map(verify_item, *zip(*items), [replay] * len(items), [deep] * len(items),
-                                 [True] * len(items), [witness] * len(items)))
-    return [verify_item(kind, item, replay, deep, witness=witness) for kind, item in items]
+        reports: list = [None] * total
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_replay_worker) as pool:
+            pending = {pool.submit(verify_item, kind, item, replay, deep, True, witness): index
+                       for index, (kind, item) in enumerate(items)}
+            for done, future in enumerate(as_completed(pending), start=1):
+                reports[pending[future]] = future.result()
+                if progress is not None:
+                    progress(done, total)
+        return reports
+    reports = []
+    for kind, item in items:
+        reports.append(verify_item(kind, item, replay, deep, witness=witness))
+        if progress is not None:
+            progress(len(reports), total)
+    return reports
 
 
 def refused_report(kind: str, item: Path, reason: str) -> dict:
@@ -234,11 +263,13 @@ def readable_items(path: str | os.PathLike, refused: dict[str, str] | None) -> t
 
 
 def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1,
-                ledger_only: bool = False, witness: str | None = None, refused: dict[str, str] | None = None) -> dict:
+                ledger_only: bool = False, witness: str | None = None, refused: dict[str, str] | None = None,
+                progress: Progress | None = None) -> dict:
     """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations;
     `ledger_only` verifies one ledger file without the notebook beside it; `witness` (a URL or
     a witness log file) holds each submission against what the witness saw; the files named in
-    `refused` are not read, and each has a report with the reason instead."""
+    `refused` are not read, and each has a report with the reason instead; `progress(done,
+    total)` hears of each notebook or ledger verified."""
     seen = load_witness(witness) if witness else None
     if ledger_only:
         if not Path(path).is_file() or Path(path).suffix == ".ipynb":
@@ -247,7 +278,7 @@ def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = F
         return {"ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
                 "reports": [report]}
     items, refusals = readable_items(path, refused)
-    reports = verify_items(items, replay=replay, deep=deep, jobs=jobs, witness=seen) + refusals
+    reports = verify_items(items, replay=replay, deep=deep, jobs=jobs, witness=seen, progress=progress) + refusals
     return {"ok": all(r["ok"] for r in reports), "reports": reports}
 
 

@@ -109,32 +109,41 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
 
     Every series' shifted copies go through one vmap call (core/check/finite_difference.py
     `quotients_together`), each stacked and evaluated as a series alone would be, so the values
-    are those of separate evaluations. A function that holds float64 tensors of its own is seen
-    first, by one evaluation at x in the narrower dtype (it raises, or answers in float64); its
-    narrower series then goes into the same call evaluated with every operand cast (`_downcast`).
-    A series left out (the batch could not run) is evaluated on its own by `_estimates`.
+    are those of separate evaluations. When that call fails without a refusal, a narrower series
+    has usually met a float64 tensor the function holds (float32 @ float64 raises): the call is
+    made once more with the narrower series evaluated with every operand cast (`_downcast`).
+    A series left out (promoted to float64, or the batch could not run) is evaluated on its own
+    by `_estimates`.
     """
-    import torch
-
     if batching:  # the check's own batch guard refused this input
         return {}, batching, set()
+    guard = batching is None  # "": the check's own guard found batching this input faithful
+    found = _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, cast=False, guard=guard)
+    if found[0] is None and not found[1]:
+        found = _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, cast=True, guard=guard)
+    return ({}, found[1], set()) if found[0] is None else found
+
+
+def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, *, cast: bool, guard: bool):
+    """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `_downcast`;
+    with `guard`, the batch is first checked against a separate evaluation (finite_difference.Probe)."""
+    import torch
+
     targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
     guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
-    probes, notes = [], {}
-    for dtype, target in zip(dtypes, targets):
-        probe = Probe(function, {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
-                      guard=batching is None and target == guarded)
-        if target != torch.float64 and not _runs_in(probe, probe.values[name], target):
-            probe.function, notes[dtype] = _downcast(function), CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype])
-        probes.append(probe)
+    narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}
+    probes = [Probe(_downcast(function) if dtype in narrowed else function,
+                    {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
+                    guard=guard and target == guarded) for dtype, target in zip(dtypes, targets)]
     device = values[name].device
     steps = [10.0 ** -k * scale for k in DECADES]
     index = torch.tensor([flat_index] * len(steps), device=device)
     found = quotients_together(probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets],
                                [index] * len(probes))
     if found is None:
-        return {}, next((p.refused for p in probes if p.refused), ""), set()
-    kept = {dtype: (estimate.detach().to("cpu", torch.float64).tolist(), notes.get(dtype, ""))
+        return None, next((p.refused for p in probes if p.refused), ""), set()
+    kept = {dtype: (estimate.detach().to("cpu", torch.float64).tolist(),
+                    CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype]) if dtype in narrowed else "")
             for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype == target}
     return kept, "", {dtype for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype != target}
 

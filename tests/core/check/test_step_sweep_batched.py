@@ -63,9 +63,10 @@ def test_a_function_holding_float64_tensors_is_swept_in_one_batched_call():
     """Given x @ W with W a float64 tensor the function holds (float32 x @ float64 W raises),
     when the sweep draws float32 and float64 together,
     then the float32 series is evaluated with every operand cast, in the same batched call as
-    float64: the function body runs four times (one probe at x in float32, the vmap trace of
-    each series, one batch-guard evaluation), not once per shifted copy nor in a second and
-    third batched attempt, and each series equals the same series drawn alone."""
+    float64: the function body runs four times (a first batched attempt, where float32 raises at
+    once; the second attempt's trace of each series; one batch-guard evaluation), not once per
+    shifted copy nor in two more batched calls, and each series equals the same series drawn
+    alone."""
     weights = torch.linspace(0.5, 1.5, 6, dtype=torch.float64).reshape(3, 2)
     calls = []
 
@@ -78,7 +79,6 @@ def test_a_function_holding_float64_tensors_is_swept_in_one_batched_call():
     reference = torch.func.grad(held)(x)
     calls.clear()
     together = step_sweep(held, {"x": x}, v, "x", 1, reference=reference)
-    # 4: the float32 probe at x, the vmap trace of each series, the batch guard's separate copy;
     # 68 shifted copies (17 decades x 2 shifts x 2 dtypes) evaluated one by one would be 68
     assert len(calls) == 4
     assert together["note"] == "float32: evaluated with every float64 operand cast to float32 (the function holds its own tensors)"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import defaults, diagonal, error_bound
+from . import coloured, defaults, diagonal, error_bound
 from .policy import CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
@@ -53,8 +53,13 @@ class Probe:
     work: int = 1
     #: Whether to look for a diagonal (elementwise) chain before the general path.
     structured: bool = True
-    #: Which path the estimates came from: "general", or the chain core/check/diagonal.py observed.
+    #: Which path the estimates came from: "general", the chain core/check/diagonal.py observed, or
+    #: "coloured" (a learned sparse pattern, core/check/coloured.py).
     structure: str = "general"
+    #: Why no structured path applied to this input ("" while one does or none was tried).
+    structure_refused: str = ""
+    #: The coloured path's plan once learned (core/check/coloured.py); False when it does not apply.
+    colouring: object = None
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
     #: Check the first batched evaluation against a separate evaluation of one copy (policy 2).
     guard: bool = False
@@ -231,7 +236,10 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         estimates = diagonal.estimates(probe, scheme, h, exact=exact)
         if estimates is not None:
             return estimates
-        probe.structured = False  # not a diagonal chain: do not look again for this input
+        estimates = _coloured_estimates(probe, scheme, h, exact)
+        if estimates is not None:
+            return estimates
+        probe.structured = False  # neither a diagonal chain nor a usable colouring: do not look again
     total = x.numel() if indices is None else len(indices)
     base = probe.output(x) if scheme == "forward" else None
     steps = signed_steps(probe, scheme, h, indices, exact=exact)
@@ -250,6 +258,29 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         estimates[start:stop], rounding = _chunk_estimates(probe, scheme, steps, indices, start, stop, base)
         if rounding is not None:
             probe.rounding[start:stop] = rounding
+    return estimates
+
+
+def _coloured_estimates(probe: Probe, scheme: str, h, exact: bool):
+    """The coloured path's estimates (core/check/coloured.py), or None, with the reason kept on the probe."""
+    if probe.colouring is None:
+        plan, reason = coloured.plan(probe)
+        probe.colouring, probe.structure_refused = (plan or False), reason
+    if not probe.colouring:
+        return None
+    if scheme not in coloured.SCHEMES:
+        probe.structure_refused = f"the coloured path does not compute {scheme} differences"
+        return None
+    estimates = coloured.estimates(probe, probe.colouring, scheme, h, exact=exact)
+    if estimates is None:
+        probe.structure_refused = "a shifted evaluation ran other operations than the traced one"
+        probe.colouring = False
+        return None
+    probe.structure = "coloured"
+    probe.stats["colours"] = probe.colouring.count
+    probe.stats["colouring"] = probe.colouring.method
+    probe.stats["body"] = ("the output" if probe.colouring.learned.body_kind == "output"
+                           else f"the vector entering the final {probe.colouring.learned.body_kind}")
     return estimates
 
 
@@ -393,6 +424,10 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
             **({"batch_check_evaluations": probe.stats["batch_check_evaluations"]}
                if "batch_check_evaluations" in probe.stats else {}),
             **({"batched_refused": probe.refused} if probe.refused else {}),
+            **{key: probe.stats[key] for key in ("colours", "colouring", "body", "pattern_evaluations")
+               if key in probe.stats},
+            **({"structure_refused": probe.structure_refused}
+               if probe.structure == "general" and probe.structure_refused else {}),
             **({"telemetry": telemetry} if telemetry else {}),
         }
     first = next(iter(info["inputs"].values()))

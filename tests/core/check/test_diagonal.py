@@ -99,12 +99,20 @@ def test_reduction_passes_where_the_general_path_is_precision_limited():
 def test_anything_but_an_elementwise_chain_takes_the_general_path(function):
     """Given a function whose Jacobian is not diagonal (or not provably so),
     when its finite differences are taken,
-    then the general path runs and the estimate is the general path's."""
+    then the diagonal path is not taken: the general path runs and the estimate is the general
+    path's, or a learned sparse pattern is coloured (core/check/coloured.py) in fewer evaluations
+    and the estimate equals the general path's up to rounding."""
     x = torch.linspace(-1.0, 1.0, 40, dtype=torch.float64)
     fast, slow, info = _both(function, x)
-    assert info["structure"] == "general"
-    assert info["forward_evaluations"] == 2 * x.numel()
-    assert torch.equal(fast, slow)
+    assert info["structure"] in ("general", "coloured")
+    if info["structure"] == "general":
+        assert info["forward_evaluations"] == 2 * x.numel()
+        assert torch.equal(fast, slow)
+    else:
+        assert info["forward_evaluations"] < x.numel()
+        # the same central differences at the same steps, summed in another order: rounding only
+        # (eps * |f| / h ~ 1e-10 here), 1e-9 leaves a margin of ten
+        assert float((fast - slow).abs().max()) <= 1e-9
 
 
 def test_a_chain_that_changes_between_evaluations_is_abandoned():
@@ -120,7 +128,7 @@ def test_a_chain_that_changes_between_evaluations_is_abandoned():
 
     x = torch.linspace(-1.0, 1.0, 30, dtype=torch.float64)
     _, info = fd_gradients(function, {"x": x}, torch.ones_like(x), dtype="float64", scheme="central", step=None)
-    assert info["inputs"]["x"]["structure"] == "general"
+    assert info["inputs"]["x"]["structure"] not in ("elementwise", "elementwise then sum")
 
 
 def test_wrong_backward_of_a_custom_function_is_found_through_the_diagonal_path():

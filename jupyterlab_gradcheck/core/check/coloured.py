@@ -1,0 +1,124 @@
+"""Finite differences along column colours of a learned sparse Jacobian: a few evaluations for n elements.
+
+core/check/sparsity.py learns which input elements each element of the body depends on (the
+function's output, or for a scalar loss the vector entering its final sum or mean);
+core/check/colouring.py groups the columns that share no row. All columns of one colour are
+shifted at once, each by its own step, and the body evaluated at the shifted points. Row j of
+that difference moved because of the one column of this colour in its pattern, so its share
+w_j (g_j(x+) - g_j(x-)) belongs to that column's quotient alone: every element is estimated,
+from (colours x shifts) evaluations instead of n x shifts, and compared like any other.
+
+Each shifted evaluation must run the operations the traced one ran, else the estimate is
+abandoned and the general path runs. The weight w_j is grad_output's element for an output
+body, and grad_output times the reduction's constant factor (1/N for a mean) for a loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import colouring, sparsity
+
+#: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
+SCHEMES = {"central": (1.0, -1.0), "forward": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
+#: Use the colouring only when it needs at most this fraction of the general path's evaluations.
+WORTH_BELOW = 0.5
+
+
+@dataclass
+class Colouring:
+    """A learned pattern and its colours for one input: what the shifted evaluations reuse."""
+
+    learned: object  #: sparsity.Learned
+    colours: object  #: int64 colour per flat input element
+    count: int  #: number of colours
+    method: str  #: how the colours were found (colouring.colour_columns)
+
+
+def plan(probe) -> tuple[Colouring | None, str]:
+    """(the colouring for probe's input, "") or (None, why the coloured path does not apply)."""
+    x = probe.values[probe.name]
+    try:
+        learned = sparsity.learn(probe.function, probe.arguments(x), probe.name)
+    except sparsity.Unlearnable as refusal:
+        probe.stats["pattern_evaluations"] = 1  # the traced evaluation, apart from the path that then runs
+        return None, f"sparsity pattern not learned: {refusal}"
+    colours, method = colouring.colour_columns(learned.pattern, x.numel())
+    count = int(colours.max()) + 1 if colours.numel() else 0
+    if count > WORTH_BELOW * x.numel():
+        probe.stats["pattern_evaluations"] = 1
+        return None, (f"the learned pattern needs {count} colours for {x.numel()} elements: no fewer evaluations "
+                      "than one element at a time")
+    probe.stats["forward_evaluations"] += 1  # the traced evaluation is the coloured path's first
+    return Colouring(learned, colours.to(x.device), count, method), ""
+
+
+def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
+    """d phi / d x_i for every flat element i from the coloured evaluations, or None if a shifted one differs."""
+    import torch
+
+    if scheme not in SCHEMES:
+        return None
+    x = probe.values[probe.name]
+    flat = x.reshape(-1)
+    learned, colours = plan_.learned, plan_.colours
+    pattern = learned.pattern.to(x.device)
+    mask = pattern >= 0
+    count = flat.numel()
+    # padding entries add into a spare slot past the last element, dropped afterwards
+    columns = torch.where(mask, pattern, count).reshape(-1)
+    rows = torch.arange(pattern.shape[0], device=x.device).unsqueeze(1).expand_as(pattern)
+    # where row j's difference for each slot's column is found in the (colours x rows) values
+    slot = (torch.cat([colours, colours.new_zeros(1)])[columns].reshape(pattern.shape) * pattern.shape[0]
+            + rows).reshape(-1)
+    v = probe.v.reshape(-1)
+    weight = v.reshape(-1, 1).expand_as(pattern).reshape(-1) if learned.body_kind == "output" \
+        else v[0] * learned.factor
+
+    def shifted(multiple: float):
+        """(body values, one row per colour; the shift each element really took)."""
+        shift = h * multiple
+        point = flat + shift
+        taken = torch.where(point == flat, shift, point - flat) if exact else shift
+        values = []
+        for colour in range(plan_.count):
+            moved = torch.where(colours == colour, point, flat).reshape(x.shape)
+            body = sparsity.body_at(probe.function, probe.arguments(moved), learned)
+            probe.stats["forward_evaluations"] += 1
+            if body is None:
+                return None, None
+            values.append(body)
+        return torch.stack(values), taken
+
+    def share(first, second, width):
+        """Each column's quotient: its rows' weighted differences summed, and their rounding bound."""
+        a, b = first.reshape(-1)[slot], second.reshape(-1)[slot]
+        total = torch.zeros(count + 1, dtype=a.dtype, device=a.device)
+        estimate = total.index_add(0, columns, weight * (a - b))[:count] / width
+        rounding = None
+        if probe.track_rounding:
+            eps = torch.finfo(a.dtype).eps
+            size = (weight * 1.0).abs() * (a.abs() + b.abs()) * (a != b)
+            rounding = eps * total.index_add(0, columns, size)[:count] / width.abs()
+        return estimate, rounding
+
+    if scheme == "forward":
+        plus, up = shifted(1.0)
+        if plus is None:
+            return None
+        base = learned.body.to(plus.dtype).expand_as(plus)
+        result, rounding = share(plus, base, up)
+    else:
+        (plus, up), (minus, down) = shifted(1.0), shifted(-1.0)
+        if plus is None or minus is None:
+            return None
+        result, rounding = share(plus, minus, up - down)
+        if scheme == "richardson":
+            (half_plus, half_up), (half_minus, half_down) = shifted(0.5), shifted(-0.5)
+            if half_plus is None or half_minus is None:
+                return None
+            half, half_rounding = share(half_plus, half_minus, half_up - half_down)
+            result = (4 * half - result) / 3
+            rounding = (4 * half_rounding + rounding) / 3 if probe.track_rounding else None
+    probe.rounding = rounding
+    return result

@@ -1,0 +1,163 @@
+"""Finite differences along the colours of a learned sparse Jacobian (core/check/coloured.py).
+
+The coloured path shifts many elements at once, so it is only honest where the learned pattern
+is right. These stories pin it: on banded, block-diagonal and reduce-after-a-stencil functions
+every element equals the general path's estimate, the evaluations grow with the colours and not
+with n, a one-element error in a custom backward is still caught and named, and where the
+pattern cannot be learned the record says why and the general path runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from jupyterlab_gradcheck.core.check import colouring, sparsity
+from jupyterlab_gradcheck.core.check.engine import check_callable
+from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+
+#: Both paths take central differences at the same steps, so the truncation is the same and they
+#: differ by rounding alone, eps * |f_j| / h ~ 2e-16 / 6e-6 ~ 4e-11 per row for the O(1) values
+#: here; 1e-9 leaves a margin of 25x and is still 10^4 below the 1e-5 tolerance a real error
+#: would have to beat.
+SAME_ESTIMATE = 1e-9
+
+WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+
+def banded_loss(x):
+    return torch.tanh(x[1:] * x[:-1]).sum()
+
+
+def banded_vector(x):
+    return torch.tanh(x[1:] * x[:-1])
+
+
+def block_diagonal_loss(x):
+    return (torch.softmax(x.reshape(10, -1), dim=1) * WEIGHTS.reshape(10, -1)[:, :x.numel() // 10]).sum()
+
+
+def stencil_mean(x):
+    return 3 * (x[2:] - 2 * x[1:-1] + x[:-2]).pow(2).mean() + 1
+
+
+def _both(function, x, v=None):
+    """(coloured estimate, general estimate, info of the coloured run)."""
+    v = torch.ones_like(function(x)) if v is None else v
+    fast, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme="central", step=None)
+    slow, _ = fd_gradients(function, {"x": x}, v, dtype="float64", scheme="central", step=None, structured=False)
+    return fast["x"], slow["x"], info["inputs"]["x"]
+
+
+@pytest.mark.parametrize(("function", "colours", "body"), [
+    (banded_loss, 2, "the vector entering the final sum"),
+    (banded_vector, 2, "the output"),
+    (block_diagonal_loss, 10, "the vector entering the final sum"),
+    (stencil_mean, 3, "the vector entering the final mean"),
+])
+def test_coloured_estimate_equals_the_general_path_element_by_element(function, colours, body):
+    """Given a banded, block-diagonal or stencil-then-mean function of 100 elements,
+    when its central differences are taken,
+    then the coloured path is named with the fewest colours the pattern allows (its widest row)
+    and every element equals the general path's estimate up to rounding."""
+    x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    v = torch.randn(99, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) \
+        if function is banded_vector else None
+    fast, slow, info = _both(function, x, v)
+    assert info["structure"] == "coloured"
+    assert info["colours"] == colours
+    assert info["body"] == body
+    assert info["forward_evaluations"] == 1 + 2 * colours
+    assert float((fast - slow).abs().max()) <= SAME_ESTIMATE
+
+
+@pytest.mark.parametrize("n", [100, 3000])
+def test_evaluations_grow_with_colours_not_with_n(n):
+    """Given the banded loss at 100 and at 3000 elements,
+    when its finite differences are taken,
+    then both take the same 5 evaluations (one traced, two colours x two shifts), not 2n."""
+    x = torch.linspace(-1.5, 1.5, n, dtype=torch.float64)
+    _, info = fd_gradients(banded_loss, {"x": x}, torch.ones((), dtype=torch.float64), dtype="float64",
+                           scheme="central", step=None)
+    assert info["inputs"]["x"]["structure"] == "coloured"
+    assert info["inputs"]["x"]["forward_evaluations"] == 5
+
+
+def _banded_gradient(x):
+    """The banded loss's true gradient, written by hand."""
+    slope = 1 - torch.tanh(x[1:] * x[:-1]) ** 2
+    result = torch.zeros_like(x)
+    result[:-1] += slope * x[1:]
+    result[1:] += slope * x[:-1]
+    return result
+
+
+class BandedWrongAt(torch.autograd.Function):
+    """The banded loss with a hand-written backward that is 1e-3 too high at one element only."""
+
+    wrong_at = 37
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return banded_loss(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        result = _banded_gradient(x)
+        result[BandedWrongAt.wrong_at] += 1e-3
+        return grad * result
+
+
+def test_one_wrong_element_of_a_custom_backward_is_caught_and_named_on_the_coloured_path():
+    """Given a custom Function for the banded loss whose backward adds 1e-3 at element 37 only,
+    when the engine checks it over 200 elements,
+    then the finite differences took the coloured path (its pattern learned from the forward, not
+    from the wrong backward) and the failure names index [37]."""
+    x = torch.linspace(-1.0, 1.0, 200, dtype=torch.float64)
+    verdict = numerical_verdict(BandedWrongAt.apply, {"x": x})
+    assert verdict["finite_difference"]["inputs"]["x"]["structure"] == "coloured"
+    assert not verdict["passed"]
+    assert verdict["worst"]["index"] == [37]
+    record = check_callable(BandedWrongAt.apply, {"x": x.tolist()}, grad=_banded_gradient)
+    assert not record["passed"]
+    assert record["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "coloured"
+    failure = next(f for f in record["failures"] if f["comparison"] == "autograd_vs_finite_difference")
+    assert failure["index"] == [37]
+
+
+def test_a_dense_jacobian_is_refused_with_its_reason_and_the_general_path_runs():
+    """Given tanh(A @ x) with a dense A,
+    when its finite differences are taken,
+    then the record says the general path ran and why the pattern was not used (dense)."""
+    a = torch.randn(40, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(40, dtype=torch.float64)
+    _, info = fd_gradients(lambda x: torch.tanh(a @ x), {"x": x}, torch.ones(40, dtype=torch.float64),
+                           dtype="float64", scheme="central", step=None)
+    info = info["inputs"]["x"]
+    assert info["structure"] == "general"
+    assert "dense" in info["structure_refused"]
+    assert info["forward_evaluations"] == 2 * 40
+    assert info["pattern_evaluations"] == 1
+
+
+def test_an_operation_without_a_rule_leaves_the_pattern_unlearned_by_name():
+    """Given a function through an operation the tracer has no rule for (a sort),
+    when its pattern is learned,
+    then learning refuses, naming the operation."""
+    with pytest.raises(sparsity.Unlearnable, match="sort"):
+        sparsity.learn(lambda x: torch.sort(x).values.sum() * x.sum(), {"x": torch.randn(8, dtype=torch.float64)}, "x")
+
+
+def test_greedy_colouring_gives_no_row_two_columns_of_one_colour():
+    """Given an irregular pattern no cyclic colouring fits within its tries (each row holds column 0
+    and one other column),
+    when its columns are coloured,
+    then the Curtis-Powell-Reid greedy colouring is used, is valid, and needs two colours."""
+    pattern = torch.tensor([[j, 0] for j in range(40, 0, -1)])
+    colours, method = colouring.colour_columns(pattern, 41)
+    assert method.startswith("greedy")
+    assert colouring.valid(pattern, colours)
+    assert int(colours.max()) + 1 == 2

@@ -8,7 +8,10 @@ notebook's binding (core.ledger.binding) and, with `replay`, re-runs every obser
 takes the next submission as soon as it is free (a class's notebooks differ in cost), runs
 torch on one thread (the processes are the parallelism; one thread each keeps N workers from
 contending for N cores with N threads each), and each finished submission is reported to an
-optional `progress(done, total)` callback, which the CLI draws as a bar on a terminal.
+optional `progress(done, total)` callback, which the CLI draws as a bar on a terminal. Workers
+are forked from a fork server that imported torch and the engine once (WORKER_PRELOAD), so N
+workers do not each spend seconds importing torch; where there is no fork server, they are
+spawned. Never forked from the verifying process itself: it may hold torch's threads.
 """
 
 from __future__ import annotations
@@ -201,6 +204,19 @@ def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False,
 
 #: Called with (submissions done, submissions in all) each time one finishes.
 Progress = Callable[[int, int], None]
+#: What the fork server imports once for every replay worker it forks (a failed import is skipped).
+WORKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "jupyterlab_gradcheck.core.check.engine",
+                  "jupyterlab_gradcheck.core.ledger.replay")
+
+
+def worker_context():
+    """The multiprocessing context replay workers start in: a fork server that preloads
+    WORKER_PRELOAD where the platform has one (Linux, macOS), else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_PRELOAD))
+    return context
 
 
 def _replay_worker() -> None:
@@ -222,8 +238,7 @@ def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: b
     workers = min(total, jobs if jobs is not None else os.cpu_count() or 1)
     if replay and workers > 1:
         reports: list = [None] * total
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_replay_worker) as pool:
+        with ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=_replay_worker) as pool:
             pending = {pool.submit(verify_item, kind, item, replay, deep, True, witness): index
                        for index, (kind, item) in enumerate(items)}
             for done, future in enumerate(as_completed(pending), start=1):

@@ -1,9 +1,11 @@
-"""`jupyter gradcheck export PATH... --format csv|json|html|notebook [--replay] [-o OUT]`.
+"""`jupyter gradcheck export PATH... --format csv|submission-csv|json|html|notebook [--replay] [-o OUT]`.
 
 CSV, JSON and HTML take ledgers, notebooks or folders (a folder in nbgrader's layout
 `submitted/<student>/<assignment>/` fills in student and assignment) and write one file, to
-standard output without `-o`. `notebook` takes one notebook and writes a copy with its whole
-ledger embedded in the metadata, which `verify` accepts on its own. `--replay` re-runs every
+standard output without `-o`. `csv` has one row per check; `submission-csv` one row per student
+and assignment, with `student_id` and `assignment` as `nbgrader export` names them, so the two
+CSVs join directly (docs/grading.md). `notebook` takes one notebook and writes a copy with its
+whole ledger embedded in the metadata, which `verify` accepts on its own. `--replay` re-runs every
 observation first, so one export also shows a forgery whose hashes were recomputed.
 """
 
@@ -16,7 +18,7 @@ from ..core.errors import SpecError
 from ..core.i18n import N_, _, active_language, ngettext
 from .common import EXIT_OK, add_witness_argument
 
-FORMATS = ("csv", "json", "html", "notebook")
+FORMATS = ("csv", "submission-csv", "json", "html", "notebook")
 
 
 def add_parser(subparsers) -> None:
@@ -62,6 +64,8 @@ def run(args) -> int:
     submissions = collect(args.paths, replay=args.replay, jobs=args.jobs, witness=args.witness)
     if args.format == "csv":
         from ..core.report.csv_export import to_csv as render
+    elif args.format == "submission-csv":
+        from ..core.report.submission_csv import to_submission_csv as render
     elif args.format == "json":
         from ..core.report.json_export import to_json as render
     else:

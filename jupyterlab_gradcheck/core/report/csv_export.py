@@ -28,7 +28,8 @@ COLUMNS = (
 REPLAY_COLUMN = "replay_ok"
 
 
-def _cell(value) -> str:
+def cell_text(value) -> str:
+    """A CSV cell: empty for None, `true`/`false`, numbers as Python writes them, else compact JSON."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -160,5 +161,5 @@ def to_csv(submissions: list[dict]) -> str:
                             lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for row in rows(submissions):
-        writer.writerow({key: _cell(value) for key, value in row.items()})
+        writer.writerow({key: cell_text(value) for key, value in row.items()})
     return buffer.getvalue()

@@ -1,0 +1,188 @@
+"""Grading a submission's ledger: its verdict, the rubric that turns the verdict into a share
+of a grade cell's points, the flags a grader is shown, and one row per student and assignment.
+
+A ledger exists to be graded, and a grade must reward what the ledger proves: full marks only
+for a ledger that verifies (chain, binding, attestations, replay) and whose failures were kept
+honestly. The verdict reads the submission that `core.report.submissions` loads (its verify
+report and check histories); nothing here re-verifies anything. The nbgrader surface
+(`jupyterlab_gradcheck.nbgrader`) writes the verdict into the autograded notebook and scores it;
+`jupyter gradcheck export --format submission-csv` writes the rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from ..i18n import Message
+from .csv_export import status_of, witnessed_of
+
+WIDENED = "widened_after_failure"
+REVISED = "expectation_revised_after_observation"
+REPLAY_MISMATCH = "replay_mismatch"
+WITNESS_GAP = "witness_gap"
+RERUN_MISMATCH = "rerun_mismatch"
+#: Every flag a verdict can carry, in the order they are shown.
+FLAGS = (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, RERUN_MISMATCH)
+#: A submission's statuses from the worst to the best: a student's row shows the worst of its notebooks.
+STATUS_ORDER = ("ledger_missing", "verify_failed", "no_checks", "ok")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rubric:
+    """Shares of a grade cell's points. A ledger that verifies starts at 1 and loses each flag's
+    penalty once per check the flag names (never below 0); a ledger that does not verify (or is
+    missing where the notebook ran checks) gets `unverified`, one with no checks `no_checks`.
+
+    A replay mismatch has no penalty of its own: a ledger whose replay differs does not verify,
+    so it gets `unverified`."""
+
+    widened_after_failure: float = 0.5
+    expectation_revised_after_observation: float = 0.25
+    witness_gap: float = 0.5
+    rerun_mismatch: float = 1.0
+    unverified: float = 0.0
+    no_checks: float = 0.0
+
+    def penalty(self, flag: str) -> float:
+        """The share one occurrence of `flag` costs a verified ledger."""
+        return float(getattr(self, flag)) if flag != REPLAY_MISMATCH else 0.0
+
+
+def _seqs(seqs) -> str:
+    return ", ".join(str(seq) for seq in seqs)
+
+
+def flags_of(submission: dict) -> list[dict]:
+    """`{"flag", "check_id", "text"}` for every flag of one submission: the ledger's own
+    (widened after a failure, expectation revised after the check ran), each replay difference,
+    and each witness gap; `text` is a Message."""
+    report = submission["verify"]
+    found = []
+    for item in report.get("flags") or []:
+        if item["flag"] == WIDENED:
+            text = Message("{flag}: check {check_id!r}: its tolerance was widened right after it failed "
+                           "(ledger seq {seqs})", flag=WIDENED, check_id=item["check_id"], seqs=_seqs(item["seqs"]))
+        elif item["flag"] == REVISED:
+            text = Message("{flag}: check {check_id!r}: its expectation was revised after it had run "
+                           "(ledger seq {seqs})", flag=REVISED, check_id=item["check_id"], seqs=_seqs(item["seqs"]))
+        else:
+            continue
+        found.append({"flag": item["flag"], "check_id": item["check_id"], "text": text})
+    for item in (report.get("replay") or {}).get("differs") or []:
+        found.append({"flag": REPLAY_MISMATCH, "check_id": item["check_id"],
+                      "text": Message("{flag}: check {check_id!r}: line {line} did not reproduce: {difference}",
+                                      flag=REPLAY_MISMATCH, check_id=item["check_id"], line=item["line"],
+                                      difference="; ".join(str(d) for d in item["differences"]))})
+    for item in (report.get("witness") or {}).get("flags") or []:
+        found.append({"flag": WITNESS_GAP, "check_id": None,
+                      "text": Message("{flag}: {what} ({count})", flag=WITNESS_GAP, what=item["flag"],
+                                      count=item["count"])})
+    return found
+
+
+def rerun_flags(findings: list[dict]) -> list[dict]:
+    """The flags of what the autograder's re-execution found (core.report.rerun_comparison)."""
+    return [{"flag": RERUN_MISMATCH, "check_id": item["check_id"],
+             "text": Message("{flag}: {problem}", flag=RERUN_MISMATCH, problem=item["problem"])}
+            for item in findings]
+
+
+def verdict(submission: dict, rubric: Rubric = Rubric(), rerun: list[dict] | None = None) -> dict:
+    """The verdict on one submission (a notebook or a ledger from `submissions.load`), with the
+    findings of the autograder's re-run when there was one.
+
+    `{"status", "verified", "errors", "flags", "fraction", "checks", "runs", "failures_kept"}`:
+    `errors` are the verify report's reasons, `fraction` the rubric's share of the points.
+    """
+    report = submission["verify"]
+    status = status_of(submission)
+    flags = flags_of(submission) + rerun_flags(rerun or [])
+    checks = submission["checks"]
+    if status in ("ledger_missing", "verify_failed"):
+        fraction = rubric.unverified if status == "verify_failed" or report["errors"] else rubric.no_checks
+    elif status == "no_checks":
+        fraction = rubric.no_checks
+    else:
+        fraction = max(0.0, 1.0 - sum(rubric.penalty(flag["flag"]) for flag in flags))
+    return {
+        "status": status,
+        "verified": bool(report["ok"]) and status != "ledger_missing",
+        "errors": [error["reason"] for error in report["errors"]],
+        "flags": flags,
+        "fraction": fraction,
+        "checks": len(checks),
+        "runs": sum(h.get("runs", 0) for h in checks.values()),
+        "failures_kept": sum(len(h.get("failures_kept") or []) for h in checks.values()),
+    }
+
+
+def verdict_lines(result: dict) -> list[Message]:
+    """The verdict as lines a grader and a student read: the summary, each error, each flag."""
+    if result["status"] == "ledger_missing" and not result["errors"]:
+        lines = [Message("gradcheck: no ledger and no checker call: no checks to grade")]
+    elif not result["verified"]:
+        lines = [Message("gradcheck: the ledger does not verify (problems: {count})", count=len(result["errors"]))]
+    elif result["status"] == "no_checks":
+        lines = [Message("gradcheck: the ledger verifies but records no checks")]
+    else:
+        lines = [Message("gradcheck: the ledger verifies: checks {checks}, runs {runs}, failures kept {failures}",
+                         checks=result["checks"], runs=result["runs"], failures=result["failures_kept"])]
+    lines += [Message("error: {reason}", reason=reason) for reason in result["errors"]]
+    lines += [flag["text"] for flag in result["flags"]]
+    return lines
+
+
+#: The columns of the per-submission CSV; `student_id` and `assignment` are named as nbgrader's
+#: `nbgrader export` names them, so the two files join on them directly.
+SUBMISSION_COLUMNS = (
+    "student_id", "assignment", "notebooks", "status", "verified", "chain_ok", "binding_ok", "replay_ok",
+    "checks", "runs", "failures_kept", WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, "errors",
+    "witnessed", "ledger_fraction",
+)
+
+
+def _all(values) -> bool | None:
+    """True when every value is true, False when one is false, None when none applies."""
+    known = [value for value in values if value is not None]
+    return None if not known else all(known)
+
+
+def submission_rows(submissions: list[dict], rubric: Rubric = Rubric()) -> list[dict]:
+    """One row per (student, assignment), its notebooks and ledgers aggregated, in the order
+    they first appear; `ledger_fraction` is the mean of the notebooks' rubric shares."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for submission in submissions:
+        groups[(submission["student"], submission["assignment"])].append(submission)
+    rows = []
+    for (student, assignment), members in groups.items():
+        verdicts = [verdict(member, rubric) for member in members]
+        counts = {flag: sum(1 for v in verdicts for f in v["flags"] if f["flag"] == flag) for flag in FLAGS}
+        rows.append({
+            "student_id": student,
+            "assignment": assignment,
+            "notebooks": len(members),
+            "status": min((v["status"] for v in verdicts), key=STATUS_ORDER.index),
+            "verified": all(v["verified"] for v in verdicts),
+            "chain_ok": _all(m["chain_ok"] for m in members),
+            "binding_ok": _all(m["binding_ok"] for m in members),
+            "replay_ok": _all(m.get("replay_ok") for m in members),
+            "checks": sum(v["checks"] for v in verdicts),
+            "runs": sum(v["runs"] for v in verdicts),
+            "failures_kept": sum(v["failures_kept"] for v in verdicts),
+            **{flag: counts[flag] for flag in (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP)},
+            "errors": sum(len(v["errors"]) for v in verdicts),
+            "witnessed": _all(witnessed_of(m) for m in members),
+            "ledger_fraction": sum(v["fraction"] for v in verdicts) / len(verdicts),
+        })
+    return rows
+
+
+def score_of(result: dict, points: float) -> float:
+    """The grade cell's score: the verdict's share of `points`, rounded to 1/1000 of a point."""
+    return round(result["fraction"] * float(points), 3)
+
+
+def score_line(score: float, points: float) -> Message:
+    """`gradcheck score: 1 of 2 points`."""
+    return Message("gradcheck score: {score} of {points} points", score=f"{score:g}", points=f"{float(points):g}")

@@ -1,0 +1,82 @@
+"""The configuration that turns the gradcheck preprocessors on, and the grade cell they score.
+
+In the course's `nbgrader_config.py`:
+
+    from jupyterlab_gradcheck.nbgrader import configure
+    c = get_config()
+    configure(c)
+
+`configure` puts each preprocessor at its place in nbgrader's default lists (docs/grading.md
+lists the resulting lines) and names every ledger of `source/` in
+`c.Autograde.exclude_overwriting`, so autograde never copies the instructor's ledger over a
+student's. Call it after setting `c.CourseDirectory.root`, if you set it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+
+from ..core.ledger.store import LEDGER_SUFFIX
+from .config_names import GRADE_CELL_ID
+
+PACKAGE = "jupyterlab_gradcheck.nbgrader"
+#: The source of the grade cell: run by the student it scores nothing; autograde replaces its output.
+GRADE_CELL_SOURCE = (
+    "# The ledger's integrity. nbgrader's autograder verifies the ledger you submit and\n"
+    "# replaces this cell's output with its verdict and score (jupyterlab_gradcheck).\n"
+    "# Run here, it scores nothing.\n"
+    "0.0"
+)
+
+
+def grade_cell(points: float = 2, grade_id: str = GRADE_CELL_ID):
+    """The gradcheck grade cell for a source notebook: a locked, autograded code cell."""
+    return nbformat.v4.new_code_cell(GRADE_CELL_SOURCE, metadata={"nbgrader": {
+        "grade": True, "grade_id": grade_id, "locked": True, "points": points, "schema_version": 3,
+        "solution": False, "task": False}})
+
+
+def ledgers_in_source(course_root: str | os.PathLike) -> dict[str, list[str]]:
+    """{assignment: [ledger names]} for `c.Autograde.exclude_overwriting`: the ledger of every
+    source notebook (whether or not the instructor has run it yet) and every ledger in source/."""
+    found: dict[str, list[str]] = {}
+    for folder in sorted(p for p in (Path(course_root) / "source").glob("*") if p.is_dir()):
+        names = {p.stem + LEDGER_SUFFIX for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts}
+        names |= {str(p.relative_to(folder)) for p in folder.rglob("*" + LEDGER_SUFFIX)}
+        if names:
+            found[folder.name] = sorted(names)
+    return found
+
+
+def _with(defaults: list, inserts: dict) -> list:
+    """`defaults` with each class of `inserts` placed before (`"before"`) or after its anchor."""
+    result = list(defaults)
+    for (where, anchor), added in inserts.items():
+        index = next(i for i, item in enumerate(result) if getattr(item, "__name__", item) == anchor)
+        result.insert(index if where == "before" else index + 1, added)
+    return result
+
+
+def configure(c, course_root: str | os.PathLike | None = None) -> None:
+    """Enable the gradcheck preprocessors in nbgrader's config object `c` (see the module)."""
+    from nbgrader.converters import Autograde, GenerateAssignment
+
+    from .comments import CommentLedgerFlags
+    from .release import StripReleaseLedger
+    from .rerun import IsolateRerun
+    from .score import ScoreLedger
+    from .submitted import VerifySubmittedLedger
+
+    def default(cls, name):
+        return list(cls.class_traits()[name].make_dynamic_default())
+
+    c.GenerateAssignment.preprocessors = default(GenerateAssignment, "preprocessors") + [StripReleaseLedger]
+    c.Autograde.sanitize_preprocessors = [VerifySubmittedLedger] + default(Autograde, "sanitize_preprocessors")
+    c.Autograde.autograde_preprocessors = _with(default(Autograde, "autograde_preprocessors"), {
+        ("before", "Execute"): IsolateRerun, ("after", "Execute"): ScoreLedger,
+        ("after", "SaveAutoGrades"): CommentLedgerFlags})
+    root = course_root if course_root is not None else (c.CourseDirectory.get("root") or os.getcwd())
+    c.Autograde.exclude_overwriting = ledgers_in_source(root)

@@ -1,0 +1,113 @@
+"""`nbgrader autograde`, just after Execute: the verdict, in the notebook and in the grade cell.
+
+It holds what the re-run recorded against the student's ledger (`core.report.rerun_comparison`),
+checks that the student's ledger is still the bytes that were submitted, and turns the
+submission's verify report and those findings into a verdict with the rubric
+(`core.report.grading`). The verdict goes into `metadata.gradcheck_autograde` and into the
+outputs of the grade cell (nbgrader metadata `grade_id`, default `gradcheck_ledger`): an HTML and
+text verdict, then the score as the cell's result, which nbgrader's SaveAutoGrades reads as the
+cell's partial credit.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float, Unicode
+
+from ..core.i18n import Message, checked, localize
+from ..core.ledger.store import Ledger
+from ..core.report.grading import Rubric, score_line, score_of, verdict, verdict_lines
+from ..core.report.rerun_comparison import compare_rerun
+from ..core.report.submissions import load
+from .config_names import GRADE_CELL_ID
+from .course_paths import course_folder
+from .rerun import RERUN_KEY
+from .submitted import AUTOGRADE_KEY, file_sha256, json_safe
+
+#: The resources key that carries the verdict to CommentLedgerFlags in the same pass.
+VERDICT_KEY = "gradcheck_verdict"
+_DEFAULTS = Rubric()
+
+
+def _share(name: str, text: str) -> Float:
+    return Float(getattr(_DEFAULTS, name), help=text).tag(config=True)
+
+
+class ScoreLedger(NbGraderPreprocessor):
+    """Writes the ledger's verdict into the notebook and scores the gradcheck grade cell."""
+
+    grade_id = Unicode(GRADE_CELL_ID, help="The nbgrader grade_id of the grade cell that receives the "
+                                           "ledger's verdict and score.").tag(config=True)
+    language = Unicode("en", help="Language of the verdict and the comments: 'en' or 'es'.").tag(config=True)
+    widened_after_failure = _share("widened_after_failure", "Share of the grade cell's points lost per check "
+                                   "whose tolerance was widened right after it failed.")
+    expectation_revised_after_observation = _share(
+        "expectation_revised_after_observation",
+        "Share of the points lost per check whose expectation was revised after it had run.")
+    witness_gap = _share("witness_gap", "Share of the points lost per witness flag (entries the witness never "
+                         "saw, private runs).")
+    rerun_mismatch = _share("rerun_mismatch", "Share of the points lost per disagreement between the "
+                            "autograder's re-run and the submitted ledger.")
+    unverified = _share("unverified", "Share of the points for a ledger that does not verify (broken chain or "
+                        "binding, attested entries missing, an observation that does not replay, ledger "
+                        "deleted).")
+    no_checks = _share("no_checks", "Share of the points for a notebook that recorded no checks at all.")
+
+    def rubric(self) -> Rubric:
+        return Rubric(**{name: getattr(self, name) for name in Rubric.__dataclass_fields__})
+
+    def preprocess(self, nb, resources):
+        rerun = resources.pop(RERUN_KEY, None)
+        if rerun is not None:
+            resources["metadata"]["path"] = rerun["folder"]
+        state = nb.metadata.get(AUTOGRADE_KEY)
+        if state is None:
+            self.log.error("gradcheck: no verify report in the notebook: put VerifySubmittedLedger first in "
+                           "c.Autograde.sanitize_preprocessors (jupyterlab_gradcheck.nbgrader.configure does)")
+            return nb, resources
+        info = resources["nbgrader"]
+        submitted = course_folder(self, "submitted", info["student"], info["assignment"])
+        autograded = course_folder(self, "autograded", info["student"], info["assignment"])
+        submission = load("notebook", submitted / f"{info['notebook']}.ipynb", state["report"])
+        if file_sha256(autograded / state["ledger"]) != state["ledger_sha256"]:
+            submission["verify"]["errors"].append({"line": None, "scope": "autograde", "reason": Message(
+                "{name} in autograded/ changed during autograding; put back as submitted", name=state["ledger"])})
+            if state["ledger_sha256"] is not None:
+                shutil.copyfile(submitted / state["ledger"], autograded / state["ledger"])
+        findings = []
+        if rerun is not None:
+            again = Path(rerun["scratch"]) / "run" / state["ledger"]
+            findings = compare_rerun(submission["checks"], Ledger(again).checks() if again.is_file() else {})
+            shutil.rmtree(rerun["scratch"], ignore_errors=True)
+        result = verdict(submission, self.rubric(), findings)
+        language = checked(self.language)
+        lines = [localize(line, language) for line in verdict_lines(result)]
+        cell = next((c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == self.grade_id), None)
+        score = None
+        if cell is None:
+            self.log.warning("gradcheck: no grade cell %r in %s: the verdict is in the metadata only",
+                             self.grade_id, info["notebook"])
+        else:
+            points = float(cell.metadata["nbgrader"].get("points", 0))
+            score = score_of(result, points)
+            lines.append(localize(score_line(score, points), language))
+            cell.outputs = _outputs(lines, score, cell.get("execution_count"))
+        nb.metadata[AUTOGRADE_KEY] = {**state, "verdict": json_safe(result), "rerun": json_safe(findings),
+                                      "score": score}
+        resources[VERDICT_KEY] = {"result": result, "lines": lines, "language": language}
+        return nb, resources
+
+
+def _outputs(lines: list[str], score: float, execution_count) -> list:
+    """The verdict (HTML and text), then the score as the cell's result: nbgrader reads a
+    result between 0 and the cell's points as its partial credit."""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
+    markup = f'<div class="gradcheck-verdict"><p><b>{html.escape(lines[0])}</b></p><ul>{items}</ul></div>'
+    return [nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": "\n".join(lines)}),
+            nbformat.v4.new_output("execute_result", data={"text/plain": repr(score)},
+                                   execution_count=execution_count)]

@@ -1,0 +1,85 @@
+"""`nbgrader autograde`, first step: verify the submission as the student handed it in.
+
+It runs first in the sanitizing pass, before nbgrader clears the outputs (which carry the
+attestations) and before anything is re-executed, on the files in `submitted/`: the chain, the
+binding, the attestations and, unless switched off, the replay of every observation
+(`core.ledger.verify.verify_item`). It also keeps the student's ledger in `autograded/` byte for
+byte: nbgrader copies the source's files over the submission ("Overwriting files with master
+versions") unless `c.Autograde.exclude_overwriting` names the ledger, and a copy it made is put
+back (or removed where the student had none), with a warning in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool, Unicode
+
+from ..core.ledger.store import LEDGER_SUFFIX, ledger_path_for
+from ..core.ledger.verify import verify_item
+from ..core.ledger.witness_check import load_witness
+from .course_paths import course_folder
+
+#: The notebook metadata key that carries the autograder's state from one pass to the next.
+AUTOGRADE_KEY = "gradcheck_autograde"
+
+
+def file_sha256(path: Path) -> str | None:
+    """SHA-256 of a file's bytes, or None when it does not exist."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def json_safe(value):
+    """`value` as plain JSON (messages as their English text), for the notebook's metadata."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def keep_students_ledgers(submitted: Path, autograded: Path, log) -> list[str]:
+    """Make every ledger in `autograded` the student's own: the bytes in `submitted`, or none.
+    Returns the names that had to be put back or removed."""
+    names = {p.name for p in submitted.glob("*" + LEDGER_SUFFIX)} | {p.name for p in autograded.glob("*" + LEDGER_SUFFIX)}
+    fixed = []
+    for name in sorted(names):
+        theirs, copy = submitted / name, autograded / name
+        if theirs.is_file() and file_sha256(theirs) != file_sha256(copy):
+            shutil.copyfile(theirs, copy)
+        elif not theirs.is_file() and copy.is_file():
+            copy.unlink()
+        else:
+            continue
+        fixed.append(name)
+        log.warning("%s in autograded/ was not the student's (nbgrader copies the source's files over a "
+                    "submission): put back as submitted. Name it in c.Autograde.exclude_overwriting "
+                    "(jupyterlab_gradcheck.nbgrader.configure does)", name)
+    return fixed
+
+
+class VerifySubmittedLedger(NbGraderPreprocessor):
+    """Verifies the submitted notebook's ledger before nbgrader clears outputs or re-executes."""
+
+    replay = Bool(True, help="Re-run every recorded observation while verifying (as `jupyter gradcheck "
+                             "verify --replay`): catches a value edited with its hashes recomputed. "
+                             "Costs one check's run time per observation.").tag(config=True)
+    witness = Unicode(None, allow_none=True,
+                      help="A witness URL or witness log file (`jupyter gradcheck witness`) to hold each "
+                           "submission against; its gaps become the witness_gap flag. None: no "
+                           "witness.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        submitted = course_folder(self, "submitted", info["student"], info["assignment"])
+        autograded = course_folder(self, "autograded", info["student"], info["assignment"])
+        notebook = submitted / f"{info['notebook']}.ipynb"
+        restored = keep_students_ledgers(submitted, autograded, self.log)
+        report = verify_item("notebook", notebook, replay=self.replay,
+                             witness=load_witness(self.witness) if self.witness else None)
+        ledger = Path(str(report.get("ledger") or ledger_path_for(notebook))).name
+        self.log.info("gradcheck: %s verified before re-execution: ok=%s, %d errors", notebook.name,
+                      report["ok"], len(report["errors"]))
+        nb.metadata[AUTOGRADE_KEY] = {"report": json_safe(report), "ledger": ledger,
+                                      "ledger_sha256": file_sha256(submitted / ledger), "restored": restored}
+        return nb, resources

@@ -12,7 +12,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 TS_SOURCES  := $(shell find src style schema -type f 2>/dev/null) package.json tsconfig.json
 
-.PHONY: setup lab test test-python test-js test-ui test-wheel bench bench-quick bench-opinfo bench-load fuzz clean
+.PHONY: setup lab test test-python test-js test-ui test-hub test-wheel bench bench-quick bench-opinfo bench-load fuzz clean
 
 setup: $(STAMPS)/install
 
@@ -45,7 +45,7 @@ lab: setup
 	jupyter lab $(ROOT_OPT) --ServerApp.root_dir=$(dir $(NOTEBOOK)) \
 		--LabApp.default_url=/lab/tree/$(notdir $(NOTEBOOK)) $(LAB_OPTS)
 
-test: setup test-python test-js test-wheel test-ui bench-quick
+test: setup test-python test-js test-wheel test-ui test-hub bench-quick
 
 test-python: setup
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -58,6 +58,9 @@ test-wheel: setup
 
 test-ui: setup
 	bash scripts/ui-tests.sh
+
+test-hub: setup
+	bash scripts/hub-tests.sh
 
 bench: setup
 	$(PY) -m benchmarks

@@ -39,12 +39,19 @@ class _Base(web.RequestHandler):
         presented = self._presented()
         return bool(self.token) and bool(presented) and hmac.compare_digest(presented, self.token)
 
-    def hub_user(self) -> str | None:
-        """The hub user whose token was presented, when the witness runs under a hub."""
+    async def hub_user(self) -> str | None:
+        """The hub user who owns the presented token, when the witness runs under a hub.
+
+        Asked without blocking the event loop (one slow hub answer must not hold up every other
+        report). Only a user's token names a user: a service's token (the hub also answers for
+        those, with `kind: service`) names no student, so it is refused like an unknown one.
+        """
         if self.hub_auth is None or not self._presented():
             return None
-        model = self.hub_auth.user_for_token(self._presented(), sync=True)
-        return model.get("name") if isinstance(model, dict) else None
+        model = await self.hub_auth.user_for_token(self._presented(), sync=False)
+        if not isinstance(model, dict) or model.get("kind", "user") != "user":
+            return None
+        return model.get("name") or None
 
     def answer(self, payload, status: int = 200) -> None:
         self.set_status(status)
@@ -58,8 +65,9 @@ class _Base(web.RequestHandler):
 class HeadsHandler(_Base):
     """`POST heads`: record a reported head; answers the signed receipt."""
 
-    def post(self):
-        user = self.hub_user()
+    async def post(self):
+        # The instructor's shared token is checked first: it is never sent on to the hub.
+        user = None if self.is_instructor() else await self.hub_user()
         if user is None and not self.is_instructor():
             return self.refuse(403, "forbidden", "a witness token (Authorization: token ...) is required")
         if len(self.request.body) > MAX_BODY:
@@ -78,11 +86,11 @@ class HeadsHandler(_Base):
 class LogHandler(_Base):
     """`GET log`: every receipt (instructor's token), or a hub user's own receipts."""
 
-    def get(self):
+    async def get(self):
         receipts = read_log(self.log.path)
         if self.is_instructor():
             return self.answer({"receipts": receipts, "public_key": self.log.public_key})
-        user = self.hub_user()
+        user = await self.hub_user()
         if user is None:
             return self.refuse(403, "forbidden", "a witness token (Authorization: token ...) is required")
         self.answer({"receipts": [r for r in receipts if r.get("user") == user],

@@ -1,0 +1,111 @@
+"""A class on JupyterHub with jupyterlab-gradcheck: every student's server under /user/<name>/,
+and the witness as a hub-managed service that signs every ledger head the servers report.
+
+Run it with `jupyterhub -f examples/jupyterhub_config.py` from an environment where
+jupyterlab-gradcheck and jupyterhub are installed (`pip install 'jupyterlab-gradcheck[grading]'`)
+and `configurable-http-proxy` is on PATH (`npm install configurable-http-proxy`). The project's
+hub test (`make test-hub`) starts a hub from this very file, with the class list it writes to
+GRADCHECK_HUB_DIR/passwords.json, so what is written here is what the test runs.
+
+Settings read from the environment, all optional:
+- GRADCHECK_HUB_DIR: where the hub keeps its database, cookie secret, the students' home
+  folders and the witness's log and key (default: ./gradcheck-hub);
+- GRADCHECK_HUB_PORT: the public port (default 8000); the proxy's API listens on the next port,
+  the witness on the one after, the hub's own API on the one after that;
+- GRADCHECK_HUB_PROXY: the configurable-http-proxy command (default: found on PATH);
+- GRADCHECK_WITNESS_TOKEN: the instructor's token, the only one that reads the whole witness log.
+
+This sample is for one machine: SimpleLocalProcessSpawner runs every student's server as the
+hub's own OS user, so the students share one file system. What the hub keeps apart here is who
+may reach which server and what the witness records for whom (docs/jupyterhub.md); for a real
+class, use a spawner that gives each student their own account or container (SystemdSpawner,
+DockerSpawner, KubeSpawner) and the institution's authenticator, and keep the rest.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+from jupyterhub.auth import Authenticator
+from traitlets import Dict
+
+c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+
+HUB_DIR = os.path.abspath(os.environ.get("GRADCHECK_HUB_DIR", "gradcheck-hub"))
+PORT = int(os.environ.get("GRADCHECK_HUB_PORT", "8000"))
+PROXY_API_PORT, WITNESS_PORT, HUB_API_PORT = PORT + 1, PORT + 2, PORT + 3
+PUBLIC_URL = f"http://127.0.0.1:{PORT}"
+os.makedirs(HUB_DIR, exist_ok=True)
+
+
+class ClassListAuthenticator(Authenticator):
+    """Students log in with the password the instructor gave each of them (a sample: a real class
+    uses its institution's authenticator, e.g. OAuthenticator or LTI)."""
+
+    passwords = Dict(
+        key_trait=None, value_trait=None, config=True,
+        help="Each student's login name -> password; only these names may log in.")
+
+    async def authenticate(self, handler, data):
+        name, password = data.get("username", ""), data.get("password", "")
+        expected = self.passwords.get(name)
+        return name if expected is not None and password == expected else None
+
+    def check_allowed(self, username, authentication=None):
+        return username in self.passwords
+
+
+# --- the hub, its proxy and its state, on loopback ---------------------------------------------
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = PORT
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = HUB_API_PORT
+c.JupyterHub.db_url = "sqlite:///" + os.path.join(HUB_DIR, "jupyterhub.sqlite")
+c.JupyterHub.cookie_secret_file = os.path.join(HUB_DIR, "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = os.path.join(HUB_DIR, "jupyterhub.pid")
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{PROXY_API_PORT}"
+c.ConfigurableHTTPProxy.command = [os.environ.get("GRADCHECK_HUB_PROXY") or "configurable-http-proxy"]
+c.ConfigurableHTTPProxy.pid_file = os.path.join(HUB_DIR, "proxy.pid")
+
+# --- who may log in ------------------------------------------------------------------------------
+c.JupyterHub.authenticator_class = ClassListAuthenticator
+# The class list, {"name": "password", ...}, from GRADCHECK_HUB_DIR/passwords.json (kept out of
+# version control). Only the names in it exist on the hub and may log in.
+PASSWORDS_FILE = os.path.join(HUB_DIR, "passwords.json")
+PASSWORDS = {}
+if os.path.exists(PASSWORDS_FILE):
+    with open(PASSWORDS_FILE, encoding="utf-8") as class_list:
+        PASSWORDS = json.load(class_list)
+c.ClassListAuthenticator.passwords = PASSWORDS
+c.Authenticator.allowed_users = set(PASSWORDS)
+
+# --- every student's single-user server: JupyterLab with the extension, under /user/<name>/ ----
+c.JupyterHub.spawner_class = "simple"  # SimpleLocalProcessSpawner: one machine, no OS accounts
+c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HUB_DIR, "home", "{username}")
+c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+c.Spawner.default_url = "/lab"
+c.Spawner.args = [
+    # One worker process per student: a class shares its machine's cores.
+    "--GradcheckExtension.workers=1",
+] + (["--allow-root"] if os.getuid() == 0 else [])
+# Every ledger head a student's server writes is reported to the witness, through the proxy, with
+# the server's own hub token (JUPYTERHUB_API_TOKEN): the witness asks the hub whose token it is.
+# Never put GRADCHECK_WITNESS_TOKEN here: that is the instructor's.
+c.Spawner.environment = {"GRADCHECK_WITNESS_URL": f"{PUBLIC_URL}/services/witness"}
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+
+# --- the witness, a hub-managed service at /services/witness/ ------------------------------------
+WITNESS_COMMAND = shutil.which("jupyter-gradcheck", path=os.path.dirname(sys.executable)) or "jupyter-gradcheck"
+c.JupyterHub.services = [
+    {
+        "name": "witness",
+        "url": f"http://127.0.0.1:{WITNESS_PORT}",
+        "command": [WITNESS_COMMAND, "witness", "--log", os.path.join(HUB_DIR, "witness", "witness.jsonl")],
+        "environment": {"GRADCHECK_WITNESS_TOKEN": os.environ.get("GRADCHECK_WITNESS_TOKEN", "")},
+        # The witness needs no scope of its own: it asks the hub who owns each token it is shown.
+        "oauth_no_confirm": True,
+    }
+]
+os.makedirs(os.path.join(HUB_DIR, "witness"), exist_ok=True)

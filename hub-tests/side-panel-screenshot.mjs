@@ -3,14 +3,16 @@
 // Logs in through the hub's login form (HUB_URL, HUB_USER, HUB_PASSWORD), opens the student's
 // lab1.ipynb under /user/<name>/lab, opens the gradcheck side panel with its palette command (as
 // ui-tests/tests/panelHelpers.ts does), runs a second check (sin(x)) from the panel's form and
-// saves the notebook, saves the screenshot at SCREENSHOT, and prints one JSON line: the page's
-// path, JupyterLab's base URL, the checks the panel lists and its header's chain line.
+// saves the notebook, saves the screenshot at SCREENSHOT, then tries HUB_OTHER_USER's server with
+// the same login, and prints one JSON line: the page's path, JupyterLab's base URL, the checks the
+// panel lists, its header's chain line and the status the other student's server answered.
 import { chromium } from 'playwright-core';
 
 const hub = process.env.HUB_URL;
 const user = process.env.HUB_USER;
 const password = process.env.HUB_PASSWORD;
 const screenshot = process.env.SCREENSHOT;
+const other = process.env.HUB_OTHER_USER;
 if (!hub || !user || !password || !screenshot) {
   console.error('side-panel-screenshot: set HUB_URL, HUB_USER, HUB_PASSWORD and SCREENSHOT');
   process.exit(2);
@@ -96,7 +98,14 @@ try {
     return config ? JSON.parse(config.textContent).baseUrl : null;
   });
   await page.screenshot({ path: screenshot });
-  console.log(JSON.stringify({ path: new URL(page.url()).pathname, baseUrl, checks, chain }));
+  const path = new URL(page.url()).pathname;
+  // The same logged-in browser at another student's server: the hub's OAuth step refuses it.
+  let otherStatus = null;
+  if (other) {
+    const answer = await page.goto(`${hub}/user/${other}/lab`);
+    otherStatus = answer ? answer.status() : null;
+  }
+  console.log(JSON.stringify({ path, baseUrl, checks, chain, otherStatus }));
 } finally {
   await browser.close();
 }

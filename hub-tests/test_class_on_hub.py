@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ CHECKS = {
     "bob": {"id": "cube", "function": "x*x*x", "x": 2, "analytical_gradient": 12},
 }
 SCREENSHOT = ROOT / "docs" / "screenshots" / "hub-side-panel.png"
+JUPYTER_GRADCHECK = Path(sys.executable).with_name("jupyter-gradcheck")
 
 
 def _run_check(student) -> dict:
@@ -65,8 +67,9 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
     """Given ana's and bob's servers, started by the hub under /user/ana/ and /user/bob/, when each
     runs a check through the REST API with her own token, then each check passes and lands in that
     student's own ledger (an expectation and an observation), and the witness service, which each
-    server reports to with its own hub token, holds a signed receipt of both heads of both ledgers,
-    each under the user the hub names."""
+    server reports to with its own hub token, holds signed receipts up to the head of both ledgers,
+    each under the user the hub names; the instructor's `verify --witness` through the hub finds
+    ana's ledger witnessed."""
     ana, bob = students["ana"], students["bob"]
     done = {student.name: _run_check(student) for student in (ana, bob)}
     for name, answer in done.items():
@@ -91,6 +94,14 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
         assert (theirs[-1]["seq"], theirs[-1]["head"]) == heads[name]
         assert [r["seq"] for r in theirs] == sorted({r["seq"] for r in theirs})
         assert all(r["signature"] for r in theirs)
+
+    # The instructor holds ana's ledger file against the witness, through the hub, with her token.
+    ledger = hub.folder / "home" / "ana" / "lab1.gradcheck.jsonl"
+    verified = subprocess.run([str(JUPYTER_GRADCHECK), "verify", str(ledger), "--witness", PUBLIC_URL + WITNESS],
+                              env={**os.environ, "GRADCHECK_WITNESS_TOKEN": hub.instructor_token},
+                              capture_output=True, text=True, timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "witness: saw this ledger" in verified.stdout
 
 
 def test_one_students_token_cannot_read_or_write_the_others_ledger(hub, students):
@@ -172,13 +183,14 @@ def test_the_side_panel_is_served_under_the_students_base_url(hub, students):
     from the command palette, then the page's base URL is /user/ana/ and the panel lists ana's
     check (square, passed) and not bob's; when she runs sin(x) from the panel's form and saves, the
     panel lists both checks as passed with the chain and the binding intact, and the screenshot is
-    saved as docs/screenshots/hub-side-panel.png."""
+    saved as docs/screenshots/hub-side-panel.png; when the same browser then opens /user/bob/lab,
+    the hub refuses it (403)."""
     ana = students["ana"]
     if not _ledger(ana).json()["entries"]:
         _run_check(ana)
     SCREENSHOT.unlink(missing_ok=True)
     env = {**os.environ, "HUB_URL": PUBLIC_URL, "HUB_USER": "ana", "HUB_PASSWORD": PASSWORDS["ana"],
-           "SCREENSHOT": str(SCREENSHOT)}
+           "SCREENSHOT": str(SCREENSHOT), "HUB_OTHER_USER": "bob"}
     done = subprocess.run(["node", str(ROOT / "hub-tests" / "side-panel-screenshot.mjs")], env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -191,3 +203,4 @@ def test_the_side_panel_is_served_under_the_students_base_url(hub, students):
     # Saved from the browser, the notebook's binding names the ledger's head.
     assert "chain OK" in seen["chain"] and "binding broken" not in seen["chain"], seen["chain"]
     assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert seen["otherStatus"] == 403  # ana's browser login does not open bob's JupyterLab

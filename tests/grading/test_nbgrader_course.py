@@ -56,7 +56,8 @@ def course(tmp_path_factory) -> Path:
         ledger = root / "submitted" / student / cb.ASSIGNMENT / cb.LEDGER
         if ledger.exists():
             (root / "handed_in" / student).write_bytes(ledger.read_bytes())
-    cb.run("autograde", cb.ASSIGNMENT, cwd=root)
+    autograde = cb.run("autograde", cb.ASSIGNMENT, cwd=root)
+    (root / "autograde.log").write_text(autograde.stdout + autograde.stderr)
     cb.run("generate_feedback", cb.ASSIGNMENT, cwd=root)
     cb.run("export", cwd=root)
     completed = subprocess.run(
@@ -100,6 +101,13 @@ def test_each_students_own_ledger_is_intact_in_autograded(course):
         assert kept == (course / "handed_in" / student).read_bytes(), student
         assert kept == (course / "submitted" / student / cb.ASSIGNMENT / cb.LEDGER).read_bytes(), student
     assert not (course / "autograded" / "deleter" / cb.ASSIGNMENT / cb.LEDGER).exists()
+    # configure() named the ledger in exclude_overwriting: nbgrader never copied the source's
+    # ledger, so the preprocessor's safety net had nothing to put back.
+    log = (course / "autograde.log").read_text()
+    assert "Overwriting files with master versions" in log
+    copied = [line for line in log.splitlines() if "Copying" in line and f"{cb.LEDGER} ->" in line]
+    assert len(copied) == 2 and all("/submitted/" in line.split(" -> ")[0] for line in copied), copied
+    assert "put back as submitted" not in log
 
 
 def test_the_autograded_notebook_holds_the_verdict(course):

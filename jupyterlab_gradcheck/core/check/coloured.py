@@ -122,3 +122,28 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
             rounding = (4 * half_rounding + rounding) / 3 if probe.track_rounding else None
     probe.rounding = rounding
     return result
+
+
+def estimates_for(probe, scheme: str, h, *, exact: bool = False):
+    """The coloured path's estimates for probe's input, or None, with the reason kept on the probe.
+
+    The plan is learned once per probe (an adaptive step asks again and again) and reused."""
+    if probe.colouring is None:
+        plan_, reason = plan(probe)
+        probe.colouring, probe.structure_refused = (plan_ or False), reason
+    if not probe.colouring:
+        return None
+    if scheme not in SCHEMES:
+        probe.structure_refused = f"the coloured path does not compute {scheme} differences"
+        return None
+    found = estimates(probe, probe.colouring, scheme, h, exact=exact)
+    if found is None:
+        probe.structure_refused = "a shifted evaluation ran other operations than the traced one"
+        probe.colouring = False
+        return None
+    probe.structure = "coloured"
+    probe.stats["colours"] = probe.colouring.count
+    probe.stats["colouring"] = probe.colouring.method
+    probe.stats["body"] = ("the output" if probe.colouring.learned.body_kind == "output"
+                           else f"the vector entering the final {probe.colouring.learned.body_kind}")
+    return found

@@ -32,6 +32,11 @@ FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "b
 
 SCHEMES = ("central", "forward", "complex_step", "richardson")
 
+#: finite_difference.mode: "auto" (the default) compares every element unless that is predicted to
+#: take over a second, then projects; "exhaustive" always compares every element; "projected"
+#: compares one random direction and localises a failure (core/check/projected.py).
+FD_MODES = ("auto", "exhaustive", "projected")
+
 #: Exponent p such that the best achievable finite-difference error is ~eps^p, and the
 #: exponent q of the step h ~ eps^q that reaches it.
 _FLOOR_EXPONENT = {"central": 2 / 3, "forward": 1 / 2, "richardson": 4 / 5, "complex_step": 1.0}

@@ -20,9 +20,10 @@ Im phi(x + ih) / h, valid only through complex-analytic functions.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
-from . import coloured, defaults, diagonal, error_bound
+from . import adaptive_step, coloured, defaults, diagonal, error_bound, projected
 from .policy import CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
@@ -32,6 +33,10 @@ CHUNK_ELEMENTS = 1 << 20
 LOOP_BELOW = 24
 #: From this many elements a diagonal chain is worth recognising (one element gains nothing).
 DIAGONAL_FROM = 2
+#: With a time budget (the engine's mode auto), elements from which the general path is timed on a
+#: first part of 1/BUDGET_PARTS of them before the rest runs, and the whole predicted from it.
+BUDGET_FROM = 128
+BUDGET_PARTS = 8
 #: Relative agreement required between a batched and a separate evaluation of one copy: far
 #: above the rounding of a different kernel (~1e-14), far below a step's effect (~1e-6).
 BATCH_AGREEMENT = 1e-9
@@ -58,6 +63,8 @@ class Probe:
     structure: str = "general"
     #: Why no structured path applied to this input ("" while one does or none was tried).
     structure_refused: str = ""
+    #: Seconds the general path may take for this input before projected.ExhaustiveOverBudget (None: no limit).
+    budget_s: float | None = None
     #: The coloured path's plan once learned (core/check/coloured.py); False when it does not apply.
     colouring: object = None
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
@@ -236,7 +243,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         estimates = diagonal.estimates(probe, scheme, h, exact=exact)
         if estimates is not None:
             return estimates
-        estimates = _coloured_estimates(probe, scheme, h, exact)
+        estimates = coloured.estimates_for(probe, scheme, h, exact=exact)
         if estimates is not None:
             return estimates
         probe.structured = False  # neither a diagonal chain nor a usable colouring: do not look again
@@ -244,6 +251,8 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
     base = probe.output(x) if scheme == "forward" else None
     steps = signed_steps(probe, scheme, h, indices, exact=exact)
     rows = probe.rows_per_chunk(steps.shape[0])
+    if probe.budget_s is not None and indices is None and total >= BUDGET_FROM:
+        rows = min(rows, max(LOOP_BELOW, -(-total // BUDGET_PARTS)))  # a first part timed before the rest runs
     if total <= rows:  # one chunk: nothing to assemble
         estimates, rounding = _chunk_estimates(probe, scheme, steps, indices, 0, total, base)
         probe.rounding = rounding
@@ -253,34 +262,14 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
     # for every chunk (the resident size then grows with n instead of staying at one chunk).
     estimates = torch.empty(total, dtype=x.dtype, device=x.device)
     probe.rounding = torch.empty(total, dtype=x.dtype, device=x.device) if probe.track_rounding else None
+    started = time.perf_counter()
     for start in range(0, total, rows):
         stop = min(start + rows, total)
         estimates[start:stop], rounding = _chunk_estimates(probe, scheme, steps, indices, start, stop, base)
+        if probe.budget_s is not None and indices is None and start == 0:
+            projected.check_budget(probe, total, stop, time.perf_counter() - started)
         if rounding is not None:
             probe.rounding[start:stop] = rounding
-    return estimates
-
-
-def _coloured_estimates(probe: Probe, scheme: str, h, exact: bool):
-    """The coloured path's estimates (core/check/coloured.py), or None, with the reason kept on the probe."""
-    if probe.colouring is None:
-        plan, reason = coloured.plan(probe)
-        probe.colouring, probe.structure_refused = (plan or False), reason
-    if not probe.colouring:
-        return None
-    if scheme not in coloured.SCHEMES:
-        probe.structure_refused = f"the coloured path does not compute {scheme} differences"
-        return None
-    estimates = coloured.estimates(probe, probe.colouring, scheme, h, exact=exact)
-    if estimates is None:
-        probe.structure_refused = "a shifted evaluation ran other operations than the traced one"
-        probe.colouring = False
-        return None
-    probe.structure = "coloured"
-    probe.stats["colours"] = probe.colouring.count
-    probe.stats["colouring"] = probe.colouring.method
-    probe.stats["body"] = ("the output" if probe.colouring.learned.body_kind == "output"
-                           else f"the vector entering the final {probe.colouring.learned.body_kind}")
     return estimates
 
 
@@ -348,65 +337,26 @@ def _quotient(probe: Probe, scheme: str, out, steps, base):
     return central, rounding
 
 
-def adaptive(probe: Probe, scheme: str, dtype: str):
-    """Pick the step with the smallest estimated error; return it with the telemetry.
-
-    The estimate at step h is |D(h) - D(h/2)| (truncation) plus the rounding,
-    eps * (|phi| + |x_i| |D_i|) / h: the first term from the values of phi, the second from
-    x_i + h itself being rounded, which dominates where phi is zero (log at 1). The rounding
-    term matters: at tiny steps D(h) and D(h/2) can coincide by quantisation, which alone
-    would look like a perfect step.
-    """
-    import math
-
-    import torch
-
-    eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
-    x = probe.values[probe.name]
-    scale = torch.clamp(x.reshape(-1).abs(), min=1.0)
-    magnitude = float(torch.sum((probe.v * probe.function(**probe.values)).abs()))
-    telemetry, best = [], None
-    for k in range(1, int(-math.log10(eps)) + 1):
-        relative = 10.0 ** -k
-        h = relative * scale
-        estimate = difference_quotient(probe, scheme, h)
-        halved = difference_quotient(probe, scheme, h / 2)
-        truncation = float((estimate - halved).abs().max())
-        representation = float((x.reshape(-1).abs() / scale * halved.abs()).max()) if x.numel() else 0.0
-        rounding = eps * (magnitude + representation) / relative
-        total = truncation + rounding
-        telemetry.append({"step": relative, "change_when_halved": truncation,
-                          "rounding_estimate": rounding, "error_estimate": total})
-        if best is None or total < best[0]:
-            best = (total, relative, halved)
-    total, relative, estimate = best
-    return estimate, relative, {
-        "rule": "step minimising |D(h) - D(h/2)| + eps*(|phi| + |x_i||D_i|)/h over decades; the estimate at h/2 is kept",
-        "candidates": telemetry,
-        "chosen_step": relative,
-        "error_estimate": total,
-    }
-
-
 def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
                  work_elements: int = 1, structured: bool = True, policy: Policy | None = None,
-                 rounding: dict | None = None) -> tuple[dict, dict]:
+                 rounding: dict | None = None, budget_s: float | None = None) -> tuple[dict, dict]:
     """Finite-difference gradient per input (in the values' dtype) and what was done.
 
     `policy` (default: the current one) decides the step's bound, exact steps and the batch
     guard (core/check/policy.py). A `rounding` dict is filled with each input's per-element
     rounding bound (flat tensors). `structured=False` forces the general path (one shifted
     copy per element) even where the function is an elementwise chain; the benchmarks use it
-    to show both costs.
+    to show both costs. With `budget_s`, an input whose general path would take longer raises
+    `projected.ExhaustiveOverBudget` after its first chunk (the engine's mode auto then projects).
     """
     policy = policy or POLICIES[CURRENT]
-    grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "inputs": {}}
+    grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "mode": "exhaustive", "inputs": {}}
     for name, x in values.items():
         probe = Probe(function, values, v, name, work=work_elements, structured=structured,
-                      guard=policy.batch_guard, track_rounding=rounding is not None)
+                      guard=policy.batch_guard, track_rounding=rounding is not None, budget_s=budget_s)
         telemetry = None
         if step == "adaptive":
-            flat, used, telemetry = adaptive(probe, scheme, dtype)
+            flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype)
             kind = "adaptive"
         else:
             h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)

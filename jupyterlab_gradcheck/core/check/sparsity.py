@@ -241,7 +241,8 @@ def _mode_class():
                 dep = self.dep(value)
                 table.append(_pad(dep, width).reshape(-1, width) if dep is not None else
                              torch.full((value.numel(), width), -1, dtype=torch.long, device=value.device))
-                offsets[id(value)] = torch.arange(start, start + value.numel(), device=value.device).reshape(value.shape)
+                positions = torch.arange(start, start + value.numel(), device=value.device)
+                offsets[id(value)] = positions.reshape(value.shape)
                 start += value.numel()
 
             def position(value):

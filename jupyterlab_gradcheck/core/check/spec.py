@@ -282,13 +282,30 @@ def _finite_difference(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
         "finite_difference",
         limits.max_rtol,
     )
-    unknown = sorted(set(raw) - {"scheme", "step", "rtol", "atol"})
+    unknown = sorted(set(raw) - {"scheme", "step", "rtol", "atol", "mode"})
     if unknown:
         raise SpecError(
-            "finite_difference: unknown field {unknown!r} (allowed: atol, rtol, scheme, step)", unknown=unknown[0],
+            "finite_difference: unknown field {unknown!r} (allowed: atol, mode, rtol, scheme, step)",
+            unknown=unknown[0],
             field=f"finite_difference.{unknown[0]}",
         )
-    return {"scheme": scheme, "step": step, **tolerance}, explicit
+    mode = _fd_mode(raw, scheme, step)
+    return {"scheme": scheme, "step": step, **tolerance, **({"mode": mode} if mode else {})}, explicit
+
+
+def _fd_mode(raw: dict, scheme: str, step) -> str | None:
+    """finite_difference.mode as written (None when absent: auto), refused unless it names a mode that can run."""
+    if "mode" not in raw:
+        return None
+    mode = raw["mode"]
+    if mode not in defaults.FD_MODES:
+        raise SpecError("finite_difference.mode {mode!r} is not one of {choices}", mode=mode,
+                        choices=", ".join(defaults.FD_MODES), field="finite_difference.mode")
+    if mode == "projected" and (scheme != "central" or step is not None):
+        raise SpecError("finite_difference.mode projected takes central differences at the default step, "
+                        "not scheme {scheme!r} with step {step!r}", scheme=scheme, step=step,
+                        field="finite_difference.mode")
+    return mode
 
 
 def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits: Limits):

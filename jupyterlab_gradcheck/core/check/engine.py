@@ -17,7 +17,7 @@ from ..expr.evaluator import compile_expression
 from ..i18n import Message
 from ..expr.parser import Expression
 from ..expr.symbolic import symbolic_opinion
-from . import defaults
+from . import defaults, projected
 from .comparison import Operand, compare
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
@@ -84,7 +84,8 @@ def _nondeterminism(function, leaves: dict) -> str:
     return ""
 
 
-def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds: dict | None) -> list[dict]:
+def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds: dict | None,
+                 projected_rows: dict | None = None) -> list[dict]:
     tol, fd_tol = spec.tolerance, spec.finite_difference
     rows = []
     for name in spec.inputs:
@@ -97,9 +98,10 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds:
                     left_label="analytical", right_label="backward_pass_1", **tol),
             compare("analytical_vs_autograd_grad", name, expected, autograd,
                     left_label="analytical", right_label="autograd_grad", **tol),
-            compare("autograd_vs_finite_difference", name, fd[name], autograd,
-                    left_label="finite_difference", right_label="autograd_grad",
-                    rtol=fd_tol["rtol"], atol=fd_tol["atol"], bound=bounds[name] if bounds else None),
+            (projected_rows or {}).get(name) or compare(
+                "autograd_vs_finite_difference", name, fd[name], autograd, left_label="finite_difference",
+                right_label="autograd_grad", rtol=fd_tol["rtol"], atol=fd_tol["atol"],
+                bound=bounds[name] if bounds else None),
             compare("pass_2_vs_twice_pass_1", name, raw["backward_pass_2_accumulated"][name], twice,
                     left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
             compare("after_clear_none_vs_pass_1", name, raw["after_clear_none"][name], pass_1,
@@ -170,8 +172,20 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     # or a chosen step is applied as written (a step too small for the dtype stays a failure).
     bounded = rules.error_bound and not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
     rounding = {} if bounded else None
-    fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme,
-                                   step=fd_step, work_elements=spec.work_elements, policy=rules, rounding=rounding)
+    # the projected mode (core/check/projected.py): asked for, or chosen when the exhaustive one is over budget
+    projection, projected_rows = projected.requested(spec.finite_difference), None
+    if not projection:
+        try:
+            fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step,
+                                           work_elements=spec.work_elements, policy=rules, rounding=rounding,
+                                           budget_s=projected.budget(spec.finite_difference))
+        except projected.ExhaustiveOverBudget as over:
+            projection = str(over)
+    if projection:
+        projected_rows, fd_info = projected.compare_inputs(
+            function, fd_values, fd_v, raw["autograd_grad"], dtype=spec.dtype, reason=projection,
+            rtol=spec.finite_difference["rtol"], atol=spec.finite_difference["atol"], work_elements=spec.work_elements)
+        fd_raw, rounding, bounded = {}, None, False
     bounds = {n: element_tolerance(r).reshape(fd_raw[n].shape) for n, r in rounding.items()} if bounded else None
     if bounded:
         fd_info["error_bound"] = (f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
@@ -197,7 +211,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
                                                       fast=True if rules.gradcheck_fast else None)
     raw["finite_difference"] = fd
 
-    comparisons = _comparisons(spec, analytical, raw, fd, bounds)
+    comparisons = _comparisons(spec, analytical, raw, fd, bounds, projected_rows)
     context = DiagnosisContext(
         function=function, fd_values=fd_values, fd_v=fd_v, dtype=spec.dtype, scheme=fd_scheme,
         step=fd_info["step"] if fd_step is not None else None,

@@ -17,6 +17,8 @@ from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
+from planted_backward import wrong_at
+
 #: Both paths take central differences at the same steps, so the truncation is the same and they
 #: differ by rounding alone, eps * |f_j| / h ~ 2e-16 / 6e-6 ~ 4e-11 per row for the O(1) values
 #: here; 1e-9 leaves a margin of 25x and is still 10^4 below the 1e-5 tolerance a real error
@@ -93,22 +95,8 @@ def _banded_gradient(x):
     return result
 
 
-class BandedWrongAt(torch.autograd.Function):
-    """The banded loss with a hand-written backward that is 1e-3 too high at one element only."""
-
-    wrong_at = 37
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return banded_loss(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        result = _banded_gradient(x)
-        result[BandedWrongAt.wrong_at] += 1e-3
-        return grad * result
+#: The banded loss with a backward 1e-3 too high at element 37 only.
+BandedWrongAt = wrong_at(banded_loss, lambda x, grad: grad * _banded_gradient(x), 37, 1e-3)
 
 
 def test_one_wrong_element_of_a_custom_backward_is_caught_and_named_on_the_coloured_path():

@@ -2,7 +2,7 @@
 and the witness as a hub-managed service that signs every ledger head the servers report.
 
 Run it with `jupyterhub -f examples/jupyterhub_config.py` from an environment where
-jupyterlab-gradcheck and jupyterhub are installed (`pip install 'jupyterlab-gradcheck[grading]'`)
+jupyterlab-gradcheck and jupyterhub are installed (`pip install 'jupyterlab_gradcheck[grading]'`)
 and `configurable-http-proxy` is on PATH (`npm install configurable-http-proxy`). The project's
 hub test (`make test-hub`) starts a hub from this very file, with the class list it writes to
 GRADCHECK_HUB_DIR/passwords.json, so what is written here is what the test runs.

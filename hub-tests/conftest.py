@@ -50,6 +50,7 @@ def students(hub):
         logged_in.append(Student(name, answer.json()["token"]))
     try:
         hub.ready_seconds = start_servers(logged_in)
+        print("\nhub test: servers ready after " + ", ".join(f"{n} {s:.1f} s" for n, s in hub.ready_seconds.items()))
         for student in logged_in:
             made = student.server_call("PUT", "api/contents/lab1.ipynb",
                                        {"type": "notebook", "format": "json", "content": NOTEBOOK})

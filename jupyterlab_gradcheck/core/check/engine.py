@@ -27,6 +27,7 @@ from .finite_difference import fd_gradients
 from .observations import observe_autograd
 from .policy import STEP_SCALE_CAP, policy
 from .refinement import refine_inputs
+from .signature import check_signature
 from .spec import CheckSpec, parse_spec
 from .step_sweep import guarded_step_sweep
 from .tensors import describe, to_tensor
@@ -158,6 +159,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
 
     spec = parse_spec(spec)
     device = resolve_device(spec.device, devices)
+    if not spec.expression:
+        check_signature(spec.function, list(spec.inputs))
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
     observations, raw, v = observe_autograd(function, leaves, spec.grad_output)

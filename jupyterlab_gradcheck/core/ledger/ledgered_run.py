@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..check.signature import check_signature
 from ..check.spec import CheckSpec, parse_spec
 from ..errors import SpecError
 from .binding import refresh_binding
@@ -94,6 +95,8 @@ def record_run(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list
 
     parsed = parse_spec(spec)
     resolve_device(parsed.device, devices)
+    if not parsed.expression:  # a callable that cannot take the inputs is bad input, not a failed run
+        check_signature(parsed.function, list(parsed.inputs))
     parsed, spec_dict, expectation = declare(ledger, parsed)
     try:
         record = run_check(parsed, sweep=sweep, devices=devices)

@@ -2,9 +2,9 @@
 
 nbgrader keeps a comment per solution cell in its gradebook and prints it under the cell in the
 feedback (`nbgrader generate_feedback`) and in the formgrader. Each flag that names a check goes
-to the solution cell that ran the check (found by the attestations the re-run left in the
-outputs); the verdict's summary, its errors and the flags of no cell go to the first solution
-cell. They are added to nbgrader's own automatic comment, which SaveAutoGrades has just reset,
+to the solution cell that ran the check (found by ScoreLedger in the attestations the re-run
+left in the outputs); the verdict's summary, its errors and the flags of no cell go to the first
+solution cell. They are added to nbgrader's own automatic comment, which SaveAutoGrades has just reset,
 so autograding again does not repeat them; a grader's manual comment still takes precedence.
 """
 
@@ -14,7 +14,6 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from ..core.i18n import localize
-from ..core.ledger.attestation import notebook_attestations
 from .score import VERDICT_KEY
 
 
@@ -26,10 +25,7 @@ def comments_by_cell(nb, verdict: dict) -> dict[str, list[str]]:
     if not solutions:
         return {}
     first = solutions[min(solutions)]
-    cell_of_check = {}
-    for item in notebook_attestations(nb):
-        if item["cell"] in solutions:
-            cell_of_check.setdefault(item["check_id"], solutions[item["cell"]])
+    cell_of_check = {check_id: solutions[number] for check_id, number in verdict["cells"].items() if number in solutions}
     lines = verdict["lines"]
     flag_texts = {localize(flag["text"], verdict["language"]) for flag in verdict["result"]["flags"]}
     comments: dict[str, list[str]] = {first: [line for line in lines if line not in flag_texts]}

@@ -18,15 +18,20 @@ from ..core.ledger.store import LEDGER_SUFFIX
 from .course_paths import course_folder
 
 
+def drop_attestations(nb) -> None:
+    """Remove every attestation output (each names an entry of a ledger that is not the one this
+    copy of the notebook goes with); the cells' other outputs stay."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [output for output in cell.get("outputs", []) if MIME_TYPE not in (output.get("data") or {})]
+
+
 class StripReleaseLedger(NbGraderPreprocessor):
     """Removes the instructor's ledger, binding and attestations from the release."""
 
     def preprocess(self, nb, resources):
         nb.metadata.pop(METADATA_KEY, None)
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                cell.outputs = [output for output in cell.get("outputs", [])
-                                if MIME_TYPE not in (output.get("data") or {})]
+        drop_attestations(nb)
         folder = course_folder(self, "release", ".", resources["nbgrader"]["assignment"])
         for ledger in sorted(folder.rglob("*" + LEDGER_SUFFIX)):
             self.log.info("Removing the instructor's ledger from the release: %s", ledger)

@@ -6,7 +6,8 @@ submission's verify report and those findings into a verdict with the rubric
 (`core.report.grading`). The verdict goes into `metadata.gradcheck_autograde` and into the
 outputs of the grade cell (nbgrader metadata `grade_id`, default `gradcheck_ledger`): an HTML and
 text verdict, then the score as the cell's result, which nbgrader's SaveAutoGrades reads as the
-cell's partial credit.
+cell's partial credit. The re-run's attestation outputs are removed: they name the re-run's
+ledger, which is discarded, so the autograded notebook goes with the student's ledger again.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, Unicode
 
 from ..core.i18n import Message, checked, localize
+from ..core.ledger.attestation import notebook_attestations
 from ..core.ledger.store import Ledger
 from ..core.report.grading import Rubric, score_line, score_of, verdict, verdict_lines
 from ..core.report.rerun_comparison import compare_rerun
 from ..core.report.submissions import load
 from .config_names import GRADE_CELL_ID
 from .course_paths import course_folder
+from .release import drop_attestations
 from .rerun import RERUN_KEY
 from .submitted import AUTOGRADE_KEY, file_sha256, json_safe
 
@@ -99,7 +102,9 @@ class ScoreLedger(NbGraderPreprocessor):
             cell.outputs = _outputs(lines, score, cell.get("execution_count"))
         nb.metadata[AUTOGRADE_KEY] = {**state, "verdict": json_safe(result), "rerun": json_safe(findings),
                                       "score": score}
-        resources[VERDICT_KEY] = {"result": result, "lines": lines, "language": language}
+        cells = {item["check_id"]: item["cell"] for item in reversed(notebook_attestations(nb))}  # first cell wins
+        resources[VERDICT_KEY] = {"result": result, "lines": lines, "language": language, "cells": cells}
+        drop_attestations(nb)  # they name the re-run's discarded ledger: autograded/ keeps the student's
         return nb, resources
 
 

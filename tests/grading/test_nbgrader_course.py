@@ -110,6 +110,19 @@ def test_each_students_own_ledger_is_intact_in_autograded(course):
     assert "put back as submitted" not in log
 
 
+def test_the_autograded_folders_verify_as_submitted(course):
+    """Given autograde re-executed each notebook into a scratch ledger, then no autograded
+    notebook attests that discarded ledger: the honest and the widening students' autograded
+    folders verify against their own ledgers, and the deleter's does not (no ledger)."""
+    from jupyterlab_gradcheck.core.ledger.attestation import notebook_attestations
+    from jupyterlab_gradcheck.core.ledger.verify import verify_path
+
+    for student in cb.STUDENTS:
+        folder = course / "autograded" / student / cb.ASSIGNMENT
+        assert notebook_attestations(nbformat.read(str(folder / f"{cb.NOTEBOOK}.ipynb"), as_version=4)) == []
+        assert verify_path(folder)["ok"] is (student != "deleter"), student
+
+
 def test_the_autograded_notebook_holds_the_verdict(course):
     """Given autograde ran, then each autograded notebook's grade cell shows the verdict and its
     score, and the metadata keeps the verdict: the honest ledger verifies with no flag and no

@@ -140,3 +140,13 @@ def test_a_witness_gap_is_a_flag_that_costs_its_share(tmp_path):
     result = verdict(submission)
     assert (result["verified"], [(f["flag"], str(f["text"])) for f in result["flags"]], result["fraction"]) == (
         True, [("witness_gap", "witness_gap: entries_not_witnessed (5)")], 0.5)
+
+
+def test_the_verdict_speaks_spanish(submitted):
+    """Given the widener's verdict, when it is shown in Spanish (c.ScoreLedger.language = "es"),
+    then the summary and the flag read in Spanish and the flag keeps its name and its check."""
+    from jupyterlab_gradcheck.core.i18n import localize
+
+    summary, flag = [localize(line, "es") for line in verdict_lines(verdict(submitted["widener"]))]
+    assert summary == "gradcheck: el registro se verifica: comprobaciones 3, ejecuciones 3, fallos conservados 1"
+    assert flag.startswith("widened_after_failure: comprobación 'cube_wrong': su tolerancia se amplió justo después")

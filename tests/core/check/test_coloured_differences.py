@@ -17,7 +17,7 @@ from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
-from planted_backward import wrong_at
+from benchmarks.bench_structure import wrong_at
 
 #: Both paths take central differences at the same steps, so the truncation is the same and they
 #: differ by rounding alone, eps * |f_j| / h ~ 2e-16 / 6e-6 ~ 4e-11 per row for the O(1) values
@@ -96,7 +96,7 @@ def _banded_gradient(x):
 
 
 #: The banded loss with a backward 1e-3 too high at element 37 only.
-BandedWrongAt = wrong_at(banded_loss, lambda x, grad: grad * _banded_gradient(x), 37, 1e-3)
+banded_wrong_at_37 = wrong_at(banded_loss, lambda x, grad: grad * _banded_gradient(x), 37, 1e-3)
 
 
 def test_one_wrong_element_of_a_custom_backward_is_caught_and_named_on_the_coloured_path():
@@ -105,11 +105,11 @@ def test_one_wrong_element_of_a_custom_backward_is_caught_and_named_on_the_colou
     then the finite differences took the coloured path (its pattern learned from the forward, not
     from the wrong backward) and the failure names index [37]."""
     x = torch.linspace(-1.0, 1.0, 200, dtype=torch.float64)
-    verdict = numerical_verdict(BandedWrongAt.apply, {"x": x})
+    verdict = numerical_verdict(banded_wrong_at_37, {"x": x})
     assert verdict["finite_difference"]["inputs"]["x"]["structure"] == "coloured"
     assert not verdict["passed"]
     assert verdict["worst"]["index"] == [37]
-    record = check_callable(BandedWrongAt.apply, {"x": x.tolist()}, grad=_banded_gradient)
+    record = check_callable(banded_wrong_at_37, {"x": x.tolist()}, grad=_banded_gradient)
     assert not record["passed"]
     assert record["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "coloured"
     failure = next(f for f in record["failures"] if f["comparison"] == "autograd_vs_finite_difference")

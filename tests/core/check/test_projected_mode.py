@@ -18,7 +18,7 @@ from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
 from jupyterlab_gradcheck.core.check.projected import projected_verdict
 from jupyterlab_gradcheck.core.errors import SpecError
 
-from planted_backward import wrong_at
+from benchmarks.bench_structure import wrong_at
 
 N = 500
 MATRIX = torch.randn(N, N, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) / math.sqrt(N)
@@ -34,8 +34,7 @@ def dense_gradient(x):
 
 
 #: tanh(A x) whose Jacobian is 1e-3 too high at diagonal entry 321: v^T J is off at that element only.
-DenseWrongAt = wrong_at(dense, lambda x, grad: MATRIX.T @ (grad * (1 - torch.tanh(MATRIX @ x) ** 2)), 321, 1e-3,
-                        scaled=True)
+dense_wrong_at_321 = wrong_at(dense, lambda x, grad: MATRIX.T @ (grad * (1 - torch.tanh(MATRIX @ x) ** 2)), 321, 1e-3)
 
 
 def _check(function, **options):
@@ -64,7 +63,7 @@ def test_one_wrong_element_is_caught_and_named_in_logarithmic_evaluations():
     then it fails, names index [321] with that element's own central difference and autograd
     value, and localising took one split per halving of 500 elements (9), each two directions
     of two evaluations plus a truncation check where a half fails: at most 4 + 6 * 9 + 2 in all."""
-    verdict = projected_verdict(DenseWrongAt.apply, {"x": _x()})
+    verdict = projected_verdict(dense_wrong_at_321, {"x": _x()})
     assert verdict["passed"] is False
     assert verdict["worst"]["index"] == [321]
     row = verdict["comparisons"][0]
@@ -82,7 +81,7 @@ def test_the_engine_records_the_projected_mode_asked_for_and_names_the_element()
     when the check runs,
     then the finite_difference observation says projected and why, and the failure of
     autograd_vs_finite_difference names index [321]."""
-    record = _check(DenseWrongAt.apply, finite_difference={"mode": "projected"})
+    record = _check(dense_wrong_at_321, finite_difference={"mode": "projected"})
     observation = record["observations"]["finite_difference"]
     assert observation["mode"] == "projected"
     assert "requested" in observation["mode_reason"]

@@ -60,7 +60,7 @@ def call(method: str, path: str, body=None, token: str | None = None, timeout: f
         return Answer(refused.code, refused.read(), refused.url)
 
 
-def ports_free(first: int, count: int) -> list[int]:
+def ports_taken(first: int, count: int) -> list[int]:
     """The ports among first..first+count-1 that something already listens on."""
     taken = []
     for port in range(first, first + count):
@@ -95,7 +95,7 @@ class HubProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 90.0) -> "HubProcess":
-        taken = ports_free(PORT, 4)
+        taken = ports_taken(PORT, 4)
         if taken:
             raise RuntimeError(f"ports {taken} are in use: another hub test or service is running there")
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -179,3 +179,18 @@ def test_the_submission_csv_joins_nbgraders_export(course):
     assert (joined["widener"]["widened_after_failure"], joined["widener"]["failures_kept"]) == ("1", "1")
     assert (joined["deleter"]["status"], joined["deleter"]["verified"]) == ("ledger_missing", "false")
     assert (joined["honest"]["status"], joined["honest"]["verified"], joined["honest"]["checks"]) == ("ok", "true", "3")
+
+
+def test_the_rubric_is_set_by_nbgrader_config(course, tmp_path):
+    """Given a copy of the graded course, when the widener is autograded again with the rubric's
+    widening penalty raised to the whole cell (`--ScoreLedger.widened_after_failure=1.0`, as a
+    config line would set it), then nbgrader's export gives the widener 0 of 2 instead of 1."""
+    import shutil
+
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy)
+    cb.run("autograde", cb.ASSIGNMENT, "--force", "--student", "widener", "--ScoreLedger.widened_after_failure=1.0",
+           cwd=copy)
+    cb.run("export", cwd=copy)
+    grades = _rows(copy / "grades.csv")
+    assert (float(grades["widener"]["score"]), float(grades["honest"]["score"])) == (0.0, 2.0)

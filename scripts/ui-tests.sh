@@ -7,13 +7,7 @@ cd "$(dirname "$0")/.."
 
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
-if [ ! -x /usr/bin/chromium ]; then
-    echo "ui-tests: /usr/bin/chromium is missing; installing Debian's chromium"
-    SUDO=""
-    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-    $SUDO apt-get update
-    $SUDO apt-get install -y chromium
-fi
+bash scripts/install-chromium.sh
 
 if ! jupyter labextension list 2>&1 | grep -q "jupyterlab-gradcheck.*enabled.*OK"; then
     echo "ui-tests: the jupyterlab-gradcheck lab extension is not installed in this environment" >&2

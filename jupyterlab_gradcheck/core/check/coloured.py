@@ -68,37 +68,43 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     # padding entries add into a spare slot past the last element, dropped afterwards
     columns = torch.where(mask, pattern, count).reshape(-1)
     rows = torch.arange(pattern.shape[0], device=x.device).unsqueeze(1).expand_as(pattern)
-    # where row j's difference for each slot's column is found in the (colours x rows) values
-    slot = (torch.cat([colours, colours.new_zeros(1)])[columns].reshape(pattern.shape) * pattern.shape[0]
-            + rows).reshape(-1)
+    # where row j's difference for each slot's column is found in the (rows x colours) values: row
+    # j's values lie together, so the gather reads memory in order
+    slot = (rows * plan_.count + torch.cat([colours, colours.new_zeros(1)])[columns].reshape(pattern.shape)).reshape(-1)
+    order = torch.argsort(colours)
+    members = torch.split(order, torch.bincount(colours, minlength=plan_.count).tolist())
     v = probe.v.reshape(-1)
     weight = v.reshape(-1, 1).expand_as(pattern).reshape(-1) if learned.body_kind == "output" \
         else v[0] * learned.factor
 
     def shifted(multiple: float):
-        """(body values, one row per colour; the shift each element really took)."""
+        """(body values, one column per colour; the shift each element really took)."""
         shift = h * multiple
         point = flat + shift
         taken = torch.where(point == flat, shift, point - flat) if exact else shift
-        values = []
-        for colour in range(plan_.count):
-            moved = torch.where(colours == colour, point, flat).reshape(x.shape)
-            body = sparsity.body_at(probe.function, probe.arguments(moved), learned)
+        values = None
+        for colour, indices in enumerate(members):
+            moved = flat.clone()
+            moved[indices] = point[indices]
+            body = sparsity.body_at(probe.function, probe.arguments(moved.reshape(x.shape)), learned)
             probe.stats["forward_evaluations"] += 1
             if body is None:
                 return None, None
-            values.append(body)
-        return torch.stack(values), taken
+            if values is None:
+                values = torch.empty(body.numel(), plan_.count, dtype=body.dtype, device=body.device)
+            values[:, colour] = body
+        return values, taken
 
     def share(first, second, width):
         """Each column's quotient: its rows' weighted differences summed, and their rounding bound."""
-        a, b = first.reshape(-1)[slot], second.reshape(-1)[slot]
-        total = torch.zeros(count + 1, dtype=a.dtype, device=a.device)
-        estimate = total.index_add(0, columns, weight * (a - b))[:count] / width
+        difference = (first - second).reshape(-1)[slot]
+        total = torch.zeros(count + 1, dtype=difference.dtype, device=difference.device)
+        estimate = total.index_add(0, columns, weight * difference)[:count] / width
         rounding = None
         if probe.track_rounding:
+            a, b = first.reshape(-1)[slot], second.reshape(-1)[slot]
             eps = torch.finfo(a.dtype).eps
-            size = (weight * 1.0).abs() * (a.abs() + b.abs()) * (a != b)
+            size = (weight * 1.0).abs() * (a.abs() + b.abs()) * (difference != 0)
             rounding = eps * total.index_add(0, columns, size)[:count] / width.abs()
         return estimate, rounding
 
@@ -106,7 +112,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         plus, up = shifted(1.0)
         if plus is None:
             return None
-        base = learned.body.to(plus.dtype).expand_as(plus)
+        base = learned.body.to(plus.dtype).unsqueeze(1).expand_as(plus)
         result, rounding = share(plus, base, up)
     else:
         (plus, up), (minus, down) = shifted(1.0), shifted(-1.0)

@@ -21,6 +21,8 @@ from . import colouring, sparsity
 
 #: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
 SCHEMES = {"central": (1.0, -1.0), "forward": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
+#: Elements (copies x the larger of input and body numel) per vmap call, as the general path's chunks.
+CHUNK_ELEMENTS = 1 << 20
 #: Use the colouring only when it needs at most this fraction of the general path's evaluations.
 WORTH_BELOW = 0.5
 
@@ -71,29 +73,23 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     # where row j's difference for each slot's column is found in the (rows x colours) values: row
     # j's values lie together, so the gather reads memory in order
     slot = (rows * plan_.count + torch.cat([colours, colours.new_zeros(1)])[columns].reshape(pattern.shape)).reshape(-1)
-    order = torch.argsort(colours)
-    members = torch.split(order, torch.bincount(colours, minlength=plan_.count).tolist())
     v = probe.v.reshape(-1)
     weight = v.reshape(-1, 1).expand_as(pattern).reshape(-1) if learned.body_kind == "output" \
         else v[0] * learned.factor
+
+    checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
 
     def shifted(multiple: float):
         """(body values, one column per colour; the shift each element really took)."""
         shift = h * multiple
         point = flat + shift
         taken = torch.where(point == flat, shift, point - flat) if exact else shift
-        values = None
-        for colour, indices in enumerate(members):
-            moved = flat.clone()
-            moved[indices] = point[indices]
-            body = sparsity.body_at(probe.function, probe.arguments(moved.reshape(x.shape)), learned)
-            probe.stats["forward_evaluations"] += 1
-            if body is None:
-                return None, None
-            if values is None:
-                values = torch.empty(body.numel(), plan_.count, dtype=body.dtype, device=body.device)
-            values[:, colour] = body
-        return values, taken
+        copies = flat.expand(plan_.count, count).clone()
+        copies[colours, torch.arange(count, device=x.device)] = point  # copy k moves the elements of colour k
+        values = _batched(probe, learned, copies, checked)
+        if values is None:
+            values = _one_at_a_time(probe, learned, copies)
+        return (None, None) if values is None else (values.T, taken)
 
     def share(first, second, width):
         """Each column's quotient: its rows' weighted differences summed, and their rounding bound."""
@@ -128,6 +124,55 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
             rounding = (4 * half_rounding + rounding) / 3 if probe.track_rounding else None
     probe.rounding = rounding
     return result
+
+
+def _batched(probe, learned, copies, checked: list):
+    """The bodies of all copies from `vmap` calls a chunk at a time, or None where batching does not apply.
+
+    The first time, the last copy is also evaluated on its own and must agree bit for bit within
+    BATCH_AGREEMENT, as the general path's batch guard asks (core/check/finite_difference.py)."""
+    import torch
+
+    from .finite_difference import BATCH_AGREEMENT
+
+    x = probe.values[probe.name]
+    if not probe.batched:
+        return None
+    width = max(x.numel(), learned.pattern.shape[0], probe.work, 1)
+    chunk = max(1, CHUNK_ELEMENTS // width)
+    parts = []
+    shaped = copies.reshape(copies.shape[0], *x.shape)  # shaped outside vmap: a reshape inside is one more operation
+    for start in range(0, copies.shape[0], chunk):
+        part = sparsity.bodies_at(probe.function, probe.arguments, shaped[start:start + chunk], learned)
+        probe.stats["forward_evaluations"] += copies[start:start + chunk].shape[0]
+        if part is None:
+            return None
+        parts.append(part)
+    values = torch.cat(parts) if len(parts) > 1 else parts[0]
+    if not checked:
+        single = sparsity.body_at(probe.function, probe.arguments(copies[-1].reshape(x.shape)), learned)
+        probe.stats["batch_check_evaluations"] = probe.stats.get("batch_check_evaluations", 0) + 1
+        scale = float(single.abs().max()) if single is not None and single.numel() else 0.0
+        if single is None or not torch.allclose(values[-1], single, rtol=BATCH_AGREEMENT,
+                                                atol=BATCH_AGREEMENT * scale, equal_nan=True):
+            return None
+        checked.append(True)
+    return values
+
+
+def _one_at_a_time(probe, learned, copies):
+    """The bodies of the copies evaluated one by one (a function vmap cannot batch), or None if one differs."""
+    import torch
+
+    x = probe.values[probe.name]
+    values = []
+    for copy in copies:
+        body = sparsity.body_at(probe.function, probe.arguments(copy.reshape(x.shape)), learned)
+        probe.stats["forward_evaluations"] += 1
+        if body is None:
+            return None
+        values.append(body)
+    return torch.stack(values)
 
 
 def estimates_for(probe, scheme: str, h, *, exact: bool = False):

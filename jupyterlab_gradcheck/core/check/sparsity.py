@@ -358,3 +358,33 @@ def body_at(function, arguments: dict, learned: Learned):
     if value is None or value.numel() != learned.pattern.shape[0]:
         return None
     return value.reshape(-1)
+
+
+def bodies_at(function, arguments, xs, learned: Learned):
+    """The body's values at each x stacked along dimension 0, from one `vmap` call; None where that fails.
+
+    `arguments(x)` gives the function's keyword arguments for one x. Under vmap the operations
+    reach the capture mode batched along dimension 0 (the body a loss reduces is then the final
+    reduction's input, of shape (B, ...)): up to the body they must have the learned names in the
+    learned order, else None and the caller evaluates the copies one at a time.
+    """
+    import torch
+
+    mode = _capture_class()(learned.body_position)
+    try:
+        with torch.no_grad(), mode:
+            out = torch.func.vmap(lambda x: function(**arguments(x)))(xs)
+    except Exception:  # a function vmap cannot batch (a custom Function without a vmap rule)
+        return None
+    # up to the body, the operations must be the learned ones; after a loss's final reduction vmap
+    # handles the per-copy scalars its own way (a select and a copy before a constant factor), and
+    # those operations do not touch the body
+    through = len(learned.operations) if learned.body_kind == "output" else learned.body_position + 1
+    if tuple(mode.operations[:through]) != learned.operations[:through] or (
+            learned.body_kind == "output" and len(mode.operations) != through):
+        return None
+    value = out if learned.body_kind == "output" else mode.captured
+    count, rows = xs.shape[0], learned.pattern.shape[0]
+    if value is None or value.dim() == 0 or value.shape[0] != count or value.numel() != count * rows:
+        return None
+    return value.reshape(count, rows)

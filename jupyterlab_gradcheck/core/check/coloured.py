@@ -35,6 +35,7 @@ class Colouring:
     colours: object  #: int64 colour per flat input element
     count: int  #: number of colours
     method: str  #: how the colours were found (colouring.colour_columns)
+    targets: object = None  #: see _targets, built on first use
 
 
 def plan(probe) -> tuple[Colouring | None, str]:
@@ -64,18 +65,10 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     x = probe.values[probe.name]
     flat = x.reshape(-1)
     learned, colours = plan_.learned, plan_.colours
-    pattern = learned.pattern.to(x.device)
-    mask = pattern >= 0
     count = flat.numel()
-    # padding entries add into a spare slot past the last element, dropped afterwards
-    columns = torch.where(mask, pattern, count).reshape(-1)
-    rows = torch.arange(pattern.shape[0], device=x.device).unsqueeze(1).expand_as(pattern)
-    # where row j's difference for each slot's column is found in the (rows x colours) values: row
-    # j's values lie together, so the gather reads memory in order
-    slot = (rows * plan_.count + torch.cat([colours, colours.new_zeros(1)])[columns].reshape(pattern.shape)).reshape(-1)
+    target = _targets(plan_, x.device)
     v = probe.v.reshape(-1)
-    weight = v.reshape(-1, 1).expand_as(pattern).reshape(-1) if learned.body_kind == "output" \
-        else v[0] * learned.factor
+    weight = v.reshape(1, -1) if learned.body_kind == "output" else v[0] * learned.factor
 
     checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
 
@@ -89,26 +82,25 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         values = _batched(probe, learned, copies, checked)
         if values is None:
             values = _one_at_a_time(probe, learned, copies)
-        return (None, None) if values is None else (values.T, taken)
+        return (None, None) if values is None else (values, taken)
 
     def share(first, second, width):
         """Each column's quotient: its rows' weighted differences summed, and their rounding bound."""
-        difference = (first - second).reshape(-1)[slot]
+        difference = first - second  # (colours x rows): row j's share of colour k goes to target[k, j]
         total = torch.zeros(count + 1, dtype=difference.dtype, device=difference.device)
-        estimate = total.index_add(0, columns, weight * difference)[:count] / width
+        estimate = total.index_add(0, target, (weight * difference).reshape(-1))[:count] / width
         rounding = None
         if probe.track_rounding:
-            a, b = first.reshape(-1)[slot], second.reshape(-1)[slot]
-            eps = torch.finfo(a.dtype).eps
-            size = (weight * 1.0).abs() * (a.abs() + b.abs()) * (difference != 0)
-            rounding = eps * total.index_add(0, columns, size)[:count] / width.abs()
+            eps = torch.finfo(difference.dtype).eps
+            size = (weight * 1.0).abs() * (first.abs() + second.abs()) * (difference != 0)
+            rounding = eps * total.index_add(0, target, size.reshape(-1))[:count] / width.abs()
         return estimate, rounding
 
     if scheme == "forward":
         plus, up = shifted(1.0)
         if plus is None:
             return None
-        base = learned.body.to(plus.dtype).unsqueeze(1).expand_as(plus)
+        base = learned.body.to(plus.dtype).unsqueeze(0).expand_as(plus)
         result, rounding = share(plus, base, up)
     else:
         (plus, up), (minus, down) = shifted(1.0), shifted(-1.0)
@@ -124,6 +116,25 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
             rounding = (4 * half_rounding + rounding) / 3 if probe.track_rounding else None
     probe.rounding = rounding
     return result
+
+
+def _targets(plan_: Colouring, device):
+    """For each colour k and body row j, the column whose quotient row j's difference under colour k
+    belongs to (flat, colours x rows), or n (a spare slot, dropped) where row j holds no column of
+    colour k. Built once per plan: an adaptive step or a refinement asks again."""
+    import torch
+
+    if plan_.targets is None:
+        pattern = plan_.learned.pattern.to(device)
+        rows, count = pattern.shape[0], plan_.colours.numel()
+        valid = pattern >= 0
+        # padding entries write into a spare colour row past the last one
+        colour = torch.where(valid, plan_.colours[pattern.clamp(min=0)], plan_.count)
+        targets = torch.full((plan_.count + 1, rows), count, dtype=torch.long, device=device)
+        targets[colour, torch.arange(rows, device=device).unsqueeze(1).expand_as(pattern)] = \
+            torch.where(valid, pattern, count)
+        plan_.targets = targets[:plan_.count].reshape(-1)
+    return plan_.targets
 
 
 def _batched(probe, learned, copies, checked: list):

@@ -123,10 +123,16 @@ def _copied(value):
 
 
 def _path_note(fd_info: dict) -> str:
-    """Which inputs had every element shifted at once (an observed elementwise chain), in words."""
+    """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
+    elements at a time (a learned sparse pattern, core/check/coloured.py), in words."""
+    inputs = fd_info["inputs"].items()
     chains = [f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
-              for name, info in fd_info["inputs"].items() if info.get("structure", "general") != "general"]
-    return f" Every element shifted at once for {', '.join(chains)}." if chains else ""
+              for name, info in inputs if info.get("structure", "general") not in ("general", "coloured")]
+    coloured = [f"{name} ({info['colours']} colours, {info['forward_evaluations']} evaluations)"
+                for name, info in inputs if info.get("structure") == "coloured"]
+    return (f" Every element shifted at once for {', '.join(chains)}." if chains else "") + (
+        f" Elements sharing no output shifted together, one colour at a time, for {', '.join(coloured)}."
+        if coloured else "")
 
 
 def _batching(info: dict) -> str | None:

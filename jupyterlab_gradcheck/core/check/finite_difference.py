@@ -37,6 +37,9 @@ DIAGONAL_FROM = 2
 #: first part of 1/BUDGET_PARTS of them before the rest runs, and the whole predicted from it.
 BUDGET_FROM = 128
 BUDGET_PARTS = 8
+#: ... and only when its work (elements x the larger of input and output numel) reaches this many
+#: element evaluations: below it the general path is quick, and splitting it would only add calls.
+BUDGET_WORK_FROM = 1 << 22
 #: Relative agreement required between a batched and a separate evaluation of one copy: far
 #: above the rounding of a different kernel (~1e-14), far below a step's effect (~1e-6).
 BATCH_AGREEMENT = 1e-9
@@ -251,7 +254,8 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
     base = probe.output(x) if scheme == "forward" else None
     steps = signed_steps(probe, scheme, h, indices, exact=exact)
     rows = probe.rows_per_chunk(steps.shape[0])
-    if probe.budget_s is not None and indices is None and total >= BUDGET_FROM:
+    if probe.budget_s is not None and indices is None and total >= BUDGET_FROM \
+            and total * max(x.numel(), probe.v.numel(), probe.work) >= BUDGET_WORK_FROM:
         rows = min(rows, max(LOOP_BELOW, -(-total // BUDGET_PARTS)))  # a first part timed before the rest runs
     if total <= rows:  # one chunk: nothing to assemble
         estimates, rounding = _chunk_estimates(probe, scheme, steps, indices, 0, total, base)

@@ -15,7 +15,7 @@ failure stands, so curvature along a long direction is not mistaken for a bug.
 A failure is then localised by group testing: the index set is halved, the direction restricted
 to each half compared the same way, and the half whose excess over its tolerance is larger kept,
 down to one element, whose own central difference and autograd value are compared as the
-exhaustive mode would: one bad element is named, with its index, in 4 log2(n) + 2 more
+exhaustive mode would: one bad element is named, with its index, in about 6 log2(n) + 4 more
 evaluations. Its power (what one-element error it catches) is measured, not assumed:
 benchmarks/bench_structure.py sweeps it beside gradcheck's fast and slow modes.
 """

@@ -85,7 +85,10 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     `fn` is a callable taking the inputs as keyword arguments, a `torch.autograd.Function`
     subclass (its `apply` is checked), or an expression string. `grad` is the analytical
     gradient written first: a number, nested list, tensor, expression string, a callable of
-    the inputs, or a mapping input name -> one of those. Inputs are numbers, nested lists or
+    the inputs, or a mapping input name -> one of those. Without `grad`, a function that goes
+    through custom Functions is checked against their own backward ("the backward of F", named
+    with the SHA-256 of F's source); any other function is refused for lack of an expectation.
+    Inputs are numbers, nested lists or
     tensors (a tensor also gives the dtype and device when they are not named).
 
     The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
@@ -107,6 +110,8 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
                        ("grad_output", _as_value(grad_output)), ("id", id)):
         if value is not None:
             record[key] = value
+    if grad is None and callable(record["function"]):
+        record["analytical_gradient"], record["origin"] = _backward_as_expectation(record, inputs)
     return check_record(record, justification=justification, notebook=notebook, ledger=ledger, language=language)
 
 
@@ -120,6 +125,33 @@ def check_record(record: dict, *, justification: str | None = None, notebook: st
     target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
     completed, attestation = run_attested(record, target, justification=justification, notebook=notebook)
     return CheckResult(completed, ledger=target, attestation=attestation, language=language)
+
+
+def _backward_as_expectation(record: dict, inputs: dict):
+    """(expectation, origin) for a check written without `grad=`: the backward of the custom
+    autograd Functions the function goes through (core/check/backward_expectation.py), or
+    (None, origin) when it goes through none, so that the missing expectation is refused.
+
+    Everything else in the record is validated first: bad input is refused before the one
+    forward pass that finds the Functions."""
+    from .core.check.backward_expectation import backward_expectation, backward_name, custom_functions
+    from .core.check.devices import resolve_device
+    from .core.check.signature import check_signature
+    from .core.check.spec import parse_spec
+    from .core.errors import SpecError
+
+    try:
+        parse_spec(record)
+    except SpecError as exc:
+        if exc.field != "analytical_gradient":  # only the expectation may be missing here
+            raise
+    function, names = record["function"], list(inputs)
+    check_signature(function, names)
+    classes = custom_functions(function, inputs, record["dtype"], resolve_device(record["device"]))
+    if not classes:
+        return None, record["origin"]
+    return (backward_expectation(function, names, classes, record.get("grad_output")),
+            record["origin"] or backward_name(classes))
 
 
 def _as_checkable(fn, input_names: list[str]):

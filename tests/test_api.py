@@ -12,22 +12,9 @@ from jupyterlab_gradcheck.core.errors import JustificationRequired, SpecError
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing
 
+from support.functions import Cube
 from support.html_tables import column, tables_in
 from support.ledger import check_entries
-
-
-class Cube(torch.autograd.Function):
-    """x^3 with the derivative written correctly: 3 x^2."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return 3 * x * x * grad_output
 
 
 class CubeWrongBackward(Cube):
@@ -158,11 +145,12 @@ def test_a_changed_tolerance_needs_a_justification(ledger_path):
 
 
 def test_bad_input_and_missing_location_write_nothing(tmp_path, monkeypatch):
-    """Given no expectation, or no ledger location,
-    when check() is called, it raises the one-line reason before running or writing anything."""
+    """Given no expectation for a function that goes through no custom Function, or no ledger
+    location, when check() is called, it raises the one-line reason before running or writing
+    anything."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="analytical_gradient is missing"):
-        check(Cube, x=X, ledger=tmp_path / "a.gradcheck.jsonl")
+        check(lambda x: (x ** 3).sum(), x=X, ledger=tmp_path / "a.gradcheck.jsonl")
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     with pytest.raises(LedgerLocationMissing, match="pass notebook="):
         check(Cube, grad=EXPECTED, x=X)

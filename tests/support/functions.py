@@ -25,3 +25,19 @@ class CubeWrongAt(torch.autograd.Function):
         slope = 3 * x**2
         slope[CubeWrongAt.wrong_at] += 1.0
         return grad * slope
+
+
+class Cube(torch.autograd.Function):
+    """x^3 with the derivative written correctly: 3 x^2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        derivative = 3 * x * x
+        pass  # a story may put a planted mistake on this line (tests/test_api_backward_expectation.py)
+        return derivative * grad_output

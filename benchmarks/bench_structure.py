@@ -1,4 +1,4 @@
-"""B8, structure and projection: sparse Jacobians coloured, dense ones projected, beside gradcheck.
+"""B9, structure and projection: sparse Jacobians coloured, dense ones projected, beside gradcheck.
 
 Workloads, float64 on the CPU:
 
@@ -122,7 +122,7 @@ def sparse_rows(label: str, function, n: int, quick: bool) -> list[dict]:
             f"x[{worst['index'][0]}] abs err {worst['abs_err']:.2g} (passed={verdict['passed']})")
     slow_ratio = slow_seconds / times["ours"]["median"]
     fast_ratio = times["ours"]["median"] / times["fast"]["median"]
-    name = f"B8 {label}, n={n}"
+    name = f"B9 {label}, n={n}"
     if quick:
         return [row(f"{name}: gradcheck slow / ours", round(slow_ratio, 1), "x", "-", "INFO", note),
                 row(f"{name}: ours / gradcheck fast", round(fast_ratio, 2), "x", "-", "INFO", note)]
@@ -146,7 +146,7 @@ def projected_rows(n: int, quick: bool) -> list[dict]:
     note = (f"ours {format_seconds(times['ours']['median'])} (passed={verdict['passed']}, "
             f"{verdict['finite_difference']['inputs']['x']['forward_evaluations']} forward evaluations), "
             f"gradcheck fast {format_seconds(times['fast']['median'])}")
-    name = f"B8 dense tanh(A @ x), n={n}, projected mode"
+    name = f"B9 dense tanh(A @ x), n={n}, projected mode"
     rows = [row(f"{name}: ours / gradcheck fast", round(ratio, 2), "x", "-", "INFO", note) if quick else
             graded(f"{name}: ours / gradcheck fast", round(ratio, 2), "x", f"<= {FAST_GOAL:g}x",
                    ratio <= FAST_GOAL and verdict["passed"], note)]
@@ -187,20 +187,20 @@ def power_rows(n: int) -> list[dict]:
         for mode, hit in (("ours", ours == len(POSITIONS)), ("fast", fast == len(POSITIONS)), ("slow", slow)):
             if hit:
                 smallest[mode] = error
-        rows.append(row(f"B8 power, dense n={n}, one Jacobian entry off by {error:g}: caught by ours",
+        rows.append(row(f"B9 power, dense n={n}, one Jacobian entry off by {error:g}: caught by ours",
                         f"{ours}/{len(POSITIONS)}", "", "-", "INFO",
                         f"projected mode caught {ours} and named the planted element {named} of {len(POSITIONS)} "
                         "times; "
                         f"gradcheck fast caught {fast} of {len(POSITIONS)}; gradcheck slow "
                         f"{'caught' if slow else 'missed'} it (at x[{WRONG_AT}])"))
-    rows.append(row(f"B8 power, dense n={n}: smallest error caught every time (ours / fast / slow)",
+    rows.append(row(f"B9 power, dense n={n}: smallest error caught every time (ours / fast / slow)",
                     " / ".join("none" if smallest[m] is None else f"{smallest[m]:g}" for m in ("ours", "fast", "slow")),
                     "", "-", "INFO", "of " + ", ".join(f"{e:g}" for e in ERRORS) + f"; positions {list(POSITIONS)}"))
     return rows
 
 
 def run(quick: bool) -> list[dict]:
-    """B8 rows: the coloured workloads, the projected mode, and the detection-power table."""
+    """B9 rows: the coloured workloads, the projected mode, and the detection-power table."""
     n = 1000 if quick else 10000
     rows = sparse_rows("banded tanh(x[1:] * x[:-1]).sum()", banded, n, quick)
     shape = (20, 50) if quick else (100, 100)

@@ -27,6 +27,9 @@ SLOW_GOAL = 100.0
 FAST_GOAL = 1.0
 ERRORS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 WRONG_AT = 123
+#: Operators (one sample each, every k-th of OpInfo's) whose mutations the projected mode is tried on.
+OPINFO_OPS = 60
+OPINFO_QUICK_OPS = 6
 #: Elements at which the power sweep plants its bug, one at a time.
 POSITIONS = (123, 7, 250, 41, 199, 88, 160, 290)
 
@@ -199,6 +202,60 @@ def power_rows(n: int) -> list[dict]:
     return rows
 
 
+def _changed(gradient: dict, wrong: dict) -> set:
+    """(input, flat index) of every element a mutation changed."""
+    return {(name, int(i)) for name in gradient
+            for i in (gradient[name].reshape(-1) != wrong[name].reshape(-1)).nonzero().reshape(-1)}
+
+
+def opinfo_rows(quick: bool) -> list[dict]:
+    """The projected mode on B5's OpInfo samples and their one-element mutations, beside gradcheck's modes."""
+    from jupyterlab_gradcheck.core.check.projected import projected_verdict
+
+    from .opinfo_samples import cases
+    from .opinfo_sweep import MUTATIONS, autograd_gradient, mutated_gradient, run_gradcheck, wrapped
+
+    chosen, _ = cases(limit_ops=OPINFO_QUICK_OPS if quick else OPINFO_OPS, samples_per_op=1)
+    chosen = [case for case in chosen if not case.marked_wrong]  # PyTorch's own known-wrong gradients aside
+    tally = {kind: {"applied": 0, "ours": 0, "named": 0, "fast": 0, "slow": 0} for kind in MUTATIONS}
+    correct = {"samples": 0, "passed": 0, "crashed": 0}
+    for k, case in enumerate(chosen):
+        names = list(case.inputs)
+        try:
+            correct["passed"] += projected_verdict(case.function, case.inputs)["passed"]
+        except Exception:  # a crash is counted, not hidden
+            correct["crashed"] += 1
+        correct["samples"] += 1
+        gradient = autograd_gradient(case.function, case.inputs)
+        for j, kind in enumerate(MUTATIONS):
+            wrong = mutated_gradient(gradient, kind, k * 7 + j)
+            if wrong is None:
+                continue
+            function = wrapped(case.function, names, wrong)
+            counts = tally[kind]
+            counts["applied"] += 1
+            try:
+                verdict = projected_verdict(function, case.inputs)
+            except Exception:
+                verdict = None
+            if verdict is not None and not verdict["passed"]:
+                counts["ours"] += 1
+                worst = verdict["worst"]
+                counts["named"] += (worst["input"], worst["flat_index"]) in _changed(gradient, wrong)
+            counts["fast"] += run_gradcheck(function, case.inputs, fast=True)["accepts"] is False
+            counts["slow"] += run_gradcheck(function, case.inputs, fast=False)["accepts"] is False
+    rows = [row("B9 OpInfo, projected mode: correct samples passed", f"{correct['passed']}/{correct['samples']}",
+                "samples", "-", "INFO", f"{len(chosen)} OpInfo samples, one per operator taken (PyTorch's "
+                f"known-wrong ones aside), unmutated; crashed {correct['crashed']}")]
+    for kind, counts in tally.items():
+        applied = max(counts["applied"], 1)
+        rows.append(row(f"B9 OpInfo, projected mode: mutation {kind} detected",
+                        round(100 * counts["ours"] / applied, 1), "%", "-", "INFO",
+                        f"{counts['ours']} of {counts['applied']} detected, {counts['named']} with a changed element "
+                        f"named; gradcheck fast {counts['fast']}, slow {counts['slow']} of {counts['applied']}"))
+    return rows
+
+
 def run(quick: bool) -> list[dict]:
     """B9 rows: the coloured workloads, the projected mode, and the detection-power table."""
     n = 1000 if quick else 10000
@@ -208,4 +265,5 @@ def run(quick: bool) -> list[dict]:
                         block_diagonal(*shape), n, quick)
     rows += projected_rows(300 if quick else 3000, quick)
     rows += power_rows(300 if quick else 1000)
+    rows += opinfo_rows(quick)
     return rows

@@ -60,6 +60,8 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     """d phi / d x_i for every flat element i from the coloured evaluations, or None if a shifted one differs."""
     import torch
 
+    from .finite_difference import LOOP_BELOW
+
     if scheme not in SCHEMES:
         return None
     x = probe.values[probe.name]
@@ -79,7 +81,8 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         taken = torch.where(point == flat, shift, point - flat) if exact else shift
         copies = flat.expand(plan_.count, count).clone()
         copies[colours, torch.arange(count, device=x.device)] = point  # copy k moves the elements of colour k
-        values = _batched(probe, learned, copies, checked)
+        # few copies: separate calls cost less than vmap's set-up (as on the general path)
+        values = _batched(probe, learned, copies, checked) if plan_.count >= LOOP_BELOW else None
         if values is None:
             values = _one_at_a_time(probe, learned, copies)
         return (None, None) if values is None else (values, taken)

@@ -8,20 +8,19 @@ from __future__ import annotations
 from . import defaults
 
 
-def adaptive(probe, scheme: str, dtype: str):
+def adaptive(probe, scheme: str, dtype: str, difference_quotient):
     """Pick the step with the smallest estimated error; return it with the telemetry.
 
     The estimate at step h is |D(h) - D(h/2)| (truncation) plus the rounding,
     eps * (|phi| + |x_i| |D_i|) / h: the first term from the values of phi, the second from
     x_i + h itself being rounded, which dominates where phi is zero (log at 1). The rounding
     term matters: at tiny steps D(h) and D(h/2) can coincide by quantisation, which alone
-    would look like a perfect step.
+    would look like a perfect step. `difference_quotient` is core/check/finite_difference.py's, passed
+    in by it (that module evaluates the quotients this one compares).
     """
     import math
 
     import torch
-
-    from .finite_difference import difference_quotient
 
     eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
     x = probe.values[probe.name]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import colouring, sparsity
+from . import colouring, defaults, sparsity
 
 #: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
 SCHEMES = {"central": (1.0, -1.0), "forward": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
@@ -60,8 +60,6 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     """d phi / d x_i for every flat element i from the coloured evaluations, or None if a shifted one differs."""
     import torch
 
-    from .finite_difference import LOOP_BELOW
-
     if scheme not in SCHEMES:
         return None
     x = probe.values[probe.name]
@@ -82,7 +80,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         copies = flat.expand(plan_.count, count).clone()
         copies[colours, torch.arange(count, device=x.device)] = point  # copy k moves the elements of colour k
         # few copies: separate calls cost less than vmap's set-up (as on the general path)
-        values = _batched(probe, learned, copies, checked) if plan_.count >= LOOP_BELOW else None
+        values = _batched(probe, learned, copies, checked) if plan_.count >= defaults.LOOP_BELOW else None
         if values is None:
             values = _one_at_a_time(probe, learned, copies)
         return (None, None) if values is None else (values, taken)
@@ -147,8 +145,6 @@ def _batched(probe, learned, copies, checked: list):
     BATCH_AGREEMENT, as the general path's batch guard asks (core/check/finite_difference.py)."""
     import torch
 
-    from .finite_difference import BATCH_AGREEMENT
-
     x = probe.values[probe.name]
     if not probe.batched:
         return None
@@ -167,8 +163,8 @@ def _batched(probe, learned, copies, checked: list):
         single = sparsity.body_at(probe.function, probe.arguments(copies[-1].reshape(x.shape)), learned)
         probe.stats["batch_check_evaluations"] = probe.stats.get("batch_check_evaluations", 0) + 1
         scale = float(single.abs().max()) if single is not None and single.numel() else 0.0
-        if single is None or not torch.allclose(values[-1], single, rtol=BATCH_AGREEMENT,
-                                                atol=BATCH_AGREEMENT * scale, equal_nan=True):
+        if single is None or not torch.allclose(values[-1], single, rtol=defaults.BATCH_AGREEMENT,
+                                                atol=defaults.BATCH_AGREEMENT * scale, equal_nan=True):
             return None
         checked.append(True)
     return values

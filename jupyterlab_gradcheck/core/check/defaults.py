@@ -32,6 +32,12 @@ FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "b
 
 SCHEMES = ("central", "forward", "complex_step", "richardson")
 
+#: Below this many stacked copies a plain loop is cheaper than vmap's tracing.
+LOOP_BELOW = 24
+#: Relative agreement required between a batched and a separate evaluation of one copy: far
+#: above the rounding of a different kernel (~1e-14), far below a step's effect (~1e-6).
+BATCH_AGREEMENT = 1e-9
+
 #: finite_difference.mode: "auto" (the default) compares every element unless that is predicted to
 #: take over a second, then projects; "exhaustive" always compares every element; "projected"
 #: compares one random direction and localises a failure (core/check/projected.py).

@@ -17,7 +17,7 @@ from ..expr.evaluator import compile_expression
 from ..i18n import Message
 from ..expr.parser import Expression
 from ..expr.symbolic import symbolic_opinion
-from . import defaults, projected
+from . import budget, defaults, projected
 from .comparison import Operand, compare
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
@@ -187,8 +187,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         try:
             fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step,
                                            work_elements=spec.work_elements, policy=rules, rounding=rounding,
-                                           budget_s=projected.budget(spec.finite_difference))
-        except projected.ExhaustiveOverBudget as over:
+                                           budget_s=budget.budget(spec.finite_difference))
+        except budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:
         projected_rows, fd_info = projected.compare_inputs(

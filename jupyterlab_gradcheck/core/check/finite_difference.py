@@ -23,14 +23,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import adaptive_step, coloured, defaults, diagonal, error_bound, projected
+from . import adaptive_step, budget, coloured, defaults, diagonal, error_bound
 from .policy import CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
 #: bounds the memory a chunk needs, and so the peak, independently of n.
 CHUNK_ELEMENTS = 1 << 20
-#: Below this many stacked copies a plain loop is cheaper than vmap's tracing.
-LOOP_BELOW = 24
+#: Below this many stacked copies a plain loop is cheaper than vmap's tracing (core/check/defaults.py).
+LOOP_BELOW = defaults.LOOP_BELOW
 #: From this many elements a diagonal chain is worth recognising (one element gains nothing).
 DIAGONAL_FROM = 2
 #: With a time budget (the engine's mode auto), elements from which the general path is timed on a
@@ -40,9 +40,8 @@ BUDGET_PARTS = 8
 #: ... and only when its work (elements x the larger of input and output numel) reaches this many
 #: element evaluations: below it the general path is quick, and splitting it would only add calls.
 BUDGET_WORK_FROM = 1 << 22
-#: Relative agreement required between a batched and a separate evaluation of one copy: far
-#: above the rounding of a different kernel (~1e-14), far below a step's effect (~1e-6).
-BATCH_AGREEMENT = 1e-9
+#: Relative agreement required between a batched and a separate evaluation (core/check/defaults.py).
+BATCH_AGREEMENT = defaults.BATCH_AGREEMENT
 #: Shifted copies per element for each scheme: the signed multiples of h evaluated.
 SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,),
            "richardson": (1.0, -1.0, 0.5, -0.5)}
@@ -271,7 +270,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         stop = min(start + rows, total)
         estimates[start:stop], rounding = _chunk_estimates(probe, scheme, steps, indices, start, stop, base)
         if probe.budget_s is not None and indices is None and start == 0:
-            projected.check_budget(probe, total, stop, time.perf_counter() - started)
+            budget.check_budget(probe, total, stop, time.perf_counter() - started)
         if rounding is not None:
             probe.rounding[start:stop] = rounding
     return estimates
@@ -360,7 +359,7 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
                       guard=policy.batch_guard, track_rounding=rounding is not None, budget_s=budget_s)
         telemetry = None
         if step == "adaptive":
-            flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype)
+            flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)
             kind = "adaptive"
         else:
             h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)

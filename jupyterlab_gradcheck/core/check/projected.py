@@ -29,39 +29,15 @@ from . import defaults
 from .comparison import compare
 from .error_bound import BOUND_FACTOR
 
-#: Above this many seconds predicted for the exhaustive comparison, "auto" chooses the projected mode.
-AUTO_BUDGET_S = 1.0
 #: Seed of the random direction: a record is reproducible, and a rerun draws the same direction.
 SEED = 20
 #: Multiple of the measured truncation allowed before a direction's failure stands.
 TRUNCATION_MARGIN = 3.0
 
 
-class ExhaustiveOverBudget(Exception):
-    """The exhaustive comparison would take longer than the budget; the message says from what."""
-
-    def __init__(self, name: str, elements: int, done: int, seconds: float, predicted: float):
-        super().__init__(f"the exhaustive comparison of {name!r} would take about {predicted:.2g} s "
-                         f"({done} of its {elements} elements took {seconds:.2g} s), over the "
-                         f"{AUTO_BUDGET_S:g} s budget of mode auto")
-        self.predicted = predicted
-
-
 def requested(finite_difference: dict) -> str:
     """Why the spec asks for the projected mode ("" when it does not)."""
     return "requested: finite_difference.mode is projected" if finite_difference.get("mode") == "projected" else ""
-
-
-def budget(finite_difference: dict) -> float | None:
-    """Seconds the exhaustive path may take before the projected mode replaces it (None: no limit)."""
-    return AUTO_BUDGET_S if finite_difference.get("mode", "auto") == "auto" else None
-
-
-def check_budget(probe, total: int, done: int, seconds: float) -> None:
-    """Raise projected.ExhaustiveOverBudget when the first chunk's time, scaled to every element, is over budget."""
-    predicted = seconds * total / done
-    if predicted > probe.budget_s:
-        raise ExhaustiveOverBudget(probe.name, total, done, seconds, predicted)
 
 
 class _Direction:

@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from ..check.spec import refuse_meaningless_rtol
+from ..check.tolerance_fields import refuse_meaningless_rtol
 from ..errors import JustificationRequired, LedgerError, SpecError
 from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client

@@ -187,7 +187,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         try:
             fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step,
                                            work_elements=spec.work_elements, policy=rules, rounding=rounding,
-                                           budget_s=budget.budget(spec.finite_difference))
+                                           budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None)
         except budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import adaptive_step, budget, coloured, defaults, diagonal, error_bound
-from .policy import CURRENT, POLICIES, STEP_SCALE_CAP, Policy
+from .policy import COLOURED_FROM_WORK, CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
 #: bounds the memory a chunk needs, and so the peak, independently of n.
@@ -67,7 +67,8 @@ class Probe:
     structure_refused: str = ""
     #: Seconds the general path may take for this input before projected.ExhaustiveOverBudget (None: no limit).
     budget_s: float | None = None
-    #: The coloured path's plan once learned (core/check/coloured.py); False when it does not apply.
+    #: The coloured path's plan once learned (core/check/coloured.py); False when it does not apply
+    #: (the policy has no coloured path, or the input is too small for it to pay: COLOURED_FROM_WORK).
     colouring: object = None
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
     #: Check the first batched evaluation against a separate evaluation of one copy (policy 2).
@@ -357,6 +358,8 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
     for name, x in values.items():
         probe = Probe(function, values, v, name, work=work_elements, structured=structured,
                       guard=policy.batch_guard, track_rounding=rounding is not None, budget_s=budget_s)
+        if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
+            probe.colouring = False
         telemetry = None
         if step == "adaptive":
             flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)

@@ -8,13 +8,18 @@ has no field and was made by policy 1.
 - **1**: step eps^(1/3) * max(1, |x_i|) (unbounded); one tolerance `{rtol, atol}` for every
   element; shifted copies evaluated in one batch unchecked; torch's gradcheck in slow mode up to
   1000 input elements.
-- **2** (current): the step's scale is bounded (`STEP_SCALE_CAP`) and the step actually taken,
+- **2**: the step's scale is bounded (`STEP_SCALE_CAP`) and the step actually taken,
   (x_i + h) - x_i, is used in the quotient; each element's tolerance adds the rounding bound of
   its own difference (core/check/error_bound.py); elements that still fail are re-estimated with
   Richardson extrapolation over smaller steps before the comparison fails, and the record says
   what was tried (core/check/refinement.py); a batched evaluation is checked against a separate
   one and refused, with the reason recorded, when they differ; torch's gradcheck runs in fast
   mode (its slow mode costs as much as our whole check; ours is the element-by-element verdict).
+- **3** (current): as 2, and an input whose general path would cost COLOURED_FROM_WORK element
+  evaluations or more takes one difference per colour of its learned sparse Jacobian
+  (core/check/coloured.py); `finite_difference.mode` auto projects an input whose exhaustive
+  comparison is predicted over its time budget (core/check/budget.py). Under 2, every input takes
+  the general path (after the diagonal chain) and auto means exhaustive, as when it was made.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from ..errors import SpecError
 
 #: The policy of new checks.
-CURRENT = 2
+CURRENT = 3
 #: The policy of an executed record with no "policy" field (written before versions existed).
 UNVERSIONED = 1
 #: Largest |x| the default step grows with under policy 2: beyond it the step stays
@@ -43,12 +48,20 @@ class Policy:
     refine: bool  #: failing elements are re-estimated (Richardson, smaller steps) before failing
     batch_guard: bool  #: a batched evaluation is checked against a separate evaluation
     gradcheck_fast: bool  #: torch's gradcheck always in fast mode
+    coloured: bool = False  #: large enough inputs take one difference per colour of a learned sparse Jacobian
+    auto_budget: bool = False  #: mode auto projects an input whose exhaustive comparison is over budget
 
 
 POLICIES = {
     1: Policy(1, bounded_step=False, error_bound=False, refine=False, batch_guard=False, gradcheck_fast=False),
     2: Policy(2, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True),
+    3: Policy(3, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
+              coloured=True, auto_budget=True),
 }
+#: Element evaluations (elements x the larger of input and output numel) from which, under policy 3,
+#: the coloured path is tried: below, the general path's 2n batched copies cost less than learning the
+#: pattern (about 1.5 ms; the general path of a 1-D banded loss crosses it between 128 and 256 elements).
+COLOURED_FROM_WORK = 1 << 15
 
 
 def policy_version(record: dict) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import colouring, sparsity
+from jupyterlab_gradcheck.core.check import colouring, finite_difference, sparsity
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
@@ -26,6 +26,14 @@ from benchmarks.bench_structure import wrong_at
 SAME_ESTIMATE = 1e-9
 
 WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+
+@pytest.fixture(autouse=True)
+def colour_every_size(monkeypatch):
+    """These stories tell the coloured path itself, at sizes small enough to read; the cost gate that
+    keeps such small inputs on the general path (COLOURED_FROM_WORK) is told in
+    tests/core/check/test_error_bound_policy.py."""
+    monkeypatch.setattr(finite_difference, "COLOURED_FROM_WORK", 0)
 
 
 def banded_loss(x):

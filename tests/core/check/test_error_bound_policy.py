@@ -51,7 +51,7 @@ def test_policy_1_fails_the_same_correct_op_and_its_replay_reproduces_that():
     unversioned = {key: value for key, value in record.items() if key != "policy"}
     assert replay_record(unversioned)["status"] == "reproduced"
     current = run_check({key: record[key] for key in ("function", "inputs", "analytical_gradient")}, sweep=False)
-    assert current["policy"] == 2 and current["passed"] is True
+    assert current["policy"] == 3 and current["passed"] is True
 
 
 def test_an_unknown_policy_is_refused_as_bad_input():
@@ -107,3 +107,44 @@ def test_a_step_that_vanishes_in_rounding_gives_zero_not_nan():
                         "finite_difference": {"step": 1e-7}}, sweep=False)
     assert record["observations"]["finite_difference"]["gradients"]["x"]["value"] == 0.0
     assert record["failure"]["diagnosis"] == "precision_limited"
+
+
+def test_a_policy_2_record_replays_on_the_general_path_it_was_made_on():
+    """Given a banded loss over 300 elements (its general path costs 90,000 element evaluations,
+    enough for policy 3's coloured path), checked under policy 2 and under the current policy,
+    when each runs,
+    then policy 2 takes the general path of 600 shifted copies as it did when such records were
+    made, policy 3 the coloured one in a handful of evaluations, and both pass with estimates
+    that agree within the general path's rounding."""
+    x = torch.linspace(-1.0, 1.0, 300, dtype=torch.float64)
+
+    def banded(x):
+        return torch.tanh(x[1:] * x[:-1]).sum()
+
+    old = check_against_autograd(banded, {"x": x}, policy=2)
+    new = check_against_autograd(banded, {"x": x})
+    old_fd, new_fd = (r["observations"]["finite_difference"] for r in (old, new))
+    assert (old["policy"], old_fd["inputs"]["x"]["structure"], old_fd["inputs"]["x"]["forward_evaluations"]) == (
+        2, "general", 600)
+    assert (new["policy"], new_fd["inputs"]["x"]["structure"]) == (3, "coloured")
+    assert new_fd["inputs"]["x"]["forward_evaluations"] < 20
+    assert old["passed"] and new["passed"]
+    # 2e-8: the general path differences the whole sum, |phi| ~ 88 here, so its rounding is
+    # ~eps * |phi| / h ~ 2.2e-16 * 88 / 6e-6 ~ 3e-9 per element (measured 1.2e-9); the coloured path
+    # differences each body element alone and rounds 100x less. 2e-8 is still 500x below the 1e-5
+    # a real error would have to beat.
+    assert torch.allclose(torch.tensor(old_fd["gradients"]["x"]["value"], dtype=torch.float64),
+                          torch.tensor(new_fd["gradients"]["x"]["value"], dtype=torch.float64), atol=2e-8, rtol=0)
+
+
+def test_a_small_input_stays_on_the_general_path_without_learning_a_pattern():
+    """Given the same banded loss over 100 elements (10,000 element evaluations on the general path,
+    below COLOURED_FROM_WORK),
+    when it is checked under the current policy,
+    then no pattern is traced (learning it would cost more than the 200 batched copies it saves)
+    and the general path runs."""
+    x = torch.linspace(-1.0, 1.0, 100, dtype=torch.float64)
+    record = check_against_autograd(lambda x: torch.tanh(x[1:] * x[:-1]).sum(), {"x": x}, sweep=False)
+    info = record["observations"]["finite_difference"]["inputs"]["x"]
+    assert (record["policy"], info["structure"], info["forward_evaluations"]) == (3, "general", 200)
+    assert "pattern_evaluations" not in info and record["passed"]

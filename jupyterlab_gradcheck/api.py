@@ -19,6 +19,7 @@ import inspect
 import os
 from typing import Any, Callable
 
+from .core.check.fixed_arguments import fixed_value
 from .core.i18n import _, checked, language as in_language, localize
 from .core.report.record_html import failure_sentence, record_html
 
@@ -79,7 +80,7 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
           tolerance: dict | None = None, finite_difference: dict | None = None, grad_output: Any = None,
           origin: str = "", destination: str = "", id: str | None = None, justification: str | None = None,
           notebook: str | os.PathLike | None = None, ledger=None, language: str | None = None,
-          **inputs) -> CheckResult:
+          fixed: dict | None = None, **inputs) -> CheckResult:
     """Check the gradient of `fn` at `inputs` against the expectation `grad`.
 
     `fn` is a callable taking the inputs as keyword arguments, a `torch.autograd.Function`
@@ -89,7 +90,9 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     through custom Functions is checked against their own backward ("the backward of F", named
     with the SHA-256 of F's source); any other function is refused for lack of an expectation.
     Inputs are numbers, nested lists or
-    tensors (a tensor also gives the dtype and device when they are not named).
+    tensors (a tensor also gives the dtype and device when they are not named). `fixed=` maps the
+    names of arguments `fn` is also given but not differentiated (ints, bools, tuples, None, tensors
+    that do not require grad) to their values: every call gets them, the record keeps them.
 
     The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
     kernel runs for; `ledger=False` runs it without recording. A tolerance that differs from
@@ -98,7 +101,7 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     """
     inputs_json, inferred_dtype, inferred_device = _inputs_as_values(inputs)
     record: dict[str, Any] = {
-        "function": _as_checkable(fn, list(inputs)),
+        "function": _held(fn, list(inputs), fixed) if fixed else _as_checkable(fn, list(inputs)),
         "inputs": inputs_json,
         "analytical_gradient": _as_value(grad),
         "dtype": dtype or inferred_dtype or "float64",
@@ -107,7 +110,8 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
         "destination": destination,
     }
     for key, value in (("tolerance", tolerance), ("finite_difference", finite_difference),
-                       ("grad_output", _as_value(grad_output)), ("id", id)):
+                       ("grad_output", _as_value(grad_output)), ("id", id),
+                       ("fixed", None if fixed is None else {k: fixed_value(v) for k, v in fixed.items()})):
         if value is not None:
             record[key] = value
     if grad is None and callable(record["function"]):
@@ -152,6 +156,24 @@ def _backward_as_expectation(record: dict, inputs: dict):
         return None, record["origin"]
     return (backward_expectation(function, names, classes, record.get("grad_output")),
             record["origin"] or backward_name(classes))
+
+
+def _held(fn, input_names: list[str], fixed: dict):
+    """`fn` (or a Function's `apply`) called with the inputs by name and the `fixed` objects themselves."""
+    from .core.check.signature import check_signature
+
+    if isinstance(fn, str) or not isinstance(fixed, dict) or any(name in input_names for name in fixed):
+        return _as_checkable(fn, input_names)  # the record's own check names the problem
+    checkable = _as_checkable(fn, input_names + [name for name in fixed if name not in input_names])
+    if callable(checkable):
+        check_signature(checkable, input_names + list(fixed))
+
+    def held(**inputs):
+        return checkable(**inputs, **fixed)
+
+    held.__qualname__ = held.__name__ = getattr(checkable, "__qualname__", type(checkable).__name__)
+    held.__wrapped__ = checkable  # its recorded source is fn's (inspect unwraps to it)
+    return held
 
 
 def _as_checkable(fn, input_names: list[str]):

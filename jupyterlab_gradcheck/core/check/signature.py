@@ -29,8 +29,8 @@ def _function_class(function):
 
 
 def _readable(function):
-    try:
-        return inspect.signature(function)
+    try:  # the callable's own signature: a wrapper that binds held arguments takes the inputs alone
+        return inspect.signature(function, follow_wrapped=False)
     except (TypeError, ValueError):  # a builtin without a readable signature
         return None
 

@@ -21,6 +21,7 @@ from ..expr.shapes import broadcast, infer_shapes
 from ..jsonio import encodable
 from . import defaults
 from .callable_source import FIELD as FUNCTION_SOURCE, function_source
+from .fixed_arguments import parse_fixed
 from .policy import CURRENT, policy_version
 from .record_values import numel, shape_of
 from .tolerance_fields import finite_difference_field, tolerance_field
@@ -28,7 +29,7 @@ from .tolerance_fields import finite_difference_field, tolerance_field
 INPUT_FIELDS = (
     "id", "function", "inputs", "dtype", "device", "analytical_gradient", "grad_output",
     "tolerance", "finite_difference", "origin", "destination", "observed_gradient", "executed",
-    "policy",
+    "policy", "fixed",
 )
 #: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
 OUTPUT_FIELDS = (
@@ -64,6 +65,8 @@ class CheckSpec:
     work_elements: int = 1
     #: The finite-difference policy version this check runs under (core/check/policy.py).
     policy: int = CURRENT
+    #: A Python callable's arguments held fixed, as JSON values (core/check/fixed_arguments.py).
+    fixed: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -93,6 +96,7 @@ class CheckSpec:
             "observed_gradient": None,
             "executed": False,
             "policy": self.policy,
+            **({"fixed": self.fixed} if self.fixed else {}),
             **({} if isinstance(self.function, str) else {FUNCTION_SOURCE: function_source(self.function)}),
         }
 
@@ -239,10 +243,11 @@ def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits
     return report
 
 
-def make_check_id(function_text: str, inputs: dict, dtype: str, device: str) -> str:
-    """A stable name: the function, then a digest of what it is evaluated at."""
+def make_check_id(function_text: str, inputs: dict, dtype: str, device: str, fixed: dict | None = None) -> str:
+    """A stable name: the function, then a digest of what it is evaluated at (held arguments included)."""
     canonical = json.dumps(
-        {"function": function_text, "inputs": inputs, "dtype": dtype, "device": device},
+        {"function": function_text, "inputs": inputs, "dtype": dtype, "device": device,
+         **({"fixed": fixed} if fixed else {})},
         sort_keys=True, separators=(",", ":"),
     )
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:8]
@@ -298,10 +303,11 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     for flag in ("executed",):
         if flag in record and not isinstance(record[flag], bool):
             raise SpecError("{flag} must be true or false", flag=flag, field=flag)
+    fixed = parse_fixed(record.get("fixed"), inputs, is_callable)
     function_text = function if isinstance(function, str) else getattr(function, "__qualname__", repr(function))
     check_id = record.get("id")
     if check_id is None:
-        check_id = make_check_id(function_text, inputs, dtype, device)
+        check_id = make_check_id(function_text, inputs, dtype, device, fixed)
     elif not isinstance(check_id, str) or not check_id.strip() or len(check_id) > 200 or not check_id.isprintable() \
             or not encodable(check_id):
         raise SpecError("id must be a printable string of 1 to 200 characters", field="id")
@@ -324,4 +330,5 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         fd_tolerance_explicit=fd_explicit,
         work_elements=work,
         policy=policy_version(record),
+        fixed=fixed,
     )

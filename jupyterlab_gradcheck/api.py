@@ -80,7 +80,7 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
           tolerance: dict | None = None, finite_difference: dict | None = None, grad_output: Any = None,
           origin: str = "", destination: str = "", id: str | None = None, justification: str | None = None,
           notebook: str | os.PathLike | None = None, ledger=None, language: str | None = None,
-          fixed: dict | None = None, **inputs) -> CheckResult:
+          fixed: dict | None = None, hessian: Any = None, **inputs) -> CheckResult:
     """Check the gradient of `fn` at `inputs` against the expectation `grad`.
 
     `fn` is a callable taking the inputs as keyword arguments, a `torch.autograd.Function`
@@ -93,6 +93,9 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     tensors (a tensor also gives the dtype and device when they are not named). `fixed=` maps the
     names of arguments `fn` is also given but not differentiated (ints, bools, tuples, None, tensors
     that do not require grad) to their values: every call gets them, the record keeps them.
+    `hessian=` (one input) adds the second order: the expected Hessian (a matrix, a callable of
+    the inputs, or "double_backward" for a custom Function's own) beside autograd's double
+    backward, finite differences of the gradient and `torch.autograd.gradgradcheck`.
 
     The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
     kernel runs for; `ledger=False` runs it without recording. A tolerance that differs from
@@ -111,7 +114,8 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     }
     for key, value in (("tolerance", tolerance), ("finite_difference", finite_difference),
                        ("grad_output", _as_value(grad_output)), ("id", id),
-                       ("fixed", None if fixed is None else {k: fixed_value(v) for k, v in fixed.items()})):
+                       ("fixed", None if fixed is None else {k: fixed_value(v) for k, v in fixed.items()}),
+                       ("hessian", _as_value(hessian))):
         if value is not None:
             record[key] = value
     if grad is None and callable(record["function"]):

@@ -41,3 +41,12 @@ class Cube(torch.autograd.Function):
         derivative = 3 * x * x
         pass  # a story may put a planted mistake on this line (tests/test_api_backward_expectation.py)
         return derivative * grad_output
+
+
+class CubeDetachedBackward(Cube):
+    """x^3 whose backward is right in value but cut from the graph: 3 x.detach()^2 (no double backward)."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * 3 * x.detach() ** 2

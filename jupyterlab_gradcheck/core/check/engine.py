@@ -27,6 +27,7 @@ from .finite_difference import fd_gradients
 from .observations import observe_autograd
 from .policy import STEP_SCALE_CAP, policy
 from .refinement import refine_inputs
+from .second_order import second_order
 from .signature import check_signature
 from .spec import CheckSpec, parse_spec
 from .step_sweep import guarded_step_sweep
@@ -252,6 +253,12 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         else {"status": "skipped", "reason": Message("SymPy opinion not requested for this run")},
         "environment": capture_environment(device),
     })
+    if spec.hessian is not None:
+        block = second_order(function, leaves, v, spec.hessian, spec.tolerance)
+        record["second_order"] = block
+        record["failures"] = failures + block["failures"]
+        record["failure"] = record["failures"][0] if record["failures"] else None
+        record["passed"] = record["passed"] and block["passed"]
     total = sum(t.numel() for t in leaves.values())
     if sweep if sweep is not None else total <= SWEEP_MAX_ELEMENTS:
         first = failures[0] if failures else None

@@ -22,6 +22,7 @@ from ..jsonio import encodable
 from . import defaults
 from .callable_source import FIELD as FUNCTION_SOURCE, function_source
 from .fixed_arguments import parse_fixed
+from .second_order import parse_hessian
 from .policy import CURRENT, policy_version
 from .record_values import numel, shape_of
 from .tolerance_fields import finite_difference_field, tolerance_field
@@ -29,12 +30,12 @@ from .tolerance_fields import finite_difference_field, tolerance_field
 INPUT_FIELDS = (
     "id", "function", "inputs", "dtype", "device", "analytical_gradient", "grad_output",
     "tolerance", "finite_difference", "origin", "destination", "observed_gradient", "executed",
-    "policy", "fixed",
+    "policy", "fixed", "hessian",
 )
 #: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
 OUTPUT_FIELDS = (
     "passed", "observations", "comparisons", "failure", "failures", "symbolic",
-    "environment", "step_sweep", "failed_to_run", "replay", "function_source",
+    "environment", "step_sweep", "failed_to_run", "replay", "function_source", "second_order",
 )
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
@@ -67,6 +68,8 @@ class CheckSpec:
     policy: int = CURRENT
     #: A Python callable's arguments held fixed, as JSON values (core/check/fixed_arguments.py).
     fixed: dict = field(default_factory=dict)
+    #: The expected Hessian (core/check/second_order.py), or None: no second-order check.
+    hessian: Any = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -97,6 +100,8 @@ class CheckSpec:
             "executed": False,
             "policy": self.policy,
             **({"fixed": self.fixed} if self.fixed else {}),
+            **({"hessian": _callable_text(self.hessian) if callable(self.hessian) else self.hessian}
+               if self.hessian is not None else {}),
             **({} if isinstance(self.function, str) else {FUNCTION_SOURCE: function_source(self.function)}),
         }
 
@@ -331,4 +336,5 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         work_elements=work,
         policy=policy_version(record),
         fixed=fixed,
+        hessian=parse_hessian(record.get("hessian"), list(inputs), sum(numel(s) for s in shapes.values())),
     )

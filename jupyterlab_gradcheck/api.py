@@ -142,7 +142,8 @@ def _backward_as_expectation(record: dict, inputs: dict):
 
     Everything else in the record is validated first: bad input is refused before the one
     forward pass that finds the Functions."""
-    from .core.check.backward_expectation import backward_expectation, backward_name, custom_functions
+    from .core.check.backward_expectation import backward_expectation, backward_name
+    from .core.check.custom_functions import custom_functions
     from .core.check.devices import resolve_device
     from .core.check.signature import check_signature
     from .core.check.spec import parse_spec

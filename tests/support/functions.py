@@ -5,11 +5,8 @@ from __future__ import annotations
 import torch
 
 
-class CubeWrongAt(torch.autograd.Function):
-    """x**3 with a hand-written backward that adds 1 at one element only (new-style Function,
-    no vmap rule: vmap refuses it, so the finite differences fall back to the loop)."""
-
-    wrong_at = 123
+class NewStyleCube(torch.autograd.Function):
+    """x**3 as a new-style Function (forward without ctx, setup_context), for subclasses to give a backward."""
 
     @staticmethod
     def forward(x):
@@ -18,6 +15,14 @@ class CubeWrongAt(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(inputs[0])
+        ctx.x = inputs[0]
+
+
+class CubeWrongAt(NewStyleCube):
+    """x**3 with a hand-written backward that adds 1 at one element only (new-style Function,
+    no vmap rule: vmap refuses it, so the finite differences fall back to the loop)."""
+
+    wrong_at = 123
 
     @staticmethod
     def backward(ctx, grad):
@@ -50,3 +55,22 @@ class CubeDetachedBackward(Cube):
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         return grad_output * 3 * x.detach() ** 2
+
+
+class CubeWithJvp(NewStyleCube):
+    """x^3 with a backward, a jvp and a vmap rule; `jvp_scale` plants a jvp mistake."""
+
+    jvp_scale = 1.0
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * 3 * x ** 2
+
+    @staticmethod
+    def jvp(ctx, tangent):
+        return 3 * ctx.x ** 2 * tangent * CubeWithJvp.jvp_scale
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return x ** 3, in_dims[0]

@@ -22,28 +22,6 @@ from typing import Callable
 from .callable_source import function_source
 
 
-def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list:
-    """The custom autograd Function classes one forward pass of `function` at `inputs` (numbers, lists or
-    tensors, in `dtype` on `device`) goes through, in graph order."""
-    import torch
-
-    leaves = {n: torch.as_tensor(v, dtype=getattr(torch, dtype), device=device).detach().clone().requires_grad_(True)
-              for n, v in inputs.items()}
-    with torch.enable_grad():
-        output = function(**leaves)
-    found, seen, stack = [], set(), [getattr(output, "grad_fn", None)]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        owner = getattr(node, "_forward_cls", None)
-        if owner is not None and owner not in found:
-            found.append(owner)
-        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
-    return found
-
-
 def backward_name(classes: list) -> str:
     """'the backward of Cube [sha256 1a2b3c4d5e6f]' (each Function, ' and ' between): the expectation's text."""
     parts = []

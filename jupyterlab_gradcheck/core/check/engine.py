@@ -26,6 +26,7 @@ from .error_bound import BOUND_FACTOR, element_tolerance
 from .finite_difference import fd_gradients
 from .observations import observe_autograd
 from .policy import STEP_SCALE_CAP, policy
+from .function_modes import function_modes
 from .refinement import refine_inputs
 from .second_order import second_order
 from .signature import check_signature
@@ -155,6 +156,30 @@ def _failure(row: dict, diagnosis: str, reason: str) -> dict:
     }
 
 
+#: Why each comparison of core/check/function_modes.py fails, in the failure it becomes.
+_MODE_REASONS = {
+    "forward_ad_vs_finite_difference": Message("forward-mode AD (the Function's jvp) disagrees with finite differences "
+                                          "along u: suspect the jvp"),
+    "forward_ad_vs_backward": Message("forward-mode AD and the backward disagree along u: one of jvp and backward is wrong"),
+    "batched_grad_vs_one_at_a_time": Message("the backward batched by vmap differs from one grad_output at a time: suspect "
+                                        "its vmap rule, or a backward that depends on the batch"),
+}
+
+
+def _add_function_modes(record: dict, function, leaves: dict, v, raw: dict) -> None:
+    """Forward mode and batched gradients, where the function goes through a custom Function."""
+    modes = function_modes(function, leaves, v, raw["autograd_grad"], raw["custom_functions"])
+    if modes is None:
+        return
+    record["function_modes"] = modes
+    rows = [row for key in ("forward_ad", "batched_grad") for row in modes[key].get("comparisons", [])]
+    failed = [_failure(row, "probable_bug", _MODE_REASONS[row["name"]]) for row in rows if not row["passed"]]
+    if failed:
+        record["failures"] = record["failures"] + failed
+        record["failure"] = record["failures"][0]
+        record["passed"] = False
+
+
 def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
               symbolic: bool = True) -> dict:
     """Run the check described by `spec` and return the completed record.
@@ -259,6 +284,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         record["failures"] = failures + block["failures"]
         record["failure"] = record["failures"][0] if record["failures"] else None
         record["passed"] = record["passed"] and block["passed"]
+    if not spec.expression:
+        _add_function_modes(record, function, leaves, v, raw)
     total = sum(t.numel() for t in leaves.values())
     if sweep if sweep is not None else total <= SWEEP_MAX_ELEMENTS:
         first = failures[0] if failures else None

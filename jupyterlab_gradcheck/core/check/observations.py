@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import SpecError
 from ..i18n import N_
+from .custom_functions import graph_functions
 from .tensors import describe
 
 DESCRIPTIONS = {
@@ -100,6 +101,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
         leaf.grad = None
     output = forward(function, leaves)
     v = grad_output_for(output, grad_output)
+    functions = graph_functions(output)  # read before backward() frees the graph's buffers
     output.backward(v)
     unused = [name for name, leaf in leaves.items() if leaf.grad is None]
     pass_1 = _grads(leaves)
@@ -133,6 +135,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
         if unused else ""
     )
     raw = {
+        "custom_functions": functions,
         "backward_pass_1": pass_1,
         "backward_pass_2_accumulated": pass_2,
         "after_clear_none": after_clear,

@@ -36,6 +36,7 @@ INPUT_FIELDS = (
 OUTPUT_FIELDS = (
     "passed", "observations", "comparisons", "failure", "failures", "symbolic",
     "environment", "step_sweep", "failed_to_run", "replay", "function_source", "second_order",
+    "function_modes",
 )
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")

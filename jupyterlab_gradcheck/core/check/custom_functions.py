@@ -1,0 +1,38 @@
+"""Which custom `torch.autograd.Function`s a function goes through, read from its autograd graph.
+
+The graph that produced an output names, at each node of a custom Function, the Function's class
+(`_forward_cls`). A check uses that to take a Function's own backward as the expectation
+(core/check/backward_expectation.py) and to observe its forward mode and batched gradients
+(core/check/function_modes.py); nothing is assumed from the function's name or source.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list:
+    """The custom autograd Function classes one forward pass of `function` at `inputs` (numbers, lists or
+    tensors, in `dtype` on `device`) goes through, in graph order."""
+    import torch
+
+    leaves = {n: torch.as_tensor(v, dtype=getattr(torch, dtype), device=device).detach().clone().requires_grad_(True)
+              for n, v in inputs.items()}
+    with torch.enable_grad():
+        output = function(**leaves)
+    return graph_functions(output)
+
+
+def graph_functions(output) -> list:
+    """The custom autograd Function classes in the graph that produced `output`, in graph order."""
+    found, seen, stack = [], set(), [getattr(output, "grad_fn", None)]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        owner = getattr(node, "_forward_cls", None)
+        if owner is not None and owner not in found:
+            found.append(owner)
+        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
+    return found

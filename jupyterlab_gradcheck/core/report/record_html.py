@@ -290,7 +290,8 @@ def record_html(record: dict, *, history: dict | None = None) -> str:
     if record.get("failed_to_run") and record.get("reason"):
         parts.append(f'<div><b>{escape(_("Failed to run"))}</b>: {escape(localize(str(record["reason"])))}</div>')
     parts += [diagnosis_block(record), symbolic_block(record), comparisons_table(record),
-              observations_table(record), step_sweep_block(record), environment_line(record)]
+              observations_table(record), second_order_html(record), function_modes_html(record),
+              step_sweep_block(record), environment_line(record)]
     if history is not None:
         parts.append(history_html(history))
     return f'<div class="jp-gradcheck-record" style="{_BOX}">{"".join(p for p in parts if p)}</div>'
@@ -346,3 +347,50 @@ def _tol(value) -> str:
     if isinstance(value, dict):
         return f'rtol={value.get("rtol")} atol={value.get("atol")}'
     return str(value)
+
+
+# A custom Function's second order and forward mode (core/check/second_order.py, function_modes.py),
+# shown like the first-order observations: each value with its shape, dtype and device, or why it was skipped.
+def _observation_rows(observations: dict, value_key: str) -> list[str]:
+    rows = []
+    for key, observation in observations.items():
+        name = observation.get("name", key)
+        if observation.get("status") == "skipped":
+            rows.append(_row([_code(name), badge("skipped"), escape(localize(str(observation.get("reason", ""))))]))
+        elif value_key in observation:
+            rows.append(_row([_code(name), described(observation[value_key]),
+                              escape(localize(str(observation.get("note") or observation.get("description") or "")))]))
+        elif "status" in observation:
+            rows.append(_row([_code(name), badge(observation["status"]),
+                              escape(localize(str(observation.get("reason", ""))))]))
+    return rows
+
+
+def _function_block(title: str, rows: list[str], comparisons: list[dict]) -> str:
+    if not rows and not comparisons:
+        return ""
+    table = _table([escape(_(h)) for h in (N_("observation"), N_("value"), N_("note"))], rows,
+                   "jp-gradcheck-function-observations") if rows else ""
+    return f"<div><b>{escape(title)}</b>{table}{comparisons_table({'comparisons': comparisons})}</div>"
+
+
+def second_order_html(record: dict) -> str:
+    """The record's `second_order` block ("" when it has none)."""
+    block = record.get("second_order")
+    if not block:
+        return ""
+    return _function_block(_("Second order: the Hessian of {input}").format(input=block.get("input", "")),
+                  _observation_rows(block.get("observations") or {}, "hessian"), block.get("comparisons") or [])
+
+
+def function_modes_html(record: dict) -> str:
+    """The record's `function_modes` block ("" when it has none)."""
+    modes = record.get("function_modes")
+    if not modes:
+        return ""
+    observations = {key: {"name": key, **modes[key]} for key in ("forward_ad", "batched_grad") if key in modes}
+    for key, value_key in (("forward_ad", "tangent"), ("batched_grad", "gradients")):
+        if key in observations and value_key in observations[key]:
+            observations[key]["value"] = observations[key].pop(value_key)
+    comparisons = [row for key in ("forward_ad", "batched_grad") for row in modes.get(key, {}).get("comparisons", [])]
+    return _function_block(_("Forward mode and batched gradients"), _observation_rows(observations, "value"), comparisons)

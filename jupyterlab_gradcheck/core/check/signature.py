@@ -14,6 +14,7 @@ call says whatever it says.
 from __future__ import annotations
 
 import inspect
+import weakref
 
 from ..errors import SpecError
 
@@ -35,8 +36,26 @@ def _readable(function):
         return None
 
 
+#: The input names each live callable was found to take, so that a check asked twice (declared,
+#: then run) or repeated reads the signature once.
+_TAKES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def check_signature(function, names: list[str]) -> None:
     """Raise SpecError when `function` cannot be called with the inputs `names`; else return."""
+    try:
+        if tuple(names) in _TAKES.get(function, ()):
+            return
+    except TypeError:  # a callable that cannot be weakly referenced: ask every time
+        pass
+    _check(function, names)
+    try:
+        _TAKES.setdefault(function, set()).add(tuple(names))
+    except TypeError:
+        pass
+
+
+def _check(function, names: list[str]) -> None:
     function_class = _function_class(function)
     if function_class is not None:
         _check_forward(function_class, names)

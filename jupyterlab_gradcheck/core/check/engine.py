@@ -174,10 +174,14 @@ def _add_function_modes(record: dict, function, leaves: dict, v, raw: dict) -> N
     record["function_modes"] = modes
     rows = [row for key in ("forward_ad", "batched_grad") for row in modes[key].get("comparisons", [])]
     failed = [_failure(row, "probable_bug", _MODE_REASONS[row["name"]]) for row in rows if not row["passed"]]
-    if failed:
-        record["failures"] = record["failures"] + failed
-        record["failure"] = record["failures"][0]
-        record["passed"] = False
+    _join(record, failed, passed=not failed)
+
+
+def _join(record: dict, failures: list, *, passed: bool) -> None:
+    """Add a further block's failures to the record's, and its verdict to the record's `passed`."""
+    record["failures"] = record["failures"] + failures
+    record["failure"] = record["failures"][0] if record["failures"] else None
+    record["passed"] = record["passed"] and passed
 
 
 def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
@@ -281,9 +285,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     if spec.hessian is not None:
         block = second_order(function, leaves, v, spec.hessian, spec.tolerance)
         record["second_order"] = block
-        record["failures"] = failures + block["failures"]
-        record["failure"] = record["failures"][0] if record["failures"] else None
-        record["passed"] = record["passed"] and block["passed"]
+        _join(record, block["failures"], passed=block["passed"])
     if not spec.expression:
         _add_function_modes(record, function, leaves, v, raw)
     total = sum(t.numel() for t in leaves.values())

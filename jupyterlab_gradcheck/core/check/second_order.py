@@ -19,9 +19,12 @@ is a failure with that reason, not a crash.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import SpecError
 from ..i18n import Message
 from .comparison import compare
+from .record_values import shape_of
 from .tensors import describe, to_tensor
 
 #: The expectation text of "the custom Function's own double backward".
@@ -33,10 +36,6 @@ DOUBLE_BACKWARD = "double_backward"
 FD_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
 
 
-def _count(value) -> int:
-    return sum(_count(item) for item in value) if isinstance(value, list) else 1
-
-
 def parse_hessian(raw, names: list[str], numel: int):
     """The record's `hessian` expectation, validated before anything runs (None when the check has none);
     `numel` is the input's number of elements."""
@@ -45,8 +44,10 @@ def parse_hessian(raw, names: list[str], numel: int):
     if len(names) != 1:
         raise SpecError("hessian checks the second derivative with respect to one input, not {count}; hold "
                         "the others with fixed=", count=len(names), field="hessian")
-    if isinstance(raw, list) and _count(raw) != numel * numel:
-        _wrong_size(names[0], _count(raw), numel)
+    if isinstance(raw, list):  # rectangular and numeric, as any record value (SpecError naming the problem)
+        count = math.prod(shape_of(raw, "hessian"))
+        if count != numel * numel:
+            _wrong_size(names[0], count, numel)
     if raw == DOUBLE_BACKWARD or callable(raw) or isinstance(raw, list):
         return raw
     raise SpecError("hessian must be a matrix, a callable of the inputs or \"double_backward\"", field="hessian")

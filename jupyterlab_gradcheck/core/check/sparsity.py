@@ -75,7 +75,8 @@ def _dedupe(dep):
     if dep.shape[-1] <= 1:
         return dep
     if dep.shape[-1] == 2:  # the common case of two single sets (a product of two slices): no sort
-        high, low = dep.amax(-1), dep.amin(-1)
+        # elementwise on the two columns: an int64 amin along a last dimension of 2 costs ~50x more
+        high, low = torch.maximum(dep[..., 0], dep[..., 1]), torch.minimum(dep[..., 0], dep[..., 1])
         pair = torch.stack([high, torch.where(low == high, -1, low)], dim=-1)
         return pair if bool((pair[..., 1] >= 0).any()) else pair[..., :1]
     dep = torch.sort(dep, dim=-1, descending=True).values

@@ -56,7 +56,37 @@ export function formatNumber(value: number, dtype?: string | null): string {
   return isFloatDtype(dtype) ? formatFloat(value) : String(value);
 }
 
-/** An observed value (number, nested list, or mapping input -> value). */
+/**
+ * Whether `value` is a complex value as the record writes it: an object whose
+ * keys are exactly `real` and `imag`. (A mapping of two inputs named `real`
+ * and `imag` reads the same; no check names its inputs so.)
+ */
+export function isComplexValue(value: JSONValue | undefined): value is { real: JSONValue; imag: JSONValue } {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    return false;
+  }
+  const keys = Object.keys(value).sort();
+  return keys.length === 2 && keys[0] === 'imag' && keys[1] === 'real';
+}
+
+/**
+ * A complex value as `a+bi`, element by element through nested lists:
+ * `{real: [1, 2], imag: [0.5, -1]}` -> `[1.0+0.5i, 2.0-1.0i]`. `part` writes
+ * each real number (observed: as a Python float; declared: as written).
+ */
+export function formatComplex(real: JSONValue, imag: JSONValue, part: (value: number) => string): string {
+  if (Array.isArray(real)) {
+    const imaginary = Array.isArray(imag) ? imag : [];
+    return `[${real.map((item, i) => formatComplex(item, imaginary[i] ?? null, part)).join(', ')}]`;
+  }
+  if (typeof real !== 'number' || typeof imag !== 'number') {
+    return `${String(real)}+${String(imag)}i`;
+  }
+  const negative = imag < 0 || Object.is(imag, -0);
+  return `${part(real)}${negative ? '-' : '+'}${part(Math.abs(imag))}i`;
+}
+
+/** An observed value (number, nested list, complex value, or mapping input -> value). */
 export function formatObserved(
   value: JSONValue | undefined,
   dtype?: string | null
@@ -66,6 +96,9 @@ export function formatObserved(
   }
   if (typeof value === 'number') {
     return formatNumber(value, dtype);
+  }
+  if (isComplexValue(value)) {
+    return formatComplex(value.real, value.imag, formatFloat);
   }
   if (Array.isArray(value)) {
     return `[${value.map(item => formatObserved(item, dtype)).join(', ')}]`;
@@ -89,6 +122,9 @@ export function formatDeclared(value: JSONValue | undefined): string {
   if (typeof value === 'string') {
     return value;
   }
+  if (isComplexValue(value)) {
+    return formatComplex(value.real, value.imag, String);
+  }
   if (Array.isArray(value) || typeof value !== 'object') {
     return JSON.stringify(value);
   }
@@ -97,10 +133,10 @@ export function formatDeclared(value: JSONValue | undefined): string {
     .join('; ');
 }
 
-/** The shape of a number or nested list: [] for a scalar, [2, 3] for a matrix. */
+/** The shape of a number, nested list or complex value: [] for a scalar, [2, 3] for a matrix. */
 export function shapeOf(value: JSONValue | undefined): number[] {
   const shape: number[] = [];
-  let level: JSONValue | undefined = value;
+  let level: JSONValue | undefined = isComplexValue(value) ? value.real : value;
   while (Array.isArray(level)) {
     shape.push(level.length);
     level = level[0];
@@ -123,6 +159,21 @@ export function formatTensorMeta(observation: ITensorObservation): string {
   parts.push(observation.dtype ?? trans.__('dtype unknown'));
   parts.push(observation.device ?? trans.__('device unknown'));
   return parts.join(' · ');
+}
+
+/**
+ * Where a comparison or failure applies: the input, and for a multi-output
+ * check the output (`x, output 1`); empty when the record names neither.
+ */
+export function formatWhere(input?: string | null, output?: number | string | null): string {
+  const parts: string[] = [];
+  if (input) {
+    parts.push(input);
+  }
+  if (output !== undefined && output !== null) {
+    parts.push(trans.__('output %1', output));
+  }
+  return parts.join(', ');
 }
 
 /** An error size: three significant digits, exponent form. */

@@ -3,6 +3,8 @@
  * the Expectation column beside the Observation column, the failures that
  * are kept, and the tolerance and expectation history.
  */
+import { badge } from './badge';
+import { comparisonList } from './comparisonList';
 import { el } from './dom';
 import {
   formatDeclared,
@@ -11,8 +13,10 @@ import {
   formatObserved,
   formatTensorMeta,
   formatTime,
-  formatTolerance
+  formatTolerance,
+  formatWhere
 } from './format';
+import { functionChecks } from './functionChecksView';
 import { ICheckView, IHistoryItem, IRunView } from './grouping';
 import { trans } from './i18n';
 import { ICheckRecord, ITolerance, JSONValue } from './types';
@@ -22,11 +26,6 @@ import { wordsFor } from './words';
 export interface ICheckActions {
   editTolerance(view: ICheckView): void;
   reviseExpectation(view: ICheckView): void;
-}
-
-/** A verdict badge; its text is the verdict so it reads without colour. */
-export function badge(status: string, text = wordsFor('status', status)): HTMLElement {
-  return el('span', { class: `jp-gradcheck-badge jp-gradcheck-badge-${status}`, testid: 'gradcheck-badge', 'data-status': status }, text);
 }
 
 function inputNames(view: ICheckView): string[] {
@@ -117,29 +116,6 @@ function details(view: ICheckView): HTMLElement {
   );
 }
 
-function comparisons(record: ICheckRecord | undefined): HTMLElement | null {
-  if (!record?.comparisons?.length) {
-    return null;
-  }
-  return el(
-    'ul',
-    { class: 'jp-gradcheck-comparisons', testid: 'gradcheck-comparisons' },
-    record.comparisons.map(c =>
-      el(
-        'li',
-        { class: c.passed ? '' : 'jp-gradcheck-failed-line', 'data-passed': String(c.passed), 'data-comparison': c.name },
-        trans.__(
-          '%1: max abs err %2, max rel err %3 — %4',
-          `${wordsFor('comparison', c.name)}${c.input ? ` (${c.input})` : ''}`,
-          formatError(c.max_abs_err),
-          formatError(c.max_rel_err),
-          c.passed ? trans.__('ok') : trans.__('FAILED')
-        )
-      )
-    )
-  );
-}
-
 function keptFailure(run: IRunView): HTMLElement {
   const failure = run.record.failure;
   if (run.failedToRun) {
@@ -157,8 +133,8 @@ function keptFailure(run: IRunView): HTMLElement {
     el(
       'div',
       {},
-      failure?.input
-        ? trans.__('run #%1 %2: %3 on %4', run.seq, formatTime(run.time), what, failure.input)
+      failure?.input || (failure?.output !== undefined && failure?.output !== null)
+        ? trans.__('run #%1 %2: %3 on %4', run.seq, formatTime(run.time), what, formatWhere(failure.input, failure.output))
         : trans.__('run #%1 %2: %3', run.seq, formatTime(run.time), what)
     ),
     failure
@@ -217,7 +193,8 @@ export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement
     ),
     columns(view),
     failedToRun ? el('div', { class: 'jp-gradcheck-field-error' }, trans.__('failed to run: %1', failedToRun)) : null,
-    comparisons(view.latest?.record),
+    comparisonList(view.latest?.record?.comparisons),
+    functionChecks(view.latest?.record),
     details(view),
     view.failuresKept.length
       ? el(

@@ -9,6 +9,7 @@ import { showErrorMessage } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
+import { badge } from './badge';
 import { basename } from './binding';
 import { DeclareForm } from './declareForm';
 import { editToleranceDialog, reviseExpectationDialog } from './dialogs';
@@ -16,7 +17,7 @@ import { Child, append, el, replaceChildren } from './dom';
 import { ICheckView } from './grouping';
 import { trans } from './i18n';
 import { gradcheckIcon } from './icon';
-import { badge, button, checkCard } from './ledgerView';
+import { button, checkCard } from './ledgerView';
 import { EXPORT_FORMATS, ExportFormat } from './requester';
 import { IDefaults } from './settings';
 import { IExportFile, IGradcheckModel, PANEL_ID, VerifyState } from './tokens';

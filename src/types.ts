@@ -16,6 +16,15 @@ export type JSONValue =
 /** A JSON object. */
 export type JSONRecord = { [key: string]: JSONValue };
 
+/**
+ * A complex value as the record writes it: the real and the imaginary parts,
+ * each a number or a nested list of the same shape.
+ */
+export interface IComplexValue {
+  real: JSONValue;
+  imag: JSONValue;
+}
+
 /** One observed tensor: its value with the shape, dtype and device it had. */
 export interface ITensorObservation {
   value: JSONValue;
@@ -28,6 +37,8 @@ export interface ITensorObservation {
 export interface IFailure {
   comparison?: string;
   input?: string;
+  /** Which output of a multi-output check (absent for a single output). */
+  output?: number | string;
   index?: number[];
   left?: JSONValue;
   right?: JSONValue;
@@ -41,6 +52,8 @@ export interface IFailure {
 export interface IComparison {
   name: string;
   input?: string;
+  /** Which output of a multi-output check (absent for a single output). */
+  output?: number | string;
   max_abs_err?: number;
   max_rel_err?: number;
   rtol?: number;
@@ -78,7 +91,66 @@ export interface ICheckRecord {
   comparisons?: IComparison[];
   failure?: IFailure | null;
   failures?: IFailure[];
+  /** A custom Function's Hessian check (core/check/second_order.py), when `hessian` was given. */
+  second_order?: ISecondOrder | null;
+  /** A custom Function's forward mode and batched gradients (core/check/function_modes.py). */
+  function_modes?: IFunctionModes | null;
   [key: string]: unknown;
+}
+
+/**
+ * One observation of a second-order or function-mode block: a tensor under
+ * `hessian`, `tangent` or `gradients`, or a verdict (`status`, `reason`) such
+ * as gradgradcheck's, or a skip with its reason.
+ */
+export interface IBlockObservation {
+  name?: string;
+  status?: string;
+  reason?: string;
+  hessian?: ITensorObservation;
+  tangent?: ITensorObservation;
+  gradients?: ITensorObservation;
+  [key: string]: unknown;
+}
+
+/** The `second_order` block: the expected Hessian and what autograd, finite differences and gradgradcheck saw. */
+export interface ISecondOrder {
+  input?: string;
+  /** The declared Hessian (nested list), or `double_backward` when autograd's is the reference. */
+  expectation?: JSONValue;
+  observations?: { [key: string]: IBlockObservation };
+  comparisons?: IComparison[];
+  passed?: boolean;
+}
+
+/**
+ * One case of a mode that runs several (`undefined_grad`: every grad_output
+ * undefined, then each in turn): the gradients it returned per input (null:
+ * None), or the crash with its reason.
+ */
+export interface IModeCase {
+  undefined?: string | number | number[];
+  status?: string;
+  reason?: string;
+  gradients?: { [input: string]: ITensorObservation | null };
+}
+
+/** One mode of the `function_modes` block (`forward_ad`, `batched_grad`, `undefined_grad`). */
+export interface IFunctionMode extends IBlockObservation {
+  direction?: string;
+  grad_outputs?: number;
+  cases?: IModeCase[];
+  comparisons?: IComparison[];
+}
+
+/** The `function_modes` block: the modes by name, with the input and the Functions it checked. */
+export interface IFunctionModes {
+  input?: string;
+  functions?: string[];
+  forward_ad?: IFunctionMode;
+  batched_grad?: IFunctionMode;
+  undefined_grad?: IFunctionMode;
+  [mode: string]: IFunctionMode | string | string[] | undefined;
 }
 
 /** One line of the ledger. */

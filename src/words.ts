@@ -9,7 +9,15 @@
 import { trans } from './i18n';
 
 /** The kinds of code that have shown words. */
-export type CodeKind = 'status' | 'diagnosis' | 'comparison' | 'historyTarget' | 'historyFlag' | 'verifyFlag';
+export type CodeKind =
+  | 'status'
+  | 'diagnosis'
+  | 'comparison'
+  | 'observation'
+  | 'mode'
+  | 'historyTarget'
+  | 'historyFlag'
+  | 'verifyFlag';
 
 /** Every table, built on each call so it is in the language in force. */
 function tables(): { [K in CodeKind]: { [code: string]: string } } {
@@ -18,7 +26,13 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       passed: trans.__('passed'),
       failed: trans.__('failed'),
       not_run: trans.__('not run'),
-      failed_to_run: trans.__('failed to run')
+      failed_to_run: trans.__('failed to run'),
+      // a second-order or function-mode observation (core/check/second_order.py, function_modes.py)
+      observed: trans.__('observed'),
+      skipped: trans.__('skipped'),
+      error: trans.__('error'),
+      returned: trans.__('returned'),
+      crashed: trans.__('crashed')
     },
     // core/check/diagnosis.py, and the panel's own failed_to_run
     diagnosis: {
@@ -34,7 +48,28 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       analytical_vs_autograd_grad: trans.__('analytical vs autograd grad'),
       autograd_vs_finite_difference: trans.__('autograd vs finite difference'),
       pass_2_vs_twice_pass_1: trans.__('pass 2 vs twice pass 1'),
-      after_clear_none_vs_pass_1: trans.__('after clear none vs pass 1')
+      after_clear_none_vs_pass_1: trans.__('after clear none vs pass 1'),
+      // core/check/second_order.py and function_modes.py
+      hessian_autograd: trans.__('autograd double backward'),
+      hessian_analytical_vs_autograd: trans.__('expected Hessian vs autograd double backward'),
+      hessian_autograd_vs_finite_difference: trans.__('autograd double backward vs finite differences of the gradient'),
+      forward_ad_vs_finite_difference: trans.__('forward mode vs finite differences along u'),
+      forward_ad_vs_backward: trans.__('forward mode vs backward along u'),
+      batched_grad_vs_one_at_a_time: trans.__('batched gradients vs one at a time'),
+      undefined_grad: trans.__('backward with undefined gradients'),
+      undefined_grad_vs_zero: trans.__('gradient with undefined grad_outputs vs zero')
+    },
+    // the observations of core/check/second_order.py
+    observation: {
+      hessian_autograd: trans.__('autograd double backward'),
+      hessian_finite_difference: trans.__('finite differences of the gradient'),
+      torch_gradgradcheck: trans.__('torch gradgradcheck')
+    },
+    // the modes of core/check/function_modes.py
+    mode: {
+      forward_ad: trans.__('forward mode (jvp)'),
+      batched_grad: trans.__('batched gradients (vmap)'),
+      undefined_grad: trans.__('undefined gradients')
     },
     historyTarget: {
       tolerance: trans.__('tolerance'),

@@ -10,6 +10,7 @@ import {
   formatShape,
   formatTensorMeta,
   formatTolerance,
+  formatWhere,
   shapeOf
 } from '../format';
 
@@ -107,5 +108,37 @@ describe('errors and tolerances', () => {
     expect(formatTolerance({ rtol: 1e-7, atol: 1e-10 })).toBe('rtol 1e-07, atol 1e-10');
     expect(formatTolerance({ rtol: 0.5 })).toBe('rtol 0.5');
     expect(formatTolerance(undefined)).toBe('dtype default');
+  });
+});
+
+describe('complex values', () => {
+  it('shows an observed complex gradient as a+bi, element by element, each part a Python float', () => {
+    // Given the record's complex form: the real and the imaginary parts as parallel nested lists
+    const value = { real: [[1, -0.5], [0, 2]], imag: [[0.5, -1], [-0, 3e-7]] };
+    // When formatted as a complex128 observation
+    // Then each element reads a+bi, a negative (or negative-zero) imaginary part with a minus
+    expect(formatObserved(value, 'complex128')).toBe('[[1.0+0.5i, -0.5-1.0i], [0.0-0.0i, 2.0+3e-07i]]');
+    expect(formatObserved({ real: 3, imag: -4 }, 'complex64')).toBe('3.0-4.0i');
+  });
+
+  it('keeps a declared complex expectation as written, and takes its shape from the parts', () => {
+    expect(formatDeclared({ real: [6, 1], imag: [0, -2] })).toBe('[6+0i, 1-2i]');
+    expect(shapeOf({ real: [[1, 2, 3]], imag: [[0, 0, 0]] })).toEqual([1, 3]);
+    expect(formatTensorMeta({ value: { real: [1, 2], imag: [0, 1] }, dtype: 'complex128', device: 'cpu' })).toBe(
+      'shape [2] · complex128 · cpu'
+    );
+  });
+
+  it('still reads a mapping of other names as input -> value', () => {
+    expect(formatObserved({ real: 1, w: 2 }, 'float64')).toBe('real: 1.0; w: 2.0');
+  });
+});
+
+describe('formatWhere', () => {
+  it('names the input, and the output of a multi-output check after it', () => {
+    expect(formatWhere('x')).toBe('x');
+    expect(formatWhere('x', 0)).toBe('x, output 0');
+    expect(formatWhere(undefined, 2)).toBe('output 2');
+    expect(formatWhere(undefined, null)).toBe('');
   });
 });

@@ -6,30 +6,16 @@
  * shown text is translated, codes in data attributes stay English, and the
  * palette puts opening the panel first in either language.
  */
-import type { ITranslator } from '@jupyterlab/translation';
-
 import { formatDiagnosis } from '../format';
 import { groupByCheck } from '../grouping';
-import { fill, trans, useTranslator } from '../i18n';
+import { trans, useTranslator } from '../i18n';
 import { checkCard } from '../ledgerView';
 import { translateSchema } from '../schemaTranslation';
 import { PALETTE_RANKS } from '../tokens';
 import { ICheckRecord, ILedgerEntry } from '../types';
 import { summariseVerify } from '../verifyReport';
-import { readCatalog } from './catalogSource';
 import { checkEntries, entry } from './fakes';
-
-/** A translator over the shipped Spanish catalog (what a missing entry would show: the English). */
-function spanish(): ITranslator {
-  const catalog = readCatalog();
-  const bundle = {
-    __: (msgid: string, ...args: unknown[]) => fill(catalog[msgid]?.[0] ?? msgid, ...args),
-    _n: (msgid: string, plural: string, n: number, ...args: unknown[]) =>
-      fill(catalog[msgid]?.[n === 1 ? 0 : 1] ?? (n === 1 ? msgid : plural), n, ...args),
-    _p: (context: string, msgid: string, ...args: unknown[]) => fill(catalog[`${context}\u0004${msgid}`]?.[0] ?? msgid, ...args)
-  };
-  return { languageCode: 'es-ES', load: () => bundle } as unknown as ITranslator;
-}
+import { spanish } from './spanishTranslator';
 
 /** A check whose run failed with a diagnosis, then had its tolerance widened after the failure. */
 function failedCheck(): ILedgerEntry[] {

@@ -24,8 +24,10 @@ def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", d
 
 
 def graph_functions(output) -> list:
-    """The custom autograd Function classes in the graph that produced `output`, in graph order."""
-    found, seen, stack = [], set(), [getattr(output, "grad_fn", None)]
+    """The custom autograd Function classes in the graph that produced `output` (a tensor, or a tuple or
+    list of outputs), in graph order."""
+    roots = list(output) if isinstance(output, (tuple, list)) else [output]
+    found, seen, stack = [], set(), [getattr(root, "grad_fn", None) for root in reversed(roots)]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:

@@ -10,23 +10,26 @@ wraps them for that.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import SpecError
 from ..expr.evaluator import compile_expression
 from ..i18n import Message
-from ..expr.parser import Expression
 from ..expr.symbolic import symbolic_opinion
-from . import budget, defaults, projected
+from . import budget, defaults, outputs, projected
 from .comparison import Operand, compare
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
 from .error_bound import BOUND_FACTOR, element_tolerance
 from .finite_difference import fd_gradients
-from .observations import observe_autograd
+from .custom_functions import graph_functions
+from .observations import SeveralOutputs, observe_autograd
 from .policy import STEP_SCALE_CAP, policy
-from .function_modes import function_modes
+from .expectation_tensors import analytical_tensors
+from .function_modes import MODES, function_modes
+from .undefined_grad import UNDEFINED_REASON
 from .refinement import refine_inputs
 from .second_order import second_order
 from .signature import check_signature
@@ -42,38 +45,6 @@ _COMPARISON_ORDER = (
     "analytical_vs_backward_pass_1", "analytical_vs_autograd_grad",
     "autograd_vs_finite_difference", "pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1",
 )
-
-
-def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
-    """The expectation as a tensor per input, broadcast to that input's shape."""
-    import torch
-
-    result = {}
-    detached = None
-    for name, written in spec.analytical.items():
-        if detached is None and (isinstance(written, Expression) or callable(written)):
-            detached = {n: t.detach() for n, t in leaves.items()}
-        if isinstance(written, Expression):
-            with torch.no_grad():
-                value = compile_expression(written)(**detached)
-            value = torch.as_tensor(value, dtype=leaves[name].dtype, device=leaves[name].device)
-        elif callable(written):
-            with torch.no_grad():
-                value = torch.as_tensor(written(**detached), dtype=leaves[name].dtype,
-                                        device=leaves[name].device)
-        else:
-            value = to_tensor(written, spec.dtype, str(leaves[name].device))
-        shape = leaves[name].shape
-        try:
-            result[name] = value if value.shape == shape else value.broadcast_to(shape)
-        except RuntimeError:
-            raise SpecError(
-                "analytical_gradient for {name!r} has shape {shape}, which does not match the "
-                "input's shape {input_shape}",
-                name=name, shape=list(value.shape), input_shape=list(leaves[name].shape),
-                field="analytical_gradient",
-            ) from None
-    return result
 
 
 def _nondeterminism(function, leaves: dict) -> str:
@@ -163,17 +134,19 @@ _MODE_REASONS = {
     "forward_ad_vs_backward": Message("forward-mode AD and the backward disagree along u: one of jvp and backward is wrong"),
     "batched_grad_vs_one_at_a_time": Message("the backward batched by vmap differs from one grad_output at a time: suspect "
                                         "its vmap rule, or a backward that depends on the batch"),
+    "undefined_grad_vs_zero": UNDEFINED_REASON,
 }
 
 
-def _add_function_modes(record: dict, function, leaves: dict, v, raw: dict) -> None:
-    """Forward mode and batched gradients, where the function goes through a custom Function."""
-    modes = function_modes(function, leaves, v, raw["autograd_grad"], raw["custom_functions"])
+def _add_function_modes(record: dict, modes: dict | None) -> None:
+    """Forward mode, batched gradients and undefined gradients, where the function goes through a
+    custom Function (`modes` is None where it goes through none)."""
     if modes is None:
         return
     record["function_modes"] = modes
-    rows = [row for key in ("forward_ad", "batched_grad") for row in modes[key].get("comparisons", [])]
+    rows = [row for key in MODES for row in modes[key].get("comparisons", [])]
     failed = [_failure(row, "probable_bug", _MODE_REASONS[row["name"]]) for row in rows if not row["passed"]]
+    failed += modes["undefined_grad"].get("failures", [])
     _join(record, failed, passed=not failed)
 
 
@@ -190,16 +163,101 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
 
     `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements) adds the step
     sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
+    A Python function returning a tuple or list of tensors is checked output by output
+    (core/check/outputs.py).
     """
-    import torch
-
     spec = parse_spec(spec)
     device = resolve_device(spec.device, devices)
     if not spec.expression:
         check_signature(spec.function, list(spec.inputs))
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
-    observations, raw, v = observe_autograd(function, leaves, spec.grad_output)
+    if spec.outputs_analytical is not None:
+        found = outputs.forward_outputs(function, leaves)
+    else:
+        try:
+            observed = observe_autograd(function, leaves, spec.grad_output)
+        except SeveralOutputs as several:
+            found = several.outputs
+        else:
+            return _one_output(spec, function, leaves, device, observed, sweep=sweep, symbolic=symbolic)
+    return _several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic)
+
+
+def _sweep_wanted(sweep: bool | None, leaves: dict) -> bool:
+    return sweep if sweep is not None else sum(t.numel() for t in leaves.values()) <= SWEEP_MAX_ELEMENTS
+
+
+def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, sweep, symbolic) -> dict:
+    """The record of a function with one output, as it has always been."""
+    part = _first_order(spec, function, leaves, device, observed, whole=True)
+    record = spec.to_dict()
+    record.update({
+        "executed": True, **part.fields,
+        "symbolic": _symbolic(spec, leaves, part, symbolic),
+        "environment": capture_environment(device),
+    })
+    if spec.hessian is not None:
+        block = second_order(function, leaves, part.v, spec.hessian, spec.tolerance)
+        record["second_order"] = block
+        _join(record, block["failures"], passed=block["passed"])
+    if not spec.expression:
+        _add_function_modes(record, function_modes(function, leaves, part.v, part.raw["autograd_grad"],
+                                                   part.raw["custom_functions"]))
+    if _sweep_wanted(sweep, leaves):
+        record["step_sweep"] = part.sweeper()
+    return record
+
+
+def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found, *, sweep, symbolic) -> dict:
+    """The record of a function returning several outputs: each differentiable output checked as a
+    one-output function of its own, then merged (core/check/outputs.py)."""
+    plan = outputs.plan(spec, function, found)
+    parts = {}
+    for k, (part_spec, part_function) in plan.parts.items():
+        observed = observe_autograd(part_function, leaves, part_spec.grad_output)
+        parts[k] = _first_order(part_spec, part_function, leaves, device, observed, whole=False)
+    first = parts[min(parts)]
+    record = spec.to_dict()
+    verdict = torch_gradcheck(function, leaves, spec.dtype, device,
+                              fast=True if policy(spec.policy).gradcheck_fast else None)
+    record.update({"executed": True, **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
+                   "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
+                   "environment": capture_environment(device)})
+    if spec.hessian is not None:
+        record["second_order"] = outputs.second_order_skipped(len(found))
+    _add_function_modes(record, function_modes(function, leaves, None, None, graph_functions(found),
+                                              outputs=len(found)))
+    if _sweep_wanted(sweep, leaves):
+        k = outputs.sweep_output(record, parts)
+        record["step_sweep"] = {**parts[k].sweeper(), "output": k}
+    return record
+
+
+def _symbolic(spec: CheckSpec, leaves: dict, part: "_Part", requested: bool) -> dict:
+    if not requested:
+        return {"status": "skipped", "reason": Message("SymPy opinion not requested for this run")}
+    return symbolic_opinion(spec, leaves, part.analytical, part.raw["autograd_grad"])
+
+
+@dataclass
+class _Part:
+    """The first-order check of one output: its record fields, and what the rest of the record needs."""
+
+    fields: dict
+    raw: dict
+    v: Any
+    analytical: dict
+    sweeper: Callable[[], dict]
+
+
+def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, whole: bool) -> _Part:
+    """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
+    adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
+    once on the whole function instead)."""
+    import torch
+
+    observations, raw, v = observed
     analytical = analytical_tensors(spec, leaves)
 
     fd_dtype = defaults.FD_DTYPE[spec.dtype]
@@ -246,8 +304,9 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         "gradients": {n: describe(fd[n]) for n in fd},
         **fd_info,
     }
-    observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device,
-                                                      fast=True if rules.gradcheck_fast else None)
+    if whole:
+        observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device,
+                                                          fast=True if rules.gradcheck_fast else None)
     raw["finite_difference"] = fd
 
     comparisons = _comparisons(spec, analytical, raw, fd, bounds, projected_rows)
@@ -261,16 +320,13 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         refinement=fd_info.get("refinement", {}), policy=spec.policy,
     )
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
-    verdict = observations["torch_gradcheck"]["status"]
+    verdict = observations["torch_gradcheck"]["status"] if whole else None
     names = list(spec.inputs)
     pass_1 = observations["backward_pass_1"]["gradients"]  # to_value of the same tensors, already read
-    observed = _copied(pass_1[names[0]]["value"]) if len(names) == 1 else {
+    observed_gradient = _copied(pass_1[names[0]]["value"]) if len(names) == 1 else {
         n: _copied(pass_1[n]["value"]) for n in names}
-
-    record = spec.to_dict()
-    record.update({
-        "executed": True,
-        "observed_gradient": observed,
+    fields = {
+        "observed_gradient": observed_gradient,
         "passed": not failures and verdict != "failed",
         "grad_output_used": describe(v),
         "analytical": {n: describe(analytical[n]) for n in names},
@@ -278,31 +334,24 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
         "comparisons": comparisons,
         "failure": failures[0] if failures else None,
         "failures": failures,
-        "symbolic": symbolic_opinion(spec, leaves, analytical, raw["autograd_grad"]) if symbolic
-        else {"status": "skipped", "reason": Message("SymPy opinion not requested for this run")},
-        "environment": capture_environment(device),
-    })
-    if spec.hessian is not None:
-        block = second_order(function, leaves, v, spec.hessian, spec.tolerance)
-        record["second_order"] = block
-        _join(record, block["failures"], passed=block["passed"])
-    if not spec.expression:
-        _add_function_modes(record, function, leaves, v, raw)
-    total = sum(t.numel() for t in leaves.values())
-    if sweep if sweep is not None else total <= SWEEP_MAX_ELEMENTS:
+    }
+
+    def sweeper() -> dict:
+        """The step sweep at the worst element of the first failure (else the first input's first element)."""
         first = failures[0] if failures else None
         name = first["input"] if first else names[0]
         flat = next((r["worst"]["flat_index"] for r in comparisons
                      if first and r["name"] == first["comparison"] and r["input"] == name), 0)
-        x_i = abs(float(fd_values[name].reshape(-1)[flat]))
+        x_i = float(fd_values[name].reshape(-1)[flat].abs())
         scale = min(max(1.0, x_i), STEP_SCALE_CAP) if rules.bounded_step else max(1.0, x_i)
         chosen = {spec.dtype: fd_info["step"] * scale
                   if fd_step is None else fd_info["step"]} if fd_step != "adaptive" else None
         reference = raw["autograd_grad"][name] if spec.dtype == "float64" else None
-        record["step_sweep"] = guarded_step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen,
-                                                  reference=reference, bounded=rules.bounded_step,
-                                                  batching=_batching(fd_info["inputs"][name]))
-    return record
+        return guarded_step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen,
+                                  reference=reference, bounded=rules.bounded_step,
+                                  batching=_batching(fd_info["inputs"][name]))
+
+    return _Part(fields, raw, v, analytical, sweeper)
 
 
 def check_callable(function: Callable, inputs: dict, grad: Any = None, **options) -> dict:

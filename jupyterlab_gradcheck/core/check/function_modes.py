@@ -9,7 +9,12 @@ A custom `torch.autograd.Function` is used by more than `backward()`: forward-mo
   AD (dual numbers), against central differences of f along u and against the backward's
   Jacobian (sum(v * J u) = grad . u, with grad from `backward`);
 - `batched_grad`: `vmap` of `autograd.grad` over three grad_outputs, against the same three
-  computed one at a time.
+  computed one at a time;
+- `undefined_grad`: the backward with its output gradients undefined, which must not crash and
+  must give None or zeros (core/check/undefined_grad.py), as `check_undefined_grad` does.
+
+Forward mode and batched gradients are observed for a function of one input and one output;
+undefined gradients for any.
 
 Each is skipped, with the reason PyTorch gives, where it does not apply (a Function without a
 `jvp`, a backward that vmap cannot batch): a note, not a failure.
@@ -20,6 +25,10 @@ from __future__ import annotations
 from ..i18n import Message
 from .comparison import compare
 from .tensors import describe
+from .undefined_grad import undefined_grad
+
+#: The observations of the block, in the record's order.
+MODES = ("forward_ad", "batched_grad", "undefined_grad")
 
 #: Seed of the direction u and of the batched grad_outputs: a record is reproducible.
 SEED = 17
@@ -99,12 +108,23 @@ def batched_grad(function, name: str, x, v) -> dict:
                                     right_label="vmap", **EXACT)]}
 
 
-def function_modes(function, leaves: dict, v, gradients: dict, classes: list) -> dict | None:
-    """{"forward_ad", "batched_grad"} for a one-input function whose graph holds custom Functions
-    (`classes`, as the first forward pass found them), else None."""
-    if len(leaves) != 1 or not classes:
+def function_modes(function, leaves: dict, v, gradients: dict | None, classes: list, *,
+                   outputs: int | None = None) -> dict | None:
+    """{"forward_ad", "batched_grad", "undefined_grad"} for a function whose graph holds custom Functions
+    (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
+    are observed for one input and one output (`outputs`: the count of a tuple or list of outputs),
+    and recorded as skipped, with that reason, otherwise."""
+    if not classes:
         return None
-    (name, leaf), = leaves.items()
-    return {"input": name, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes],
-            "forward_ad": forward_ad(function, name, leaf, v, gradients[name]),
-            "batched_grad": batched_grad(function, name, leaf, v)}
+    block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
+    if len(leaves) == 1 and outputs is None:
+        (name, leaf), = leaves.items()
+        block.update({"input": name, "forward_ad": forward_ad(function, name, leaf, v, gradients[name]),
+                      "batched_grad": batched_grad(function, name, leaf, v)})
+    else:
+        for key in ("forward_ad", "batched_grad"):
+            block[key] = {"status": "skipped", "reason": Message(
+                "observed for a function of one input and one output; this one has {inputs} input(s) and {outputs} "
+                "output(s)", inputs=len(leaves), outputs=outputs or 1)}
+    block["undefined_grad"] = undefined_grad(function, leaves)
+    return block

@@ -27,11 +27,25 @@ DESCRIPTIONS = {
 }
 
 
+class SeveralOutputs(SpecError):
+    """A function returned a tuple or list: `run_check` then checks it output by output
+    (core/check/outputs.py); anywhere else one tensor was expected, and this is the refusal."""
+
+    def __init__(self, outputs):
+        super().__init__("function returned a {type} of {count} outputs where one tensor was expected",
+                         type=type(outputs).__name__, count=len(outputs), field="function")
+        #: The outputs of the forward pass that found them (inputs requiring grad).
+        self.outputs = outputs
+
+
 def forward(function, leaves: dict):
-    """One forward pass, refusing outputs that cannot be differentiated."""
+    """One forward pass, refusing outputs that cannot be differentiated (a tuple or list of
+    outputs raises `SeveralOutputs`, which carries them)."""
     import torch
 
     output = function(**leaves)
+    if isinstance(output, (tuple, list)):
+        raise SeveralOutputs(output)
     if not isinstance(output, torch.Tensor):
         raise SpecError("function returned {type}, not a tensor", type=type(output).__name__, field="function")
     if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:

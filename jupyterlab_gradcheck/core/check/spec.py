@@ -22,6 +22,7 @@ from ..jsonio import encodable
 from . import defaults
 from .callable_source import FIELD as FUNCTION_SOURCE, function_source
 from .fixed_arguments import parse_fixed
+from .output_fields import grad_output_shape, per_output
 from .second_order import parse_hessian
 from .policy import CURRENT, policy_version
 from .record_values import numel, shape_of
@@ -71,6 +72,9 @@ class CheckSpec:
     fixed: dict = field(default_factory=dict)
     #: The expected Hessian (core/check/second_order.py), or None: no second-order check.
     hessian: Any = None
+    #: For a callable returning several outputs: per output, its expectation parsed as `analytical`
+    #: (None for an output that is not differentiated), from `analytical_gradient = {"outputs": [...]}`.
+    outputs_analytical: list | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -83,7 +87,7 @@ class CheckSpec:
     def to_dict(self) -> dict:
         """The normalised record, not yet executed."""
         written = self.analytical_gradient
-        if callable(written) or (isinstance(written, dict) and any(callable(v) for v in written.values())):
+        if _holds_callable(written):
             written = _callable_text(written)
         return {
             "id": self.id,
@@ -107,9 +111,20 @@ class CheckSpec:
         }
 
 
+def _holds_callable(value) -> bool:
+    """Whether an expectation is or holds (in a mapping or a per-output list) a Python callable."""
+    if isinstance(value, dict):
+        return any(_holds_callable(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_callable(v) for v in value)
+    return callable(value)
+
+
 def _callable_text(value):
     if isinstance(value, dict):
         return {k: _callable_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and _holds_callable(value):
+        return [_callable_text(v) for v in value]
     if callable(value):
         return f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"
     return value
@@ -283,7 +298,10 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     device = record.get("device", "cpu")
     if not isinstance(device, str) or not DEVICE_PATTERN.match(device):
         raise SpecError("device {device!r} is not cpu, cuda, cuda:N, mps or auto", device=device, field="device")
-    analytical = _analytical(record.get("analytical_gradient"), inputs, shapes, limits)
+    written = record.get("analytical_gradient")
+    outputs_analytical = per_output(written, list(inputs), is_callable, limits,
+                                    lambda entry: _analytical(entry, inputs, shapes, limits))
+    analytical = {} if outputs_analytical is not None else _analytical(written, inputs, shapes, limits)
     tolerance, tolerance_explicit = tolerance_field(
         record.get("tolerance"), defaults.comparison_tolerance(dtype), "tolerance", limits.max_rtol
     )
@@ -301,7 +319,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         output, work = report.shape, max(work, report.largest)
     grad_output = record.get("grad_output")
     if grad_output is not None:
-        given = shape_of(grad_output, "grad_output", limits)
+        given = grad_output_shape(grad_output, limits, is_callable)
         if output is not None and given != list(output) and numel(given) != 1:
             raise SpecError(
                 "grad_output has shape {given} but the output has shape {output}", given=given, output=list(output), field="grad_output"
@@ -338,4 +356,5 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         policy=policy_version(record),
         fixed=fixed,
         hessian=parse_hessian(record.get("hessian"), list(inputs), sum(numel(s) for s in shapes.values())),
+        outputs_analytical=outputs_analytical,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..check.outputs import check_outputs_fit
 from ..check.signature import check_signature
 from ..check.spec import CheckSpec, parse_spec
 from ..errors import SpecError
@@ -97,6 +98,7 @@ def record_run(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list
     resolve_device(parsed.device, devices)
     if not parsed.expression:  # a callable that cannot take the inputs is bad input, not a failed run
         check_signature(parsed.function, list(parsed.inputs))
+        check_outputs_fit(parsed, resolve_device(parsed.device, devices))  # and so are outputs the expectation misfits
     parsed, spec_dict, expectation = declare(ledger, parsed)
     try:
         record = run_check(parsed, sweep=sweep, devices=devices)

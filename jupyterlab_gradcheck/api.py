@@ -63,6 +63,10 @@ class CheckResult:
                 verdict = self.record["observations"]["torch_gradcheck"]
                 return _("{id}: failed: torch_gradcheck {reason}").format(
                     id=self.record["id"], reason=localize(verdict.get("reason", "")))
+            if failure.get("index") is None and failure.get("abs_err") is None:  # no element: a backward that crashed
+                return _("{id}: failed {comparison}; diagnosis {diagnosis}: {reason}").format(
+                    id=self.record["id"], comparison=failure["comparison"], diagnosis=failure["diagnosis"],
+                    reason=localize(failure["reason"]))
             return _("{id}: failed {comparison} at {where}; diagnosis {diagnosis}: {reason}").format(
                 id=self.record["id"], comparison=failure["comparison"], where=failure_sentence(failure),
                 diagnosis=failure["diagnosis"], reason=localize(failure["reason"]))
@@ -89,6 +93,10 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     the inputs, or a mapping input name -> one of those. Without `grad`, a function that goes
     through custom Functions is checked against their own backward ("the backward of F", named
     with the SHA-256 of F's source); any other function is refused for lack of an expectation.
+    A function returning a tuple or list of tensors is checked output by output: `grad` is then a
+    Python tuple with one expectation per output (None for an output that is not differentiated;
+    a list stays one value), `grad_output` a list with one entry per output, and every comparison
+    and failure names its output.
     Inputs are numbers, nested lists or
     tensors (a tensor also gives the dtype and device when they are not named). `fixed=` maps the
     names of arguments `fn` is also given but not differentiated (ints, bools, tuples, None, tensors
@@ -106,7 +114,7 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     record: dict[str, Any] = {
         "function": _held(fn, list(inputs), fixed) if fixed else _as_checkable(fn, list(inputs)),
         "inputs": inputs_json,
-        "analytical_gradient": _as_value(grad),
+        "analytical_gradient": _expectation(grad),
         "dtype": dtype or inferred_dtype or "float64",
         "device": device or inferred_device or "cpu",
         "origin": origin,
@@ -145,6 +153,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
     from .core.check.backward_expectation import backward_expectation, backward_name
     from .core.check.custom_functions import custom_functions
     from .core.check.devices import resolve_device
+    from .core.check.outputs import differentiable_outputs
     from .core.check.signature import check_signature
     from .core.check.spec import parse_spec
     from .core.errors import SpecError
@@ -156,10 +165,12 @@ def _backward_as_expectation(record: dict, inputs: dict):
             raise
     function, names = record["function"], list(inputs)
     check_signature(function, names)
-    classes = custom_functions(function, inputs, record["dtype"], resolve_device(record["device"]))
+    device = resolve_device(record["device"])
+    classes = custom_functions(function, inputs, record["dtype"], device)
     if not classes:
         return None, record["origin"]
-    return (backward_expectation(function, names, classes, record.get("grad_output")),
+    return (backward_expectation(function, names, classes, record.get("grad_output"),
+                                 outputs=differentiable_outputs(function, inputs, record["dtype"], device)),
             record["origin"] or backward_name(classes))
 
 
@@ -203,14 +214,24 @@ def _as_checkable(fn, input_names: list[str]):
     return apply
 
 
+def _expectation(grad):
+    """The record's analytical_gradient: a tuple is one expectation per output (`{"outputs": [...]}`),
+    anything else one expectation, as `_as_value` gives it."""
+    if isinstance(grad, tuple):
+        return {"outputs": [_as_value(item) for item in grad]}
+    return _as_value(grad)
+
+
 def _as_value(value):
-    """Tensors (also inside a mapping) as nested lists; everything else unchanged."""
+    """Tensors (also inside a mapping or a list) as nested lists; everything else unchanged."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu").tolist()
     if isinstance(value, dict):
         return {key: _as_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) and any(isinstance(item, (torch.Tensor, dict, list, tuple)) for item in value):
+        return [_as_value(item) for item in value]
     return value
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import Callable
 
 from .callable_source import function_source
+from .observations import grad_output_for
+from .outputs import differentiable
 
 
 def backward_name(classes: list) -> str:
@@ -31,31 +33,64 @@ def backward_name(classes: list) -> str:
     return "the backward of " + " and ".join(parts)
 
 
-def backward_expectation(function: Callable, names: list[str], classes: list, grad_output=None) -> dict:
+def backward_expectation(function: Callable, names: list[str], classes: list, grad_output=None,
+                         outputs: list[bool] | None = None) -> dict:
     """{input name: callable of the inputs} giving d sum(v * f) / d input through the Functions' own backward.
 
     Each callable runs a fresh forward and `torch.autograd.grad` (grad mode on, whatever the
     caller's), so it observes the backward as written, not a value computed once and kept.
+    For a function returning several outputs (`outputs`: whether each is differentiable) it is
+    `{"outputs": [e_0, e_1, ...]}`: e_k the same for output k, through the backward with v_k at output k
+    and zeros at the others (`grad_output` then a list with one entry per output, or None), and None
+    for an output that is not differentiable.
     """
-    import torch
-
-    from .observations import grad_output_for
-
     label = backward_name(classes)
 
-    def gradients(**values):
-        with torch.enable_grad():
-            leaves = {n: t.detach().clone().requires_grad_(True) for n, t in values.items()}
-            output = function(**leaves)
-            v = grad_output_for(output.detach(), grad_output)
-            returned = torch.autograd.grad(output, [leaves[n] for n in names], v, allow_unused=True)
-        return {n: (torch.zeros_like(leaves[n]) if g is None else g.detach()) for n, g in zip(names, returned)}
-
-    def one(name):
+    def named(compute, name):
         def expectation(**values):
-            return gradients(**values)[name]
+            return compute(**values)[name]
 
         expectation.__qualname__ = expectation.__name__ = label
         return expectation
 
-    return {name: one(name) for name in names}
+    if outputs is None:
+        def gradients(**values):
+            return _through_backward(function, names, values, lambda output: [grad_output_for(output, grad_output)])
+
+        return {name: named(gradients, name) for name in names}
+
+    def for_output(k):
+        wanted = None if grad_output is None else grad_output[k]
+
+        def gradients(**values):
+            return _through_backward(function, names, values, lambda *found: [
+                grad_output_for(o, wanted) if i == k else _zeros(o) for i, o in found])
+
+        return {name: named(gradients, name) for name in names}
+
+    return {"outputs": [for_output(k) if flag else None for k, flag in enumerate(outputs)]}
+
+
+def _zeros(output):
+    """Zeros shaped like an output: the grad_output of every output but the one checked."""
+    import torch
+
+    return torch.zeros_like(output)
+
+
+def _through_backward(function: Callable, names: list[str], values: dict, weights: Callable) -> dict:
+    """d sum_k(v_k * f_k) / d input for each input, by a fresh forward and `torch.autograd.grad`; `weights`
+    gives the v_k of the (index, detached output) pairs of the differentiable outputs (of the one output)."""
+    import torch
+
+    with torch.enable_grad():
+        leaves = {n: t.detach().clone().requires_grad_(True) for n, t in values.items()}
+        found = function(**leaves)
+        if isinstance(found, (tuple, list)):
+            used = [(i, o) for i, o in enumerate(found) if differentiable(o)]
+            v = weights(*[(i, o.detach()) for i, o in used])
+            found = [o for _, o in used]
+        else:
+            v = weights(found.detach())
+        returned = torch.autograd.grad(found, [leaves[n] for n in names], v, allow_unused=True)
+    return {n: (torch.zeros_like(leaves[n]) if g is None else g.detach()) for n, g in zip(names, returned)}

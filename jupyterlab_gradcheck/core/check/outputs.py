@@ -16,6 +16,7 @@ entry per output (None: ones). Their counts are checked against the outputs befo
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 from ..errors import SpecError
@@ -52,6 +53,19 @@ def forward_outputs(function, leaves: dict):
     return found
 
 
+def differentiable_outputs(function, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list[bool] | None:
+    """For a function returning a tuple or list at `inputs` (numbers, lists or tensors, in `dtype` on
+    `device`): whether each output is differentiable; None for a function returning one tensor."""
+    import torch
+
+    from .tensors import to_tensor
+
+    leaves = {n: to_tensor(v, dtype, device, requires_grad=True) for n, v in inputs.items()}
+    with torch.enable_grad():
+        found = function(**leaves)
+    return [differentiable(output) for output in found] if isinstance(found, (tuple, list)) else None
+
+
 def _entry(index: int, output) -> dict:
     import torch
 
@@ -62,12 +76,39 @@ def _entry(index: int, output) -> dict:
 
 
 def output_function(function: Callable, index: int) -> Callable:
-    """`lambda **x: function(**x)[index]`, named after the function and the output."""
+    """`lambda **x: function(**x)[index]`, named after the function and the output, whose backward gives
+    the function's other differentiable outputs zero gradients, not undefined ones: output k's check is
+    sum(v_k * f_k) with zeros at the other outputs, as its expectation through a Function's backward is
+    (core/check/backward_expectation.py); how a backward takes undefined gradients is observed on its
+    own (core/check/undefined_grad.py)."""
     def output_k(**values):
-        return function(**values)[index]
+        found = function(**values)
+        others = [o for i, o in enumerate(found) if i != index and differentiable(o)]
+        chosen = found[index]
+        if not others or not differentiable(chosen):
+            return chosen
+        return _zeros_to_others().apply(chosen, *others)
 
     output_k.__qualname__ = output_k.__name__ = f"{getattr(function, '__qualname__', 'function')}[{index}]"
     return output_k
+
+
+@functools.lru_cache(maxsize=1)
+def _zeros_to_others():
+    """The autograd Function that returns its first argument and sends zeros back to the others."""
+    import torch
+
+    class ZerosToOthers(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, chosen, *others):
+            ctx.others = [(o.shape, o.dtype, o.device) for o in others]
+            return chosen.clone()
+
+        @staticmethod
+        def backward(ctx, gradient):
+            return (gradient, *(torch.zeros(shape, dtype=dtype, device=device) for shape, dtype, device in ctx.others))
+
+    return ZerosToOthers
 
 
 def _per_output(value, count: int, field: str, what: str) -> list:

@@ -48,6 +48,15 @@ def _reason(exc: Exception) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
+def _crash_reason(undefined: list[int] | None, several: bool, exc: Exception) -> str:
+    if undefined is not None:
+        return Message("the backward crashed when the gradient of output {k} was undefined (None) and the others zero: "
+                       "{error}", k=undefined[0], error=_reason(exc))
+    if several:
+        return Message("the backward crashed with every output's gradient undefined (None): {error}", error=_reason(exc))
+    return Message("the backward crashed when its gradient was undefined (None): {error}", error=_reason(exc))
+
+
 def undefined_grad(function, leaves: dict) -> dict:
     """The `undefined_grad` observation: each case with its gradients (or its crash), comparisons of
     each returned gradient with zero, and the failures of the cases that crashed."""
@@ -63,10 +72,7 @@ def undefined_grad(function, leaves: dict) -> dict:
         label = "all" if undefined is None else undefined[0]
         grads, exc = _case(function, leaves, undefined)
         if exc is not None:
-            reason = Message("the backward crashed when the gradient of output {which} was undefined (None): {error}",
-                             which="all" if undefined is None else undefined[0], error=_reason(exc)) \
-                if several else Message("the backward crashed when its gradient was undefined (None): {error}",
-                                          error=_reason(exc))
+            reason = _crash_reason(undefined, several, exc)
             observed.append({"undefined": label, "status": "crashed", "reason": reason})
             failures.append({"comparison": "undefined_grad", "input": None, "index": None, "undefined": label,
                              "left_label": "undefined_grad", "right_label": "", "left": None, "right": None,

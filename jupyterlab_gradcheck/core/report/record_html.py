@@ -3,9 +3,8 @@
 The inline widget, the Python API's `_repr_html_` and the HTML export show a check the same
 way, so they all call this module. Expectation and observation stay in separate columns
 (principle 1) and every observed value carries its shape, dtype and device (principle 3).
-Colours are JupyterLab theme variables with fixed fallbacks, so the table reads in the dark
-theme and in a standalone HTML file alike. Styles are inline because notebook outputs and
-widget values keep inline styles but may drop `<style>` blocks.
+The pieces (badges, values, tables) are core/report/html_parts.py; the blocks beyond the first
+order (each of several outputs, second order, function modes) core/report/function_blocks.py.
 """
 
 from __future__ import annotations
@@ -13,105 +12,15 @@ from __future__ import annotations
 import json
 from html import escape
 
-from ..check.observations import DESCRIPTIONS
 from ..i18n import N_, _, localize, ngettext
+from .function_blocks import function_modes_html, outputs_html, second_order_html
+from .html_parts import (BOX as _BOX, FONT_DIM, META as _META, badge, comparisons_table, described, format_value,
+                         html_code as _code, html_row as _row, html_table as _table, observations_table)
+from .html_parts import MAX_SHOWN_ELEMENTS
 
-#: Theme variables with fallbacks for pages outside JupyterLab.
-FONT = "var(--jp-ui-font-color1, #212121)"
-FONT_DIM = "var(--jp-ui-font-color2, #616161)"
-BACKGROUND = "var(--jp-layout-color1, #fff)"
-HEADER_BACKGROUND = "var(--jp-layout-color2, #eee)"
-BORDER = "var(--jp-border-color2, #bdbdbd)"
-CODE_FONT = "var(--jp-code-font-family, monospace)"
-INVERSE = "var(--jp-ui-inverse-font-color0, #fff)"
-BADGE_COLOURS = {
-    "passed": "var(--jp-success-color1, #388e3c)",
-    "agrees": "var(--jp-success-color1, #388e3c)",
-    "failed": "var(--jp-error-color1, #d32f2f)",
-    "disagrees": "var(--jp-error-color1, #d32f2f)",
-    "error": "var(--jp-error-color1, #d32f2f)",
-    "failed to run": "var(--jp-error-color1, #d32f2f)",
-    "not run": "var(--jp-warn-color1, #f57c00)",
-    "skipped": "var(--jp-layout-color4, #757575)",
-    "probable_bug": "var(--jp-error-color1, #d32f2f)",
-    "precision_limited": "var(--jp-warn-color1, #f57c00)",
-    "kink": "var(--jp-warn-color1, #f57c00)",
-    "nondeterministic": "var(--jp-warn-color1, #f57c00)",
-}
-#: The words a verdict badge shows; a diagnosis code (probable_bug, kink...) is shown as written.
-VERDICT_WORDS = {"passed": N_("passed"), "agrees": N_("agrees"), "failed": N_("failed"),
-                 "disagrees": N_("disagrees"), "error": N_("error"), "failed to run": N_("failed to run"),
-                 "not run": N_("not run"), "skipped": N_("skipped")}
-#: List values longer than this are shown with their first elements and a count.
-MAX_SHOWN_ELEMENTS = 12
-#: Observations shown in the detail table, in the order the engine makes them.
-OBSERVATION_ORDER = (
-    "backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad",
-    "finite_difference",
-)
-
-_TABLE = f"border-collapse:collapse;margin:4px 0 10px 0;color:{FONT};background:{BACKGROUND}"
-_CELL = f"border:1px solid {BORDER};padding:3px 8px;text-align:left;vertical-align:top"
-_HEAD = f"{_CELL};background:{HEADER_BACKGROUND};font-weight:600"
-_CODE = f"font-family:{CODE_FONT}"
-_META = f"color:{FONT_DIM};font-size:0.9em;margin-left:6px"
-_BOX = (f"color:{FONT};background:{BACKGROUND};font-family:var(--jp-ui-font-family, sans-serif);"
-        "font-size:var(--jp-ui-font-size1, 13px);line-height:1.4;overflow-x:auto")
-
-
-def badge(status: str) -> str:
-    """A coloured verdict label: passed, failed, skipped, agrees, disagrees..."""
-    colour = BADGE_COLOURS.get(status, BADGE_COLOURS["skipped"])
-    return (f'<span class="jp-gradcheck-badge" data-status="{escape(status)}" style="background:{colour};'
-            f'color:{INVERSE};border-radius:3px;padding:0 6px;font-size:0.85em;font-weight:600;'
-            f'white-space:nowrap">{escape(_(VERDICT_WORDS.get(status, status)).upper())}</span>')
-
-
-def format_value(value) -> str:
-    """A record value as text: numbers exactly as stored, long lists shortened with a count."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        flat = _flatten(value)
-        if len(flat) > MAX_SHOWN_ELEMENTS:
-            shown = ", ".join(_number(v) for v in flat[:MAX_SHOWN_ELEMENTS])
-            return _("[{shown}, ...] ({count} elements, flattened)").format(shown=shown, count=len(flat))
-        return json.dumps(value, separators=(", ", ": "))
-    return _number(value)
-
-
-def _number(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    return repr(value) if isinstance(value, (int, float)) else str(value)
-
-
-def _flatten(value) -> list:
-    if isinstance(value, list):
-        return [inner for item in value for inner in _flatten(item)]
-    return [value]
-
-
-def _code(text: str) -> str:
-    return f'<code style="{_CODE}">{escape(text)}</code>'
-
-
-def _row(cells, head: bool = False, attrs: str = "") -> str:
-    tag, style = ("th", _HEAD) if head else ("td", _CELL)
-    return f"<tr{attrs}>" + "".join(f'<{tag} style="{style}">{c}</{tag}>' for c in cells) + "</tr>"
-
-
-def _table(header, rows, css_class: str) -> str:
-    body = "".join(rows)
-    return (f'<table class="{css_class}" style="{_TABLE}"><thead>{_row(header, head=True)}</thead>'
-            f"<tbody>{body}</tbody></table>")
-
-
-def described(gradient: dict) -> str:
-    """An observed value with its shape, dtype and device beside it."""
-    meta = escape(_("shape {shape} · dtype {dtype} · device {device}").format(
-        shape=json.dumps(gradient.get("shape")), dtype=gradient.get("dtype"), device=gradient.get("device")))
-    return f'{_code(format_value(gradient.get("value")))}<span class="jp-gradcheck-meta" style="{_META}">{meta}</span>'
+#: What other modules take from here (MAX_SHOWN_ELEMENTS and format_value live in core/report/html_parts.py).
+__all__ = ["MAX_SHOWN_ELEMENTS", "FONT_DIM", "badge", "format_value", "described", "record_html", "history_html",
+           "failure_sentence", "diagnosis_block", "step_sweep_block", "expected_per_input", "verdict_of"]
 
 
 def expected_per_input(record: dict) -> dict:
@@ -139,13 +48,16 @@ def expectation_observation_table(record: dict) -> str:
     observations = record.get("observations") or {}
     first = (observations.get("backward_pass_1") or {}).get("gradients") or {}
     rows = []
-    for name, expected in expected_per_input(record).items():
-        expectation = _code(format_value(expected)) if expected is not None else (
-            f'<span style="color:{FONT_DIM}">{escape(_("none declared"))}</span>')
-        observed = first.get(name)
-        observation = described(observed) if observed else f'<span style="color:{FONT_DIM}">{escape(_("not run"))}</span>'
-        rows.append(_row([f"d f / d {_code(name)}", expectation, observation],
-                         attrs=f' data-input="{escape(name)}"'))
+    for label, output, expected_by_input, observed_by_input in _per_output_expectations(record, first):
+        for name, expected in expected_by_input.items():
+            expectation = _code(format_value(expected)) if expected is not None else (
+                f'<span style="color:{FONT_DIM}">{escape(_("none declared"))}</span>')
+            observed = observed_by_input.get(name)
+            observation = described(observed) if observed else \
+                f'<span style="color:{FONT_DIM}">{escape(_("not run"))}</span>'
+            rows.append(_row([f"d {label} / d {_code(name)}", expectation, observation],
+                             attrs=f' data-input="{escape(name)}"' + (f' data-output="{output}"' if output is not None
+                                                                      else "")))
     tolerance = record.get("tolerance") or {}
     worst = _worst_analytical(record.get("comparisons") or [])
     rows.append(_row([
@@ -162,62 +74,40 @@ def expectation_observation_table(record: dict) -> str:
                   "jp-gradcheck-expectation-observation")
 
 
+def _per_output_expectations(record: dict, first: dict) -> list:
+    """(label, output index or None, expectation per input, observed gradient per input) for each output
+    checked: one `f` for a one-output record, `f[k]` for each differentiable output of several."""
+    entries = record.get("outputs")
+    written = record.get("analytical_gradient")
+    if not isinstance(entries, list):
+        return [("f", None, expected_per_input(record), first)]
+    per_output = written.get("outputs") if isinstance(written, dict) else None
+    found = []
+    for entry in entries:
+        k = entry.get("index")
+        if not entry.get("differentiable"):
+            continue
+        own = per_output[k] if isinstance(per_output, list) and k < len(per_output) else None
+        observed = ((entry.get("observations") or {}).get("backward_pass_1") or {}).get("gradients") or {}
+        found.append((f"f[{k}]", k, expected_per_input({**record, "analytical_gradient": own}), observed))
+    return found
+
+
 def _worst_analytical(comparisons: list) -> dict | None:
     analytical = [c for c in comparisons if c.get("left") == "analytical" and c.get("max_abs_err") is not None]
     return max(analytical, key=lambda c: c["max_abs_err"]) if analytical else None
 
 
-def observations_table(record: dict) -> str:
-    """Every observation, per input: value, shape, dtype, device and what it shows."""
-    observations = record.get("observations") or {}
-    rows = []
-    names = [n for n in OBSERVATION_ORDER if n in observations]
-    names += [n for n in observations if n not in names and n != "torch_gradcheck"]
-    for name in names:
-        observation = observations[name]
-        note = localize(observation.get("note") or observation.get("description") or DESCRIPTIONS.get(name, ""))
-        if name == "finite_difference":
-            note = _("{scheme} step {step}. {note}").format(scheme=observation.get("scheme", ""),
-                                                            step=observation.get("step"), note=note).strip()
-        for input_name, gradient in (observation.get("gradients") or {}).items():
-            rows.append(_row([
-                _code(name), _code(input_name), _code(format_value(gradient.get("value"))),
-                _code(json.dumps(gradient.get("shape"))), escape(str(gradient.get("dtype"))),
-                escape(str(gradient.get("device"))), escape(note),
-            ]))
-    verdict = observations.get("torch_gradcheck")
-    if verdict:
-        rows.append(_row([_code("torch_gradcheck"), "", badge(verdict.get("status", "skipped")), "",
-                          escape(str(verdict.get("dtype", ""))), escape(str(verdict.get("device", ""))),
-                          escape(localize(verdict.get("reason", "")))]))
-    if not rows:
-        return ""
-    return _table([escape(_(h)) for h in (N_("observation"), N_("input"), N_("value"), N_("shape"), N_("dtype"),
-                                          N_("device"), N_("note"))], rows,
-                  "jp-gradcheck-observations")
-
-
-def comparisons_table(record: dict) -> str:
-    """Each comparison with its errors, the tolerance it used and its verdict."""
-    rows = []
-    for c in record.get("comparisons") or []:
-        rows.append(_row([
-            _code(c.get("name", "")), _code(str(c.get("input", ""))),
-            _code(str(c.get("max_abs_err"))), _code(str(c.get("max_rel_err"))),
-            _code(str(c.get("rtol"))), _code(str(c.get("atol"))),
-            badge("passed" if c.get("passed") else "failed"),
-        ]))
-    if not rows:
-        return ""
-    return _table([escape(_(h)) for h in (N_("comparison"), N_("input"), N_("max abs err"), N_("max rel err"),
-                                          "rtol", "atol", N_("verdict"))], rows,
-                  "jp-gradcheck-comparisons")
-
-
 def failure_sentence(failure: dict) -> str:
-    """`x[2]: analytical 5.0 vs backward_pass_1 1.0 (abs err 4.0, rel err 4.0)`, as plain text."""
+    """`x[2]: analytical 5.0 vs backward_pass_1 1.0 (abs err 4.0, rel err 4.0)`, as plain text; for a
+    function of several outputs `output 1, x[2]: ...`; for a failure at no element (a backward that
+    crashed) its reason."""
+    if failure.get("index") is None and failure.get("abs_err") is None and failure.get("reason"):
+        return localize(str(failure["reason"]))
     index = failure.get("index")
     where = f'{failure.get("input")}{json.dumps(index) if index else ""}'
+    if failure.get("output") is not None:
+        where = _("output {output}, {where}").format(output=failure["output"], where=where)
     left, _vs, right = str(failure.get("comparison", "")).partition("_vs_")
     left, right = failure.get("left_label") or left or "left", failure.get("right_label") or right or "right"
     return _("{where}: {left} {left_value} vs {right} {right_value} (abs err {abs_err}, rel err {rel_err})").format(
@@ -290,7 +180,7 @@ def record_html(record: dict, *, history: dict | None = None) -> str:
     if record.get("failed_to_run") and record.get("reason"):
         parts.append(f'<div><b>{escape(_("Failed to run"))}</b>: {escape(localize(str(record["reason"])))}</div>')
     parts += [diagnosis_block(record), symbolic_block(record), comparisons_table(record),
-              observations_table(record), second_order_html(record), function_modes_html(record),
+              observations_table(record), outputs_html(record), second_order_html(record), function_modes_html(record),
               step_sweep_block(record), environment_line(record)]
     if history is not None:
         parts.append(history_html(history))
@@ -349,48 +239,3 @@ def _tol(value) -> str:
     return str(value)
 
 
-# A custom Function's second order and forward mode (core/check/second_order.py, function_modes.py),
-# shown like the first-order observations: each value with its shape, dtype and device, or why it was skipped.
-def _observation_rows(observations: dict, value_key: str) -> list[str]:
-    rows = []
-    for key, observation in observations.items():
-        name = observation.get("name", key)
-        if observation.get("status") == "skipped":
-            rows.append(_row([_code(name), badge("skipped"), escape(localize(str(observation.get("reason", ""))))]))
-        elif value_key in observation:
-            rows.append(_row([_code(name), described(observation[value_key]),
-                              escape(localize(str(observation.get("note") or observation.get("description") or "")))]))
-        elif "status" in observation:
-            rows.append(_row([_code(name), badge(observation["status"]),
-                              escape(localize(str(observation.get("reason", ""))))]))
-    return rows
-
-
-def _function_block(title: str, rows: list[str], comparisons: list[dict]) -> str:
-    if not rows and not comparisons:
-        return ""
-    table = _table([escape(_(h)) for h in (N_("observation"), N_("value"), N_("note"))], rows,
-                   "jp-gradcheck-function-observations") if rows else ""
-    return f"<div><b>{escape(title)}</b>{table}{comparisons_table({'comparisons': comparisons})}</div>"
-
-
-def second_order_html(record: dict) -> str:
-    """The record's `second_order` block ("" when it has none)."""
-    block = record.get("second_order")
-    if not block:
-        return ""
-    return _function_block(_("Second order: the Hessian of {input}").format(input=block.get("input", "")),
-                  _observation_rows(block.get("observations") or {}, "hessian"), block.get("comparisons") or [])
-
-
-def function_modes_html(record: dict) -> str:
-    """The record's `function_modes` block ("" when it has none)."""
-    modes = record.get("function_modes")
-    if not modes:
-        return ""
-    observations = {key: {"name": key, **modes[key]} for key in ("forward_ad", "batched_grad") if key in modes}
-    for key, value_key in (("forward_ad", "tangent"), ("batched_grad", "gradients")):
-        if key in observations and value_key in observations[key]:
-            observations[key]["value"] = observations[key].pop(value_key)
-    comparisons = [row for key in ("forward_ad", "batched_grad") for row in modes.get(key, {}).get("comparisons", [])]
-    return _function_block(_("Forward mode and batched gradients"), _observation_rows(observations, "value"), comparisons)

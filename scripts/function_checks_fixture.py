@@ -4,7 +4,7 @@
 
 The jest tests of the side panel (src/__tests__/functionChecksView.spec.ts) render these entries,
 so the panel is tested against what the Python API really records, not against hand-written
-JSON. Three checks run through `check()` into a scratch notebook's ledger, and its expectation
+JSON. Four checks run through `check()` into a scratch notebook's ledger, and its expectation
 and observation entries are saved to src/__tests__/fixtures/function-checks.json:
 
 - `cube_double_backward`: an old-style Function with no jvp, `hessian="double_backward"`: the
@@ -12,7 +12,10 @@ and observation entries are saved to src/__tests__/fixtures/function-checks.json
 - `cube_jvp_hessian`: a Function with a jvp and a vmap rule and a declared Hessian: every row
   observed and every comparison passed;
 - `cube_jvp_wrong`: the same Function with its jvp off by 1 %: the forward-mode comparisons fail
-  and the failure is kept.
+  and the failure is kept;
+- `two_outputs`: a function returning (x^2, x^3, an int64 tensor) with the derivative of x^3
+  written wrong (3x for 3x^2): checked output by output, output 1 fails, output 2 is listed as
+  not differentiable.
 
 Run it again only when the record's shape changes; the fixture is data, committed.
 """
@@ -48,6 +51,8 @@ def main() -> None:
             check(lambda x: CubeWithJvp.apply(x).sum(), x=x, id="cube_jvp_wrong", notebook=notebook)
         finally:
             CubeWithJvp.jvp_scale = 1.0
+        check(lambda x: (x ** 2, x ** 3, torch.ones(2, dtype=torch.int64)), {"outputs": ["2*x", "3*x", None]}, x=x,
+              id="two_outputs", notebook=notebook)
         lines = (Path(folder) / "functions.gradcheck.jsonl").read_text(encoding="utf-8").splitlines()
     entries = [entry for entry in map(json.loads, lines) if entry["check_id"]]
     OUT.parent.mkdir(parents=True, exist_ok=True)

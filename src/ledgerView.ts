@@ -4,6 +4,7 @@
  * are kept, and the tolerance and expectation history.
  */
 import { badge } from './badge';
+import { IOutputView, outputViews } from './checkOutputs';
 import { comparisonList } from './comparisonList';
 import { el } from './dom';
 import {
@@ -41,16 +42,19 @@ function expectedFor(analytical: JSONValue | undefined, name: string, names: str
   return names.length === 1 || names[0] === name ? analytical : undefined;
 }
 
-function observationCell(record: ICheckRecord | undefined, name: string): HTMLElement {
-  const gradient = record?.observations?.backward_pass_1?.gradients?.[name];
+function observationCell(record: ICheckRecord | undefined, output: IOutputView, name: string): HTMLElement {
+  const gradient = output.observations?.backward_pass_1?.gradients?.[name];
   if (!record || !record.executed) {
     return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed yet')));
+  }
+  if (!output.differentiable) {
+    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not differentiable: not checked')));
   }
   if (!gradient) {
     return el(
       'td',
       { class: 'jp-gradcheck-observation' },
-      el('div', { testid: 'gradcheck-observation-value' }, formatObserved(record.observed_gradient, record.dtype)),
+      el('div', { testid: 'gradcheck-observation-value' }, output.index === null ? formatObserved(record.observed_gradient, record.dtype) : '—'),
       el('div', { class: 'jp-gradcheck-meta' }, `${record.dtype ?? ''} · ${record.device ?? ''}`)
     );
   }
@@ -62,23 +66,27 @@ function observationCell(record: ICheckRecord | undefined, name: string): HTMLEl
   );
 }
 
+/** One row of the main table: an input (of one output, for a multi-output check), expectation beside observation. */
+function columnRow(view: ICheckView, output: IOutputView, name: string, names: string[]): HTMLElement {
+  const index = output.index === null ? null : String(output.index);
+  return el(
+    'tr',
+    { 'data-input': name, 'data-output': index },
+    el('th', { scope: 'row' }, name, index === null ? null : el('div', { class: 'jp-gradcheck-meta' }, trans.__('output %1', index))),
+    el(
+      'td',
+      { class: 'jp-gradcheck-expectation' },
+      el('div', { testid: 'gradcheck-expectation-value', class: 'jp-gradcheck-value' }, formatDeclared(expectedFor(output.analytical, name, names))),
+      el('div', { class: 'jp-gradcheck-meta' }, trans.__('declared · %1 · %2', view.declared?.dtype ?? 'float64', view.declared?.device ?? 'cpu'))
+    ),
+    observationCell(view.latest?.record, output, name)
+  );
+}
+
 function columns(view: ICheckView): HTMLElement {
   const names = inputNames(view);
-  const record = view.latest?.record;
-  const rows = (names.length ? names : ['']).map(name =>
-    el(
-      'tr',
-      { 'data-input': name },
-      el('th', { scope: 'row' }, name),
-      el(
-        'td',
-        { class: 'jp-gradcheck-expectation' },
-        el('div', { testid: 'gradcheck-expectation-value', class: 'jp-gradcheck-value' }, formatDeclared(expectedFor(view.analytical, name, names))),
-        el('div', { class: 'jp-gradcheck-meta' }, trans.__('declared · %1 · %2', view.declared?.dtype ?? 'float64', view.declared?.device ?? 'cpu'))
-      ),
-      observationCell(record, name)
-    )
-  );
+  const shown = names.length ? names : [''];
+  const rows = outputViews(view.analytical, view.latest?.record, names).flatMap(output => shown.map(name => columnRow(view, output, name, names)));
   return el(
     'table',
     { class: 'jp-gradcheck-columns', testid: 'gradcheck-columns' },

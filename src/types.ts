@@ -91,6 +91,8 @@ export interface ICheckRecord {
   comparisons?: IComparison[];
   failure?: IFailure | null;
   failures?: IFailure[];
+  /** Each output of a function that returns several (core/check/outputs.py); absent for one output. */
+  outputs?: IOutputPart[];
   /** A custom Function's Hessian check (core/check/second_order.py), when `hessian` was given. */
   second_order?: ISecondOrder | null;
   /** A custom Function's forward mode and batched gradients (core/check/function_modes.py). */
@@ -151,6 +153,18 @@ export interface IFunctionModes {
   batched_grad?: IFunctionMode;
   undefined_grad?: IFunctionMode;
   [mode: string]: IFunctionMode | string | string[] | undefined;
+}
+
+/** One output of a multi-output check: what it is, and (when it was checked) its observations. */
+export interface IOutputPart {
+  index: number;
+  shape?: number[];
+  dtype?: string;
+  device?: string;
+  /** false for an output that is not a float tensor requiring grad: listed, not checked. */
+  differentiable?: boolean;
+  observations?: ICheckRecord['observations'];
+  comparisons?: IComparison[];
 }
 
 /** One line of the ledger. */

@@ -112,13 +112,17 @@ describe('forward mode and batched gradients in a check card', () => {
         'batched gradients (vmap)',
         '[[-4.240539404620989, -16.962157618483957], [0.7008922616746054, 2.8035690466984216], [0.10209955242938432, 0.40839820971753726]]' +
           'shape [3, 2] · float64 · cpu3 grad_outputs at once'
-      ]
+      ],
+      // the backward handed an undefined grad_output returns zeros: one case, for the one output
+      ['undefined gradientsevery grad_output undefined', 'x: [0.0, 0.0]shape [2] · float64 · cpu']
     ]);
     expect(verdicts(modes)).toEqual([
       ['forward_ad_vs_finite_difference', 'true'],
       ['forward_ad_vs_backward', 'true'],
-      ['batched_grad_vs_one_at_a_time', 'true']
+      ['batched_grad_vs_one_at_a_time', 'true'],
+      ['undefined_grad_vs_zero', 'true']
     ]);
+    expect(texts(modes, 'li')[3]).toBe('gradient with undefined grad_outputs vs zero (x): max abs err 0, max rel err 0 — ok');
   });
 
   it("shows a skipped forward mode with PyTorch's reason, and the batched gradients still observed", () => {
@@ -137,11 +141,12 @@ describe('forward mode and batched gradients in a check card', () => {
     // Given a Function whose jvp is off by 1 %
     const root = card('cube_jvp_wrong');
     const modes = block(root, 'gradcheck-function-modes');
-    // Then both forward-mode comparisons say FAILED, the batched one ok
+    // Then both forward-mode comparisons say FAILED, the batched and undefined-gradient ones ok
     expect(verdicts(modes)).toEqual([
       ['forward_ad_vs_finite_difference', 'false'],
       ['forward_ad_vs_backward', 'false'],
-      ['batched_grad_vs_one_at_a_time', 'true']
+      ['batched_grad_vs_one_at_a_time', 'true'],
+      ['undefined_grad_vs_zero', 'true']
     ]);
     expect(texts(modes, '.jp-gradcheck-failed-line')[0]).toMatch(/^forward mode vs finite differences along u \(x\): max abs err 0\.0144, .* — FAILED$/);
     // And the card's one verdict badge says failed, and the kept failure names the forward mode
@@ -151,31 +156,20 @@ describe('forward mode and batched gradients in a check card', () => {
     expect(root.querySelector('[data-testid="gradcheck-second-order"]')).toBeNull();
   });
 
-  it('renders the undefined-gradient cases (core/check/undefined_grad.py) with each returned gradient, or the crash', () => {
-    // Given the record with an undefined_grad mode in the engine's shape: every grad_output undefined,
-    // then output 1 alone; the second case crashed; and a mode the panel has no words for yet
+  it('renders a crashed undefined-gradient case with its reason, and a mode it has no words for', () => {
+    // Given the record's undefined_grad with a second case, in the engine's shape, that crashed
+    // (a backward doing arithmetic on a None grad_output), and a mode added on the server later
     const root = card('cube_jvp_hessian', record => {
       const modes = record.function_modes!;
-      modes.undefined_grad = {
-        status: 'observed',
-        cases: [
-          { undefined: 'all', status: 'returned', gradients: { x: { value: [0, 0], shape: [2], dtype: 'float64', device: 'cpu' } } },
-          { undefined: [1], status: 'crashed', reason: 'TypeError: unsupported operand' }
-        ],
-        comparisons: [{ name: 'undefined_grad_vs_zero', input: 'x', max_abs_err: 0, max_rel_err: 0, passed: true }]
-      };
+      modes.undefined_grad!.cases!.push({ undefined: [1], status: 'crashed', reason: 'TypeError: unsupported operand' });
       modes.some_later_mode = { status: 'skipped', reason: 'not applicable here' };
     });
     const modes = block(root, 'gradcheck-function-modes');
-    // Then each case has its own row saying which grad_outputs were undefined, with the returned
-    // gradient's value, shape, dtype and device or the crash and its reason; the unknown mode shows its skip
-    expect(rows(modes).slice(2)).toEqual([
-      ['undefined gradientsevery grad_output undefined', 'x: [0.0, 0.0]shape [2] · float64 · cpu'],
+    // Then the crash has its own row saying which grad_output was undefined, and the unknown mode shows its skip
+    expect(rows(modes).slice(3)).toEqual([
       ['undefined gradientsgrad_output 1 undefined, the others zero', 'crashedTypeError: unsupported operand'],
       ['some later mode', 'skippednot applicable here']
     ]);
-    expect(verdicts(modes)[3]).toEqual(['undefined_grad_vs_zero', 'true']);
-    expect(texts(modes, 'li')[3]).toMatch(/^gradient with undefined grad_outputs vs zero \(x\): max abs err 0, /);
   });
 
   it('shows nothing of the kind for a plain expression check', () => {
@@ -184,18 +178,45 @@ describe('forward mode and batched gradients in a check card', () => {
   });
 });
 
-describe('rows of a multi-output check', () => {
-  it('name the output a comparison or a failure is about', () => {
-    // Given the failed check's rows marked as about output 1 (multi-output records carry `output: k`)
-    const root = card('cube_jvp_wrong', record => {
-      record.comparisons!.forEach(row => (row.output = 1));
-      record.function_modes!.forward_ad!.comparisons!.forEach(row => (row.output = 1));
-      record.failure!.output = 1;
-    });
-    // Then every such line says "output 1" after the input, and keeps the output in a data attribute
-    expect(texts(root, '[data-testid="gradcheck-comparisons"] li')[0]).toMatch(/^analytical vs backward pass 1 \(x, output 1\): /);
-    expect(texts(block(root, 'gradcheck-function-modes'), 'li[data-output="1"]')).toHaveLength(2);
-    expect(texts(root, '[data-testid="gradcheck-failure"] > div:first-child')[0]).toMatch(/ on x, output 1$/);
+describe('a check of a function with several outputs', () => {
+  it('shows one row per output beside its own expectation, and an output that is not differentiable as not checked', () => {
+    // Given (x^2, x^3, an int64 tensor) at x = [1, 2] declared {"outputs": ["2*x", "3*x", null]}
+    const root = card('two_outputs');
+    const table = block(root, 'gradcheck-columns');
+    // Then each output has its row, x's gradient through it beside what was written for it
+    expect(Array.from(table.querySelectorAll('tbody tr')).map(tr => (tr as HTMLElement).dataset.output)).toEqual(['0', '1', '2']);
+    expect(rows(table)).toEqual([
+      ['xoutput 0', '2*xdeclared · float64 · cpu', '[2.0, 4.0]shape [2] · float64 · cpu'],
+      ['xoutput 1', '3*xdeclared · float64 · cpu', '[3.0, 12.0]shape [2] · float64 · cpu'],
+      ['xoutput 2', '—declared · float64 · cpu', 'not differentiable: not checked']
+    ]);
+  });
+
+  it('names the output of each comparison and of the kept failure', () => {
+    const root = card('two_outputs');
+    // Then every comparison line says which output, output 1's expectation failing
+    const lines = texts(root, '[data-testid="gradcheck-comparisons"] li');
+    expect(lines).toHaveLength(10);
+    expect(lines[0]).toBe('analytical vs backward pass 1 (x, output 0): max abs err 0, max rel err 0 — ok');
+    expect(lines[5]).toBe('analytical vs backward pass 1 (x, output 1): max abs err 6.0, max rel err 0.5 — FAILED');
+    expect(texts(root, 'li[data-output="1"].jp-gradcheck-failed-line')).toHaveLength(2);
+    // And the kept failure is on x of output 1, 3*x = 6.0 against autograd's 12.0
+    const failure = block(root, 'gradcheck-failure');
+    expect(texts(failure, 'div')[0]).toMatch(/: analytical vs backward pass 1 on x, output 1$/);
+    expect(texts(failure, 'div')[1]).toBe('expected 6.0 vs observed 12.0 (abs err 6.0)');
+  });
+
+  it('keeps a one-output check to one row per input, with no output named', () => {
+    // Given the Function with a jvp, whose expectation is its own backward (no gradient was written)
+    const table = block(card('cube_jvp_hessian'), 'gradcheck-columns');
+    expect(rows(table)).toEqual([
+      [
+        'x',
+        '<callable the backward of support.functions.CubeWithJvp [sha256 1ff8aa5885f63c42]>declared · float64 · cpu',
+        '[3.0, 12.0]shape [2] · float64 · cpu'
+      ]
+    ]);
+    expect(table.querySelector('[data-output]')).toBeNull();
   });
 });
 

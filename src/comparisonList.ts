@@ -5,14 +5,21 @@
  * second-order and function-mode blocks are shown the same way.
  */
 import { el } from './dom';
-import { formatError, formatWhere } from './format';
+import { formatError, formatUndefinedCase, formatWhere } from './format';
 import { trans } from './i18n';
 import { IComparison } from './types';
 import { wordsFor } from './words';
 
-/** A comparison's name in words with where it applies: `autograd vs finite difference (x, output 1)`. */
+/**
+ * A comparison's name in words with where it applies: `autograd vs finite
+ * difference (x, output 1)`; an undefined-gradient row also says which case.
+ */
 export function comparisonLabel(comparison: IComparison): string {
-  const where = formatWhere(comparison.input, comparison.output);
+  const parts = [formatWhere(comparison.input, comparison.output)];
+  if (comparison.undefined !== undefined && comparison.undefined !== null) {
+    parts.push(formatUndefinedCase(comparison.undefined));
+  }
+  const where = parts.filter(part => part).join(', ');
   return `${wordsFor('comparison', comparison.name)}${where ? ` (${where})` : ''}`;
 }
 

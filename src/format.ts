@@ -176,6 +176,14 @@ export function formatWhere(input?: string | null, output?: number | string | nu
   return parts.join(', ');
 }
 
+/** Which grad_outputs an undefined-gradient case left undefined, in words (core/check/undefined_grad.py). */
+export function formatUndefinedCase(which: string | number | number[] | null | undefined): string {
+  if (which === 'all' || which === undefined || which === null) {
+    return trans.__('every grad_output undefined');
+  }
+  return trans.__('grad_output %1 undefined, the others zero', Array.isArray(which) ? which.join(', ') : which);
+}
+
 /** An error size: three significant digits, exponent form. */
 export function formatError(value: number | undefined | null): string {
   if (value === undefined || value === null) {

@@ -12,7 +12,7 @@
 import { badge } from './badge';
 import { comparisonList } from './comparisonList';
 import { el } from './dom';
-import { formatDeclared, formatObserved, formatShape, formatTensorMeta, shapeOf } from './format';
+import { formatDeclared, formatObserved, formatShape, formatTensorMeta, formatUndefinedCase, shapeOf } from './format';
 import { trans } from './i18n';
 import { IBlockObservation, ICheckRecord, IFunctionMode, IModeCase, ISecondOrder, ITensorObservation, JSONValue } from './types';
 import { wordsFor } from './words';
@@ -106,14 +106,6 @@ function row(kind: 'observation' | 'mode', code: string, cells: HTMLElement[], w
   );
 }
 
-/** Which grad_outputs a case left undefined, in words. */
-function undefinedWhich(which: IModeCase['undefined']): string {
-  if (which === 'all' || which === undefined || which === null) {
-    return trans.__('every grad_output undefined');
-  }
-  return trans.__('grad_output %1 undefined, the others zero', Array.isArray(which) ? which.join(', ') : which);
-}
-
 /** A case's Observation cell: each input's returned gradient (or None), or the crash with its reason. */
 function caseCell(found: IModeCase): HTMLElement {
   if (!found.gradients) {
@@ -138,7 +130,7 @@ function modeRows(key: string, mode: IFunctionMode): HTMLElement[] {
   if (!Array.isArray(mode.cases) || !mode.cases.length || mode.status === 'skipped') {
     return [row('mode', key, [observationCell(mode)])];
   }
-  return mode.cases.map(found => row('mode', key, [caseCell(found)], undefinedWhich(found.undefined)));
+  return mode.cases.map(found => row('mode', key, [caseCell(found)], formatUndefinedCase(found.undefined)));
 }
 
 /** A block: its heading, its table and its comparisons. */

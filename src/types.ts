@@ -54,6 +54,8 @@ export interface IComparison {
   input?: string;
   /** Which output of a multi-output check (absent for a single output). */
   output?: number | string;
+  /** Which grad_outputs an undefined-gradient comparison left undefined (`all`, or the output's index). */
+  undefined?: string | number | number[];
   max_abs_err?: number;
   max_rel_err?: number;
   rtol?: number;

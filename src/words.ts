@@ -57,7 +57,7 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       forward_ad_vs_backward: trans.__('forward mode vs backward along u'),
       batched_grad_vs_one_at_a_time: trans.__('batched gradients vs one at a time'),
       undefined_grad: trans.__('backward with undefined gradients'),
-      undefined_grad_vs_zero: trans.__('gradient with undefined grad_outputs vs zero')
+      undefined_grad_vs_zero: trans.__('gradient vs zero')
     },
     // the observations of core/check/second_order.py
     observation: {

@@ -31,9 +31,8 @@ class SeveralOutputs(SpecError):
     """A function returned a tuple or list: `run_check` then checks it output by output
     (core/check/outputs.py); anywhere else one tensor was expected, and this is the refusal."""
 
-    def __init__(self, outputs):
-        super().__init__("function returned a {type} of {count} outputs where one tensor was expected",
-                         type=type(outputs).__name__, count=len(outputs), field="function")
+    def __init__(self, message: str, *, outputs, **params):
+        super().__init__(message, field="function", **params)
         #: The outputs of the forward pass that found them (inputs requiring grad).
         self.outputs = outputs
 
@@ -45,7 +44,8 @@ def forward(function, leaves: dict):
 
     output = function(**leaves)
     if isinstance(output, (tuple, list)):
-        raise SeveralOutputs(output)
+        raise SeveralOutputs("function returned a {type} of {count} outputs where one tensor was expected",
+                             outputs=output, type=type(output).__name__, count=len(output))
     if not isinstance(output, torch.Tensor):
         raise SpecError("function returned {type}, not a tensor", type=type(output).__name__, field="function")
     if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:

@@ -19,6 +19,7 @@ import inspect
 import os
 from typing import Any, Callable
 
+from .core.check.complex_values import holds_complex
 from .core.check.fixed_arguments import fixed_value
 from .core.i18n import _, checked, language as in_language, localize
 from .core.report.record_html import failure_sentence, record_html
@@ -244,5 +245,7 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
         if isinstance(value, torch.Tensor):
             dtypes.add(str(value.dtype).replace("torch.", ""))
             devices.add(str(value.device))
+    if not dtypes and any(holds_complex(value) for value in inputs.values()):
+        dtypes.add("complex128")  # Python complex numbers (core/check/complex_values.py)
     return ({name: _as_value(value) for name, value in inputs.items()},
             dtypes.pop() if len(dtypes) == 1 else None, devices.pop() if len(devices) == 1 else None)

@@ -5,6 +5,8 @@ A comparison passes when every element satisfies |left - right| <= atol + rtol *
 errors, the tolerance used, and the element that violates the tolerance most (or, when all
 pass, the one with the largest error), with its index and both values.
 
+Complex tensors (core/check/complex_values.py) are compared by the modulus of the difference.
+
 Two paths compute the same record. Tensors of up to SMALL_ELEMENTS real elements on the CPU
 (the scalars and short vectors of the course) are compared in plain Python floats, because a
 dozen torch operations on one element cost far more than the arithmetic; larger tensors use
@@ -115,11 +117,17 @@ def _record(name, input_name, left_label, right_label, rtol, atol, passed, max_a
 
 
 def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol, bound=None) -> dict:
-    """The torch path, for tensors of any size and device."""
+    """The torch path, for tensors of any size and device, real or complex.
+
+    Complex tensors are compared in complex128: the error is the modulus |left - right| and the
+    tolerance is relative to |right|, so a wrong imaginary part fails as a wrong real part does;
+    the worst element's values are written in the record's complex form.
+    """
     import torch
 
-    left64 = left.detach().to("cpu", torch.float64).broadcast_to(right.shape)
-    right64 = right.detach().to("cpu", torch.float64)
+    wide = torch.complex128 if left.is_complex() or right.is_complex() else torch.float64
+    left64 = left.detach().to("cpu", wide).broadcast_to(right.shape)
+    right64 = right.detach().to("cpu", wide)
     error = (left64 - right64).abs()
     extra = None if bound is None else bound.detach().to("cpu", torch.float64).reshape(right64.shape)
     bound = atol + rtol * right64.abs() + (0 if extra is None else extra)

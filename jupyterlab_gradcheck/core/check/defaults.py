@@ -14,6 +14,8 @@ The reasoning, written down once (docs/tolerances.md repeats it for readers):
 - float16 and bfloat16 cannot resolve a difference quotient at all (eps ~1e-3 and ~8e-3), so
   their finite differences are taken in float32 on the same function and the tolerance is
   that of the half-precision autograd result.
+- complex128 and complex64 are pairs of float64 and float32 numbers: their eps, steps and
+  tolerances are those of their parts (core/check/complex_values.py has the convention).
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ EPS = {
     "float32": 1.1920928955078125e-07,
     "float16": 0.0009765625,
     "bfloat16": 0.0078125,
+    "complex128": 2.220446049250313e-16,
+    "complex64": 1.1920928955078125e-07,
 }
 
 DTYPES = tuple(EPS)
 
 #: Dtype in which finite differences are evaluated for each declared dtype.
-FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "bfloat16": "float32"}
+FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "bfloat16": "float32",
+            "complex128": "complex128", "complex64": "complex64"}
 
 SCHEMES = ("central", "forward", "complex_step", "richardson")
 
@@ -52,7 +57,8 @@ _STEP_EXPONENT = {"central": 1 / 3, "forward": 1 / 2, "richardson": 1 / 5, "comp
 def comparison_tolerance(dtype: str) -> dict:
     """Default `{rtol, atol}` for analytical vs autograd and pass-to-pass comparisons."""
     eps = EPS[dtype]
-    rtol = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}[dtype]
+    rtol = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2,
+            "complex128": 1e-7, "complex64": 1e-4}[dtype]
     return {"rtol": rtol, "atol": max(10 * eps, rtol * 1e-3)}
 
 

@@ -19,6 +19,7 @@ from ..i18n import Message
 from ..expr.symbolic import symbolic_opinion
 from . import budget, defaults, outputs, projected
 from .comparison import Operand, compare
+from .complex_values import with_complex_kept
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
@@ -92,6 +93,8 @@ def _as_dtype(tensor, dtype):
 
 def _copied(value):
     """A value as `to_value` gives it (a float or nested lists), not shared with the record."""
+    if isinstance(value, dict):  # a complex value's {"real", "imag"}
+        return {key: _copied(item) for key, item in value.items()}
     return [_copied(item) for item in value] if isinstance(value, list) else value
 
 
@@ -262,7 +265,7 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
 
     fd_dtype = defaults.FD_DTYPE[spec.dtype]
     fd_values = {n: _as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
-    fd_v = _as_dtype(v.detach(), getattr(torch, fd_dtype))
+    fd_v = with_complex_kept(v.detach(), getattr(torch, fd_dtype))  # a complex output's grad_output stays complex
     fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
     rules = policy(spec.policy)
     # The error bound widens only the default tolerance at the default step: an explicit tolerance

@@ -16,6 +16,11 @@ Schemes (docs/tolerances.md explains their error floors):
 `central` (phi(x+h) - phi(x-h)) / 2h, `forward` (phi(x+h) - phi(x)) / h,
 `richardson` (4 D(h/2) - D(h)) / 3 on central differences, and `complex_step`
 Im phi(x + ih) / h, valid only through complex-analytic functions.
+
+Complex values follow PyTorch's convention (core/check/complex_values.py): phi is the real
+sum(Re(conj(v) f)), and a complex input's element is differenced twice, its real part shifted
+and then its imaginary part, giving d_re + i d_im. Those inputs (and a complex output) take the
+general path: the diagonal and coloured paths are for real values.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import adaptive_step, budget, coloured, defaults, diagonal, error_bound
+from . import adaptive_step, budget, coloured, complex_values, defaults, diagonal, error_bound, shifts
+from ..errors import SpecError
 from .policy import COLOURED_FROM_WORK, CURRENT, POLICIES, STEP_SCALE_CAP, Policy
+from .shifts import signed_steps, step_vector
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
 #: bounds the memory a chunk needs, and so the peak, independently of n.
@@ -42,9 +49,8 @@ BUDGET_PARTS = 8
 BUDGET_WORK_FROM = 1 << 22
 #: Relative agreement required between a batched and a separate evaluation (core/check/defaults.py).
 BATCH_AGREEMENT = defaults.BATCH_AGREEMENT
-#: Shifted copies per element for each scheme: the signed multiples of h evaluated.
-SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,),
-           "richardson": (1.0, -1.0, 0.5, -0.5)}
+#: Shifted copies per element for each scheme (core/check/shifts.py).
+SHIFTS = shifts.SHIFTS
 
 
 @dataclass
@@ -79,6 +85,8 @@ class Probe:
     track_rounding: bool = False
     #: Per element of the last difference_quotient: the rounding bound of its quotient.
     rounding: object = None
+    #: For a complex input: shift the imaginary part of each element instead of the real part.
+    imaginary_shift: bool = False
     _mapped: object = field(default=None, init=False, repr=False)
 
     def arguments(self, x) -> dict:
@@ -144,8 +152,18 @@ class Probe:
                         "cannot be batched faithfully): every copy is evaluated on storage of its own")
         return False
 
+    def component(self):
+        """The real values this probe shifts: the input, or the part of a complex input it shifts."""
+        x = self.values[self.name]
+        if not x.is_complex():
+            return x
+        return x.imag if self.imaginary_shift else x.real
+
     def contract(self, outputs):
-        """sum(v * output) for each output stacked along dimension 0."""
+        """sum(v * output) for each output stacked along dimension 0; sum(Re(conj(v) * output)) for a
+        complex grad_output, the real loss of a complex output (core/check/complex_values.py)."""
+        if self.v.is_complex():
+            return complex_values.contract_real(outputs, self.v)
         v = self.v.to(outputs.dtype) if outputs.is_complex() else self.v
         # A product and a row sum, not a matrix-vector product: BLAS picks its gemv kernel by the
         # number of rows, so a row's rounding would depend on the chunk it landed in.
@@ -161,77 +179,12 @@ class Probe:
         return max(1, CHUNK_ELEMENTS // (copies * width))
 
     def shifted(self, steps, *, imaginary: bool = False, indices=None):
-        """Copies of x, copy k shifted by steps[k] at flat element indices[k]."""
-        import torch
-
-        x = self.values[self.name]
-        flat = x.reshape(-1)
-        indices = torch.arange(flat.numel(), device=x.device) if indices is None else indices
-        base = flat.to(_complex_of(flat.dtype)) if imaginary else flat
-        stack = base.expand(len(indices), flat.numel()).clone()
-        shift = steps.to(stack.dtype) * (1j if imaginary else 1)
-        stack.scatter_add_(1, indices.reshape(-1, 1), shift.reshape(-1, 1))
-        return stack.reshape(len(indices), *x.shape)
+        """Copies of x, copy k shifted by steps[k] at flat element indices[k] (core/check/shifts.py)."""
+        return shifts.shifted(self.values[self.name], steps, imaginary=imaginary, indices=indices)
 
     def shifted_range(self, start: int, stop: int, steps, *, imaginary: bool = False):
-        """Copies of x for flat elements start..stop-1, one block per row of `steps`.
-
-        Block b holds, for each element i in the range, x shifted by steps[b, i - start] at i.
-        """
-        x = self.values[self.name]
-        flat = x.reshape(-1)
-        base = flat.to(_complex_of(flat.dtype)) if imaginary else flat
-        blocks, rows = steps.shape[0], stop - start
-        stack = base.expand(blocks * rows, flat.numel()).clone()
-        shift = steps.to(stack.dtype) * 1j if imaginary else steps
-        stack.view(blocks, rows, -1).diagonal(offset=start, dim1=1, dim2=2).add_(shift)
-        return stack.reshape(blocks * rows, *x.shape)
-
-
-def _complex_of(dtype):
-    import torch
-
-    return {torch.float64: torch.complex128, torch.float32: torch.complex64}[dtype]
-
-
-def step_vector(probe: Probe, step, dtype: str, scheme: str, indices=None, *, bounded: bool = False):
-    """Absolute step per element: relative to max(1, |x|) by default (that scale capped at
-    STEP_SCALE_CAP when `bounded`, policy 2), else the fixed step."""
-    import torch
-
-    flat = probe.values[probe.name].reshape(-1)
-    if indices is not None:
-        flat = flat[indices]
-    if step is None:
-        scale = torch.clamp(flat.abs(), min=1.0)
-        if bounded:
-            scale = torch.clamp(scale, max=STEP_SCALE_CAP)
-        return defaults.fd_step(dtype, scheme) * scale
-    return torch.full_like(flat, float(step))
-
-
-def signed_steps(probe: Probe, scheme: str, h, indices=None, *, exact: bool = False):
-    """The shifts of each element for `scheme`, one row per multiple of h (SHIFTS).
-
-    With `exact`, each shift is the one the arithmetic actually takes, (x_i + s) - x_i: x_i + s
-    rounds to the grid around x_i, so the quotient divides by the step really taken and the
-    rounding of the step itself (eps |x_i| / h, large where |x_i| is) leaves no error.
-    """
-    import torch
-
-    multiples = SHIFTS[scheme]
-    if not exact or scheme == "complex_step":
-        return torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)
-    flat = probe.values[probe.name].reshape(-1)
-    x = flat if indices is None else flat[indices]
-    # A shift below half an ulp of x_i vanishes (x_i + s == x_i): the nominal shift is kept there,
-    # so the quotient is 0 / 2h, the honest answer of a step the dtype cannot resolve, not 0 / 0.
-    shifts = []
-    for m in multiples:
-        taken = (x + h * m) - x
-        shifts.append(torch.where(taken == 0, h * m, taken))
-    return torch.stack(shifts)
-
+        """Copies of x for flat elements start..stop-1, one block per row of `steps` (core/check/shifts.py)."""
+        return shifts.shifted_range(self.values[self.name], start, stop, steps, imaginary=imaginary)
 
 def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bool = False):
     """The scheme's estimate of d phi / d x_i for every (or the given) flat element i.
@@ -264,8 +217,9 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
     # Allocated once, before the chunks: a small tensor kept alive between the chunks' large
     # temporaries would split the freed blocks, and the allocator would take fresh memory
     # for every chunk (the resident size then grows with n instead of staying at one chunk).
-    estimates = torch.empty(total, dtype=x.dtype, device=x.device)
-    probe.rounding = torch.empty(total, dtype=x.dtype, device=x.device) if probe.track_rounding else None
+    real_dtype = probe.component().dtype
+    estimates = torch.empty(total, dtype=real_dtype, device=x.device)
+    probe.rounding = torch.empty(total, dtype=real_dtype, device=x.device) if probe.track_rounding else None
     started = time.perf_counter()
     for start in range(0, total, rows):
         stop = min(start + rows, total)
@@ -282,7 +236,7 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
     same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
     import torch
 
-    built = [(signed, probe.shifted(signed.reshape(-1), imaginary=scheme == "complex_step",
+    built = [(signed, probe.shifted(signed.reshape(-1), imaginary=scheme == "complex_step" or probe.imaginary_shift,
                                     indices=index.repeat(signed.shape[0])))
              for probe, h, index in zip(probes, steps, indices) for signed in [signed_steps(probe, scheme, h, index)]]
     if not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built)) \
@@ -304,7 +258,7 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
 
 def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop: int, base):
     """(estimates, rounding or None) for elements start..stop-1 (of `indices` when given)."""
-    imaginary = scheme == "complex_step"
+    imaginary = scheme == "complex_step" or probe.imaginary_shift
     chunk = steps[:, start:stop]
     if indices is None:
         stack = probe.shifted_range(start, stop, chunk, imaginary=imaginary)
@@ -352,34 +306,38 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
     copy per element) even where the function is an elementwise chain; the benchmarks use it
     to show both costs. With `budget_s`, an input whose general path would take longer raises
     `projected.ExhaustiveOverBudget` after its first chunk (the engine's mode auto then projects).
+    A complex input is differenced along its real and then its imaginary parts, combined as
+    d_re + i d_im, and the record states the convention (core/check/complex_values.py).
     """
+    import torch
+
     policy = policy or POLICIES[CURRENT]
+    complex_seen = v.is_complex() or any(x.is_complex() for x in values.values())
+    if complex_seen and scheme == "complex_step":
+        raise SpecError("finite_difference.scheme complex_step needs real inputs and a real output (use central "
+                        "or richardson)", field="finite_difference.scheme")
     grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "mode": "exhaustive", "inputs": {}}
+    options = dict(dtype=dtype, scheme=scheme, step=step, work_elements=work_elements, policy=policy,
+                   structured=structured and not complex_seen, track=rounding is not None,
+                   budget_s=None if complex_seen else budget_s)
     for name, x in values.items():
-        probe = Probe(function, values, v, name, work=work_elements, structured=structured,
-                      guard=policy.batch_guard, track_rounding=rounding is not None, budget_s=budget_s)
-        if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
-            probe.colouring = False
-        telemetry = None
-        if step == "adaptive":
-            flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)
-            kind = "adaptive"
-        else:
-            h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)
-            flat = difference_quotient(probe, scheme, h, exact=policy.bounded_step)
-            used = defaults.fd_step(dtype, scheme) if step is None else float(step)
-            kind = "fixed" if step is not None else (
-                f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact" if policy.bounded_step
-                else "relative to max(1, |x|)")
-        grads[name] = flat.reshape(x.shape).real
+        parts = [_estimate(function, values, v, name, imaginary, **options)
+                 for imaginary in ((False, True) if x.is_complex() else (False,))]
+        flat, used, kind, telemetry, probe = parts[0]
+        if x.is_complex():
+            flat = torch.complex(flat.real, parts[1][0].real)
+        grads[name] = flat.reshape(x.shape) if x.is_complex() else flat.reshape(x.shape).real
         if rounding is not None:
-            rounding[name] = probe.rounding
+            rounding[name] = sum(part[4].rounding for part in parts)
+        stats = [part[4].stats for part in parts]
+        refused = next((part[4].refused for part in parts if part[4].refused), "")
         info["inputs"][name] = {
-            "step": used, "step_kind": kind, "batched": probe.batched, "structure": probe.structure,
-            "forward_evaluations": probe.stats["forward_evaluations"],
-            **({"batch_check_evaluations": probe.stats["batch_check_evaluations"]}
+            "step": used, "step_kind": kind, "batched": all(part[4].batched for part in parts),
+            "structure": probe.structure,
+            "forward_evaluations": sum(st["forward_evaluations"] for st in stats),
+            **({"batch_check_evaluations": sum(st.get("batch_check_evaluations", 0) for st in stats)}
                if "batch_check_evaluations" in probe.stats else {}),
-            **({"batched_refused": probe.refused} if probe.refused else {}),
+            **({"batched_refused": refused} if refused else {}),
             **{key: probe.stats[key] for key in ("colours", "colouring", "body", "pattern_evaluations")
                if key in probe.stats},
             **({"structure_refused": probe.structure_refused}
@@ -388,4 +346,34 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
         }
     first = next(iter(info["inputs"].values()))
     info["step"], info["step_kind"] = first["step"], first["step_kind"]
+    if complex_seen:
+        info["convention"] = complex_values.CONVENTION
     return grads, info
+
+
+#: Why a check with a complex input or output takes the general path, in its finite-difference record.
+COMPLEX_GENERAL = ("complex values: the diagonal and coloured paths are for real inputs and outputs, so every "
+                   "element is shifted on its own")
+
+
+def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: str, scheme: str, step,
+              work_elements: int, policy: Policy, structured: bool, track: bool, budget_s):
+    """(flat estimates, step recorded, step kind, adaptive telemetry or None, probe) of one input, or of one
+    part of a complex input (`imaginary`: its imaginary part shifted)."""
+    x = values[name]
+    probe = Probe(function, values, v, name, work=work_elements, structured=structured,
+                  guard=policy.batch_guard, track_rounding=track, budget_s=budget_s, imaginary_shift=imaginary)
+    if not structured and (x.is_complex() or v.is_complex()):
+        probe.structure_refused = COMPLEX_GENERAL
+    if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
+        probe.colouring = False
+    if step == "adaptive":
+        flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)
+        return flat, used, "adaptive", telemetry, probe
+    h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)
+    flat = difference_quotient(probe, scheme, h, exact=policy.bounded_step)
+    used = defaults.fd_step(dtype, scheme) if step is None else float(step)
+    kind = "fixed" if step is not None else (
+        f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact" if policy.bounded_step
+        else "relative to max(1, |x|)")
+    return flat, used, kind, None, probe

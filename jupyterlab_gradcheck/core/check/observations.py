@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import SpecError
 from ..i18n import N_
 from .custom_functions import graph_functions
+from .complex_values import grad_output_tensor
 from .tensors import describe
 
 DESCRIPTIONS = {
@@ -63,7 +64,7 @@ def grad_output_for(output, grad_output):
 
     if grad_output is None:
         return torch.ones_like(output)
-    tensor = torch.as_tensor(grad_output, dtype=output.dtype, device=output.device)
+    tensor = grad_output_tensor(grad_output, output)  # a complex value's form: core/check/complex_values.py
     if tensor.shape != output.shape:
         if tensor.numel() == 1:
             return tensor.reshape(()).expand_as(output).clone()

@@ -1,4 +1,5 @@
-"""Validation of numeric values written in a record: numbers and rectangular nested lists.
+"""Validation of numeric values written in a record: numbers and rectangular nested lists, or a
+complex value's two parts `{"real": ..., "imag": ...}` of one shape (core/check/complex_values.py).
 
 Torch-free, so the server can refuse a ragged list or a huge shape before anything runs.
 """
@@ -9,10 +10,22 @@ import math
 
 from ..errors import SpecError
 from ..expr.limits import DEFAULT_LIMITS, Limits
+from .complex_values import is_complex_value
 
 
 def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
-    """Shape of a number or rectangular nested list; SpecError naming the first problem."""
+    """Shape of a number or rectangular nested list, or of a complex value's parts; SpecError naming the first problem."""
+    if not is_complex_value(value):
+        return _real_shape(value, field, limits)
+    real = _real_shape(value["real"], f"{field}.real", limits)
+    imag = _real_shape(value["imag"], f"{field}.imag", limits)
+    if real != imag:
+        raise SpecError("{where}: the real part has shape {real} but the imaginary part has shape {imag}",
+                        where=field, real=real, imag=imag, field=field)
+    return real
+
+
+def _real_shape(value, field: str, limits: Limits) -> list[int]:
     shape: list[int] = []
     level = [value]
     while True:

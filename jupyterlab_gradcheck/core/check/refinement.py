@@ -33,6 +33,9 @@ MULTIPLES = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 MAX_ELEMENTS = 256
 #: Multiple of the refined estimate's own error estimate allowed in its tolerance.
 REFINED_MARGIN = 2.0
+#: Why a complex input's failing elements are not re-estimated (its report holds only this).
+COMPLEX_SKIPPED = Message("not re-estimated: the refinement extrapolates a real element's central differences, "
+                          "and a complex element is differenced part by part, so its default estimate stands")
 
 
 def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float):
@@ -106,17 +109,19 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
                   rtol: float, atol: float, structures: dict, work_elements: int = 1) -> dict:
     """Refine every input's failing elements in place (flat views of `estimates`, `bounds`); info by input.
 
-    `structures` names the path each input's estimate took ("general" or a diagonal chain).
+    `structures` names the path each input's estimate took ("general" or a diagonal chain). A complex
+    input is not refined: its report is `{"skipped": reason}`.
     """
     from .finite_difference import step_vector
-
-    import torch
 
     report = {}
     for name, estimate in estimates.items():
         reference = autograd[name].detach().reshape(estimate.shape).to(estimate.dtype)
         if bool(((estimate - reference).abs() <= atol + rtol * reference.abs() + bounds[name]).all()):
             continue  # every element already passes: nothing to refine (NaN compares False, so it is refined)
+        if values[name].is_complex():
+            report[name] = {"skipped": COMPLEX_SKIPPED}
+            continue
         probe = Probe(function, values, v, name, work=work_elements,
                       structured=structures.get(name, "general") != "general")
         h = step_vector(probe, None, dtype, "central", bounded=True)

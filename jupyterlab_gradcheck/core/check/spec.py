@@ -25,6 +25,7 @@ from .fixed_arguments import parse_fixed
 from .output_fields import grad_output_shape, per_output
 from .second_order import parse_hessian
 from .policy import CURRENT, policy_version
+from .complex_values import as_record_value, expectation_value, is_complex_value, refuse_unsupported, single_value
 from .record_values import numel, shape_of
 from .tolerance_fields import finite_difference_field, tolerance_field
 
@@ -210,7 +211,8 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
             field="analytical_gradient",
         )
     names = list(inputs)
-    if isinstance(raw, dict):
+    mapping = isinstance(raw, dict) and not single_value(raw, names)
+    if mapping:
         unknown = sorted(set(raw) - set(names))
         if unknown:
             raise SpecError("analytical_gradient names {unknown!r}, which is not an input", unknown=unknown[0], field=f"analytical_gradient.{unknown[0]}")
@@ -227,7 +229,7 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
         )
     result = {}
     for name, value in per_input.items():
-        field_name = "analytical_gradient" if not isinstance(raw, dict) else f"analytical_gradient.{name}"
+        field_name = "analytical_gradient" if not mapping else f"analytical_gradient.{name}"
         if isinstance(value, str):
             result[name] = parse_expression(value, inputs, limits=limits, field_name=field_name)
         elif callable(value):
@@ -288,11 +290,11 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     if not is_callable and not isinstance(function, str):
         raise SpecError("function must be a string, got {type}", type=type(function).__name__, field="function")
     inputs, expression = _split_inputs(record, None if is_callable else function, limits)
-    inputs = {k: _plain(v) for k, v in inputs.items()}
+    inputs = {k: as_record_value(_plain(v)) for k, v in inputs.items()}
     shapes = _check_inputs(inputs, limits)
     if expression is not None and not expression.names:
         raise SpecError("function uses none of the inputs, so it has no gradient to check", field="function")
-    dtype = record.get("dtype", "float64")
+    dtype = record.get("dtype", "complex128" if any(map(is_complex_value, inputs.values())) else "float64")
     if dtype not in defaults.DTYPES:
         raise SpecError("dtype {dtype!r} is not one of {choices}", dtype=dtype, choices=', '.join(defaults.DTYPES), field="dtype")
     device = record.get("device", "cpu")
@@ -300,8 +302,13 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         raise SpecError("device {device!r} is not cpu, cuda, cuda:N, mps or auto", device=device, field="device")
     written = record.get("analytical_gradient")
     outputs_analytical = per_output(written, list(inputs), is_callable, limits,
-                                    lambda entry: _analytical(entry, inputs, shapes, limits))
-    analytical = {} if outputs_analytical is not None else _analytical(written, inputs, shapes, limits)
+                                    lambda entry: _analytical(expectation_value(entry, list(inputs)), inputs, shapes, limits))
+    if outputs_analytical is None:
+        written = expectation_value(written, list(inputs))
+        analytical = _analytical(written, inputs, shapes, limits)
+    else:
+        written = {"outputs": [None if e is None else expectation_value(e, list(inputs)) for e in written["outputs"]]}
+        analytical = {}
     tolerance, tolerance_explicit = tolerance_field(
         record.get("tolerance"), defaults.comparison_tolerance(dtype), "tolerance", limits.max_rtol
     )
@@ -317,7 +324,9 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     if expression is not None:
         report = _check_shapes(expression, analytical, shapes, limits)
         output, work = report.shape, max(work, report.largest)
-    grad_output = record.get("grad_output")
+    refuse_unsupported(dtype, inputs, analytical, expression=expression, scheme=fd["scheme"], mode=fd.get("mode"),
+                       hessian=record.get("hessian"))
+    grad_output = as_record_value(_plain(record.get("grad_output")))
     if grad_output is not None:
         given = grad_output_shape(grad_output, limits, is_callable)
         if output is not None and given != list(output) and numel(given) != 1:
@@ -342,7 +351,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         shapes=shapes,
         dtype=dtype,
         device=device,
-        analytical_gradient=record.get("analytical_gradient"),
+        analytical_gradient=written,
         analytical=analytical,
         tolerance=tolerance,
         finite_difference=fd,

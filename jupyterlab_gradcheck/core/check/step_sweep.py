@@ -30,10 +30,16 @@ from .policy import STEP_SCALE_CAP
 DECADES = tuple(range(0, 17))
 #: The note of a narrower series evaluated with the function's own float64 tensors cast at every call.
 CAST_NOTE = "evaluated with every float64 operand cast to {dtype} (the function holds its own tensors)"
+#: Why a check with a complex input or output has no sweep: it casts the inputs to float32 and float64.
+COMPLEX_NOTE = ("the step sweep is not drawn for complex values: it evaluates each real dtype in turn, and a "
+                "complex input or output has no real dtype to cast to; the check does not depend on it")
 
 
 def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0, **options) -> dict:
     """`step_sweep`, or a record of why it could not be drawn (the check's verdict never depends on it)."""
+    if v.is_complex() or values[name].is_complex():
+        return {"input": name, "flat_index": flat_index, "scheme": options.get("scheme", "central"),
+                "series": [], "note": COMPLEX_NOTE}
     try:
         return step_sweep(function, values, v, name, flat_index, **options)
     except Exception as exc:  # a side chart must never break a check

@@ -6,6 +6,8 @@ is the one place that produces that description.
 
 from __future__ import annotations
 
+from . import complex_values
+
 
 def torch_dtype(name: str):
     """The torch dtype for a record's dtype name."""
@@ -15,22 +17,21 @@ def torch_dtype(name: str):
 
 
 def to_tensor(value, dtype: str, device: str, *, requires_grad: bool = False):
-    """A tensor holding a record value (number or nested list)."""
-    import torch
-
-    tensor = torch.tensor(value, dtype=torch_dtype(dtype), device=device)
+    """A tensor holding a record value (number or nested list, or the complex form {"real", "imag"})."""
+    tensor = complex_values.to_tensor(value, torch_dtype(dtype), device)
     return tensor.requires_grad_(requires_grad)
 
 
 def to_value(tensor):
-    """A JSON value (float or nested list of floats) for a tensor."""
+    """A JSON value for a tensor: a float or nested list of floats, or for a complex tensor
+    `{"real": ..., "imag": ...}` of those (core/check/complex_values.py)."""
     import torch
 
     data = tensor.detach()
     if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
         data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)
     if data.is_complex():
-        data = data.real
+        return complex_values.to_value(data.cpu())
     data = data.to("cpu", torch.float64)
     return data.item() if data.dim() == 0 else data.tolist()
 

@@ -4,7 +4,7 @@
 
 The jest tests of the side panel (src/__tests__/functionChecksView.spec.ts) render these entries,
 so the panel is tested against what the Python API really records, not against hand-written
-JSON. Four checks run through `check()` into a scratch notebook's ledger, and its expectation
+JSON. Five checks run through `check()` into a scratch notebook's ledger, and its expectation
 and observation entries are saved to src/__tests__/fixtures/function-checks.json:
 
 - `cube_double_backward`: an old-style Function with no jvp, `hessian="double_backward"`: the
@@ -15,7 +15,9 @@ and observation entries are saved to src/__tests__/fixtures/function-checks.json
   and the failure is kept;
 - `two_outputs`: a function returning (x^2, x^3, an int64 tensor) with the derivative of x^3
   written wrong (3x for 3x^2): checked output by output, output 1 fails, output 2 is listed as
-  not differentiable.
+  not differentiable;
+- `complex_norm`: sum |z|^2 over a complex128 input, its gradient 2z declared as a complex tensor:
+  the expectation and the observation are complex values `{"real": ..., "imag": ...}`.
 
 Run it again only when the record's shape changes; the fixture is data, committed.
 """
@@ -53,6 +55,8 @@ def main() -> None:
             CubeWithJvp.jvp_scale = 1.0
         check(lambda x: (x ** 2, x ** 3, torch.ones(2, dtype=torch.int64)), {"outputs": ["2*x", "3*x", None]}, x=x,
               id="two_outputs", notebook=notebook)
+        z = torch.tensor([1 + 2j, 0.5 - 1j], dtype=torch.complex128)
+        check(lambda z: (z * z.conj()).real.sum(), 2 * z, z=z, id="complex_norm", notebook=notebook)
         lines = (Path(folder) / "functions.gradcheck.jsonl").read_text(encoding="utf-8").splitlines()
     entries = [entry for entry in map(json.loads, lines) if entry["check_id"]]
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,8 @@ import {
   formatTensorMeta,
   formatTime,
   formatTolerance,
-  formatWhere
+  formatWhere,
+  isComplexValue
 } from './format';
 import { functionChecks } from './functionChecksView';
 import { ICheckView, IHistoryItem, IRunView } from './grouping';
@@ -34,9 +35,13 @@ function inputNames(view: ICheckView): string[] {
   return Object.keys(record?.inputs ?? {});
 }
 
-/** The expectation for one input: its entry in a mapping, or the whole value. */
+/**
+ * The expectation for one input: its entry in a mapping, or the whole value. A
+ * complex value `{real, imag}` is one value, unless the inputs are named so.
+ */
 function expectedFor(analytical: JSONValue | undefined, name: string, names: string[]): JSONValue | undefined {
-  if (analytical && typeof analytical === 'object' && !Array.isArray(analytical)) {
+  const complex = isComplexValue(analytical) && !(names.includes('real') && names.includes('imag'));
+  if (analytical && typeof analytical === 'object' && !Array.isArray(analytical) && !complex) {
     return (analytical as { [key: string]: JSONValue })[name];
   }
   return names.length === 1 || names[0] === name ? analytical : undefined;

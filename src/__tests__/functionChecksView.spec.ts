@@ -220,6 +220,15 @@ describe('a check of a function with several outputs', () => {
   });
 });
 
+describe('a check of a complex input', () => {
+  it('shows the declared and the observed complex gradient as a+bi, with the complex dtype', () => {
+    // Given sum |z|^2 at z = [1+2i, 0.5-1i], its gradient 2z declared as a complex tensor
+    const table = block(card('complex_norm'), 'gradcheck-columns');
+    // Then both columns read a+bi: the declaration as written, the observation as Python floats
+    expect(rows(table)).toEqual([['z', '[2+4i, 1-2i]declared · complex128 · cpu', '[2.0+4.0i, 1.0-2.0i]shape [2] · complex128 · cpu']]);
+  });
+});
+
 describe('the function blocks in Spanish', () => {
   it('translate their headings, row names and comparisons, keeping the codes in data attributes', () => {
     // Given the Spanish translator

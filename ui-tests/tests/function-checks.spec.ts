@@ -3,7 +3,7 @@
  * Chromium: a notebook cell checks a Function with hessian="double_backward" and a Function
  * with a jvp through the Python API; the kernel writes the notebook's ledger, and the panel
  * shows each check's second-order rows and its forward-mode and batched-gradient rows, every
- * value with its shape, dtype and device.
+ * value with its shape, dtype and device. A function with two outputs shows a row per output.
  */
 import { expect, test } from '@jupyterlab/galata';
 import { Locator } from '@playwright/test';
@@ -53,7 +53,8 @@ class CubeJvp(torch.autograd.Function):
 x = torch.tensor([1.0, 2.0], dtype=torch.float64)
 first = check(lambda x: Cube.apply(x).sum(), x=x, hessian="double_backward", id="cube_double_backward")
 second = check(lambda x: CubeJvp.apply(x).sum(), x=x, hessian=torch.diag(6 * x), id="cube_jvp")
-print(first.passed, second.passed)`;
+third = check(lambda x: (x ** 2, x ** 3), (2 * x, 3 * x ** 2), x=x, id="two_outputs")
+print(first.passed, second.passed, third.passed)`;
 
 const NOTEBOOK = {
   cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: SOURCE }],
@@ -79,12 +80,12 @@ test("a custom Function's second order, forward mode and batched gradients show 
   await page.notebook.openByPath(file);
   await page.notebook.activate('functions.ipynb');
   await page.notebook.runCell(0);
-  await expect(page.locator('.jp-OutputArea-output').getByText('True True')).toBeVisible({ timeout: 90000 });
+  await expect(page.locator('.jp-OutputArea-output').getByText('True True True')).toBeVisible({ timeout: 90000 });
 
   // When the panel is opened
   const panel = await openPanel(page);
   const cards = panel.getByTestId('gradcheck-check');
-  await expect(cards).toHaveCount(2, { timeout: 30000 });
+  await expect(cards).toHaveCount(3, { timeout: 30000 });
 
   // Then the double-backward check shows autograd's Hessian, its finite differences and gradgradcheck,
   // with no matrix invented for the expectation
@@ -118,6 +119,16 @@ test("a custom Function's second order, forward mode and batched gradients show 
   for (const name of ['forward_ad_vs_finite_difference', 'forward_ad_vs_backward', 'batched_grad_vs_one_at_a_time']) {
     await expect(jvpModes.locator(`li[data-comparison="${name}"]`)).toHaveAttribute('data-passed', 'true');
   }
+
+  // And the function with two outputs has a row per output, each beside its own expectation,
+  // and its comparison lines name their output
+  const outputs = panel.locator('[data-check-id="two_outputs"]');
+  const rows = outputs.getByTestId('gradcheck-columns').locator('tbody tr');
+  await expect(rows).toHaveCount(2);
+  await expect(rows.nth(1)).toHaveAttribute('data-output', '1');
+  await expect(rows.nth(1).getByTestId('gradcheck-expectation-value')).toHaveText('[3,12]');
+  await expect(rows.nth(1).getByTestId('gradcheck-observation-value')).toHaveText('[3.0, 12.0]');
+  await expect(outputs.locator('li[data-output="1"]').first()).toContainText('(x, output 1)');
 
   // And the screenshot docs/side-panel.md shows is taken: the declare form folded, the jvp check's card in view
   fs.mkdirSync(SCREENSHOTS, { recursive: true });

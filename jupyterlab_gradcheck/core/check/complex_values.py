@@ -157,16 +157,23 @@ def refuse_unsupported(dtype: str, inputs: dict, expectation: dict, *, expressio
                             field=field)
 
 
-def grad_output_tensor(value, output):
-    """The record's grad_output as a tensor shaped as written, of the output's dtype and device; SpecError
-    for a complex grad_output of a real output (its imaginary part would be dropped)."""
-    import torch
+def refuse_complex_grad_output(value, output) -> None:
+    """SpecError for a complex grad_output of a real output: its imaginary part would be dropped.
 
-    if not is_complex_value(value):
-        return torch.as_tensor(value, dtype=output.dtype, device=output.device)
-    if not output.is_complex():
+    Called on the one forward pass made before a ledger entry is written (core/check/outputs.py), so
+    nothing is, and again where the grad_output becomes a tensor."""
+    if is_complex_value(value) and not output.is_complex():
         from ..errors import SpecError
 
         raise SpecError("grad_output is complex but the output is real ({dtype})",
                         dtype=str(output.dtype).replace("torch.", ""), field="grad_output")
-    return to_tensor(value, output.dtype, output.device)
+
+
+def grad_output_tensor(value, output):
+    """The record's grad_output as a tensor shaped as written, of the output's dtype and device."""
+    import torch
+
+    refuse_complex_grad_output(value, output)
+    if is_complex_value(value):
+        return to_tensor(value, output.dtype, output.device)
+    return torch.as_tensor(value, dtype=output.dtype, device=output.device)

@@ -162,6 +162,7 @@ def check_outputs_fit(spec: CheckSpec, device: str) -> None:
     or grad_output as written (run before a ledger entry is written, so nothing is)."""
     import torch
 
+    from .complex_values import refuse_complex_grad_output
     from .tensors import to_tensor
 
     if spec.expression is not None:
@@ -172,6 +173,8 @@ def check_outputs_fit(spec: CheckSpec, device: str) -> None:
             else spec.function(**leaves)
     if isinstance(found, (tuple, list)):
         plan(spec, spec.function, found)
+    elif isinstance(found, torch.Tensor):
+        refuse_complex_grad_output(spec.grad_output, found)
 
 
 def merge(found_plan: Plan, parts: dict[int, dict], verdict: dict) -> dict:

@@ -117,7 +117,9 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     output = forward(function, leaves)
     v = grad_output_for(output, grad_output)
     functions = graph_functions(output)  # read before backward() frees the graph's buffers
-    output.backward(v)
+    # each pass gets a grad_output of its own: the backward of a view of the input hands the leaf a
+    # gradient sharing v's storage, which autograd keeps as .grad, and pass 2 adds into it in place
+    output.backward(v.clone())
     unused = [name for name, leaf in leaves.items() if leaf.grad is None]
     pass_1 = _grads(leaves)
     for leaf in leaves.values():
@@ -126,12 +128,12 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
             # .grad, so it is replaced by an ordinary tensor of the same zeros first
             leaf.grad = torch.zeros_like(leaf)
 
-    forward(function, leaves).backward(v)
+    forward(function, leaves).backward(v.clone())
     pass_2 = _grads(leaves)
 
     for leaf in leaves.values():
         leaf.grad = None  # the deliberate clearing the course asks for
-    forward(function, leaves).backward(v)
+    forward(function, leaves).backward(v.clone())
     after_clear = _grads(leaves)
 
     for leaf in leaves.values():

@@ -24,7 +24,8 @@ Goals (docs/accuracy.md), per family and over all of them:
 `--quick` takes a subset: every 12th float64 operator and the operators of the bugs this
 benchmark found, one sample each, a few operators of each other family (QUICK_FAMILY_OPS), and
 QUICK_MUTATION_SAMPLES mutation samples per family. `python -m benchmarks.bench_opinfo` runs the
-full sweep alone and writes benchmarks/opinfo.md with every disagreement.
+full sweep alone and writes benchmarks/opinfo.md with every disagreement; `--family NAME` (repeatable)
+sweeps only the families named and writes nothing.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _family_cases(family: str, quick: bool) -> tuple[list, dict]:
     return chosen + [c for c in extra if c.label not in seen], counts
 
 
-def sweep(quick: bool, progress=None) -> dict:
+def sweep(quick: bool, progress=None, families: tuple = FAMILIES) -> dict:
     """Every verdict, time and mutation result of the sweep, with the counts of what was left out."""
     import torch
 
@@ -80,7 +81,7 @@ def sweep(quick: bool, progress=None) -> dict:
     torch.manual_seed(0)
     started = time.perf_counter()
     results, mutations, counts, seconds = [], [], {}, {}
-    for family in FAMILIES:
+    for family in families:
         begun = time.perf_counter()
         chosen, counts[family] = _family_cases(family, quick)
         done = []
@@ -291,6 +292,12 @@ def markdown(data: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _plain_data(data: dict) -> dict:
+    """The sweep's data without the records (they hold the cases' functions)."""
+    results = [{**r, "ours": {k: v for k, v in r["ours"].items() if k != "record"}} for r in data["results"]]
+    return {**data, "results": results}
+
+
 def main() -> int:
     from pathlib import Path
 
@@ -300,9 +307,18 @@ def main() -> int:
 
     torch.set_num_threads(1)
     quick = "--quick" in sys.argv
-    data = sweep(quick, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    named = tuple(sys.argv[k + 1] for k, arg in enumerate(sys.argv[:-1]) if arg == "--family")
+    unknown = [f for f in named if f not in FAMILIES]
+    if unknown:
+        print(f"bench_opinfo: no family {', '.join(map(repr, unknown))} (families: {', '.join(FAMILIES)})", file=sys.stderr)
+        return 2
+    data = sweep(quick, progress=lambda text: print(text, file=sys.stderr, flush=True), families=named or FAMILIES)
+    if "--save" in sys.argv:  # the raw verdicts, for a look at one family's disagreements
+        import pickle
+
+        Path(sys.argv[sys.argv.index("--save") + 1]).write_bytes(pickle.dumps(_plain_data(data)))
     print(runner.table(all_rows(data, quick)))
-    if not quick:
+    if not quick and not named:
         target = Path(__file__).resolve().parent / "opinfo.md"
         target.write_text(markdown(data), encoding="utf-8")
         print(f"wrote {target}")

@@ -26,6 +26,9 @@ import cmath
 import random
 from dataclasses import dataclass
 
+#: Smallest part of the gradient (one output, one input) a mutation is drawn in, relative to the largest.
+PART_FLOOR = 1e-3
+
 
 @dataclass(frozen=True)
 class Mutation:
@@ -68,12 +71,17 @@ def per_output(function, inputs: dict, grad_output) -> list[dict]:
 
 
 def choose(parts: list[dict], grad_output, kind: str, seed: int) -> Mutation | None:
-    """A mutation of `kind` drawn among outputs and inputs whose part of the gradient is not zero; None where none applies."""
+    """A mutation of `kind` drawn among outputs and inputs whose part of the gradient is not negligible; None where none applies.
+
+    A part counts when its largest magnitude is at least PART_FLOOR of the largest part's: one that
+    is zero up to rounding (an attention mask's 1e-76) leaves nothing to detect at 1e-4 of its scale."""
     import torch
 
     rng = random.Random(seed)
-    pairs = [(k, n) for k, part in enumerate(parts) for n, g in part.items()
-             if g.numel() and bool(torch.isfinite(g).all()) and float(g.abs().max()) > 0]
+    sizes = {(k, n): float(g.abs().max()) for k, part in enumerate(parts) for n, g in part.items()
+             if g.numel() and bool(torch.isfinite(g).all())}
+    largest = max(sizes.values(), default=0.0)
+    pairs = [pair for pair, size in sizes.items() if size > 0 and size >= PART_FLOOR * largest]
     if not pairs:
         return None
     k, name = rng.choice(pairs)

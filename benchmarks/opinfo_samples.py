@@ -81,11 +81,15 @@ def _weights(n: int, dtype, device, start: int = 0):
 
 
 def _tracked(parts) -> list[int]:
-    """Indices of the floating or complex tensors among `parts` that autograd tracks."""
+    """Indices of the non-empty floating or complex tensors among `parts` that autograd tracks.
+
+    An empty output (a zero-size piece of a split, lstsq's residuals where they are not computed)
+    has no gradient to check, and a record's values are non-empty (the contract that leaves
+    samples with an empty input out), so it is not part of the function's tuple."""
     import torch
 
     return [k for k, part in enumerate(parts) if isinstance(part, torch.Tensor) and part.requires_grad
-            and (part.is_floating_point() or part.is_complex())]
+            and (part.is_floating_point() or part.is_complex()) and part.numel() > 0]
 
 
 def weights_like(outputs) -> object:
@@ -233,27 +237,32 @@ def cases(*, ops: list[str] | None = None, limit_ops: int | None = None, samples
                 total = sum(t.numel() for t in tensors)
                 if not tensors or total == 0 or total > max_elements:
                     continue
+                names = [f"x{k}" for k in range(len(tensors))]
+                inputs = {n: t.detach().clone() for n, t in zip(names, tensors)}
+                grad_output = None
+                shaped = None
+                if shape != "scalar":  # membership first, so that only this family's samples are counted below
+                    try:
+                        shaped = _shaped(op, sample, tensors, names, inputs, shape)
+                    except Exception:
+                        continue
+                    if shaped is None:
+                        continue
                 if any(t.numel() == 0 or not torch.isfinite(t).all() for t in tensors):
                     # a check record's inputs are non-empty and finite (the record contract): such a
                     # sample is refused as bad input before anything runs, by ours and by design
                     counts["outside_contract"] += 1
                     continue
-                names = [f"x{k}" for k in range(len(tensors))]
-                inputs = {n: t.detach().clone() for n, t in zip(names, tensors)}
-                grad_output = None
-                try:
-                    if shape == "scalar":
-                        function = _make_function(op, sample, tensors, names)
+                if shaped is not None:
+                    function, grad_output = shaped
+                else:
+                    function = _make_function(op, sample, tensors, names)
+                    try:
                         probe = function(**{n: t.clone().requires_grad_(True) for n, t in inputs.items()})
-                        if probe is None or not probe.requires_grad:
-                            continue
-                    else:
-                        shaped = _shaped(op, sample, tensors, names, inputs, shape)
-                        if shaped is None:
-                            continue
-                        function, grad_output = shaped
-                except Exception:
-                    continue
+                    except Exception:
+                        continue
+                    if probe is None or not probe.requires_grad:
+                        continue
                 result.append(Case(_name(op), index, function, inputs, _marked_wrong(op, dtype),
                                    float(getattr(op, "gradcheck_nondet_tol", 0.0) or 0.0),
                                    family=family, grad_output=grad_output))

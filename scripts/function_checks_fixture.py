@@ -4,7 +4,7 @@
 
 The jest tests of the side panel (src/__tests__/functionChecksView.spec.ts) render these entries,
 so the panel is tested against what the Python API really records, not against hand-written
-JSON. Five checks run through `check()` into a scratch notebook's ledger, and its expectation
+JSON. Six checks run through `check()` into a scratch notebook's ledger, and its expectation
 and observation entries are saved to src/__tests__/fixtures/function-checks.json:
 
 - `cube_double_backward`: an old-style Function with no jvp, `hessian="double_backward"`: the
@@ -16,8 +16,10 @@ and observation entries are saved to src/__tests__/fixtures/function-checks.json
 - `two_outputs`: a function returning (x^2, x^3, an int64 tensor) with the derivative of x^3
   written wrong (3x for 3x^2): checked output by output, output 1 fails, output 2 is listed as
   not differentiable;
-- `complex_norm`: sum |z|^2 over a complex128 input, its gradient 2z declared as a complex tensor:
-  the expectation and the observation are complex values `{"real": ..., "imag": ...}`.
+- `complex_norm`: sum |z|^2 over a complex128 input, its gradient 2z declared as a complex
+  tensor: the expectation and the observation are complex values `{"real": ..., "imag": ...}`;
+- `cube_detached`: x^3 whose backward detaches x, with `hessian="double_backward"`: autograd
+  has no Hessian to give, and the failure says the backward is not differentiable.
 
 Run it again only when the record's shape changes; the fixture is data, committed.
 """
@@ -36,7 +38,7 @@ OUT = ROOT / "src" / "__tests__" / "fixtures" / "function-checks.json"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from jupyterlab_gradcheck.api import check  # noqa: E402
-from support.functions import Cube, CubeWithJvp  # noqa: E402
+from support.functions import Cube, CubeDetachedBackward, CubeWithJvp  # noqa: E402
 
 
 def main() -> None:
@@ -57,6 +59,8 @@ def main() -> None:
               id="two_outputs", notebook=notebook)
         z = torch.tensor([1 + 2j, 0.5 - 1j], dtype=torch.complex128)
         check(lambda z: (z * z.conj()).real.sum(), 2 * z, z=z, id="complex_norm", notebook=notebook)
+        check(lambda x: CubeDetachedBackward.apply(x).sum(), x=x, hessian="double_backward", id="cube_detached",
+              notebook=notebook)
         lines = (Path(folder) / "functions.gradcheck.jsonl").read_text(encoding="utf-8").splitlines()
     entries = [entry for entry in map(json.loads, lines) if entry["check_id"]]
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -65,12 +65,16 @@ function observationCell(observation: IFunctionMode): HTMLElement {
       note(detail(observation))
     );
   }
-  const status = observation.status ?? 'not_run';
+  const why = note(observation.reason ?? (typeof observation.note === 'string' ? observation.note : null));
+  if (!observation.status) {
+    // no value and no verdict: autograd could not give a Hessian, and the note says why
+    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed')), why);
+  }
   return el(
     'td',
     { class: 'jp-gradcheck-observation' },
-    badge(status, wordsFor('status', status), 'gradcheck-function-status'),
-    note(observation.reason ?? (typeof observation.note === 'string' ? observation.note : null))
+    badge(observation.status, wordsFor('status', observation.status), 'gradcheck-function-status'),
+    why
   );
 }
 
@@ -109,7 +113,7 @@ function row(kind: 'observation' | 'mode', code: string, cells: HTMLElement[], w
 /** A case's Observation cell: each input's returned gradient (or None), or the crash with its reason. */
 function caseCell(found: IModeCase): HTMLElement {
   if (!found.gradients) {
-    return observationCell({ status: found.status ?? 'not_run', reason: found.reason });
+    return observationCell({ status: found.status, reason: found.reason });
   }
   return el(
     'td',

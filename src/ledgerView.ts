@@ -150,7 +150,8 @@ function keptFailure(run: IRunView): HTMLElement {
         ? trans.__('run #%1 %2: %3 on %4', run.seq, formatTime(run.time), what, formatWhere(failure.input, failure.output))
         : trans.__('run #%1 %2: %3', run.seq, formatTime(run.time), what)
     ),
-    failure
+    // a failure with no values (a backward that cannot be differentiated again) has only its reason
+    failure && (failure.left !== undefined || failure.right !== undefined) && (failure.left !== null || failure.right !== null)
       ? el(
           'div',
           { class: 'jp-gradcheck-meta' },

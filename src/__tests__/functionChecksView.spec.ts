@@ -102,6 +102,22 @@ describe('the second order in a check card', () => {
   });
 });
 
+describe('a backward that cannot be differentiated again', () => {
+  it("shows autograd's Hessian as not observed with the reason, and the kept failure with its reason and no invented values", () => {
+    // Given x^3 whose backward detaches x, checked with hessian="double_backward"
+    const root = card('cube_detached');
+    const autograd = block(root, 'gradcheck-second-order').querySelector('tr[data-observation="hessian_autograd"]')!;
+    // Then autograd's row says not observed and why, the finite differences still observed
+    expect(texts(autograd, 'td')[1]).toMatch(/^not observedthe backward is not differentiable: the gradient of x it returns carries no graph/);
+    // And the card failed, its kept failure naming the double backward with the reason only
+    expect(root.dataset.status).toBe('failed');
+    const failure = block(root, 'gradcheck-failure');
+    expect(texts(failure, 'div')[0]).toMatch(/: autograd double backward on x$/);
+    expect(texts(failure, '.jp-gradcheck-meta')).toEqual([]);
+    expect(texts(failure, '[data-testid="gradcheck-diagnosis"]')[0]).toContain('the backward is not differentiable');
+  });
+});
+
 describe('forward mode and batched gradients in a check card', () => {
   it('shows the tangent, the batched gradients and the undefined-gradient case with shape, dtype and device, and their comparisons', () => {
     const modes = block(card('cube_jvp_hessian'), 'gradcheck-function-modes');

@@ -129,7 +129,10 @@ def test_a_backward_that_forgets_the_conj_fails_naming_the_element():
     assert failure["left"]["real"] == pytest.approx(1.0, abs=1e-8)
     assert failure["left"]["imag"] == pytest.approx(6.0, abs=1e-8)
     assert failure["abs_err"] == pytest.approx(12.0, rel=1e-8)  # |(1 + 6i) - (1 - 6i)|, up to the same rounding
-    assert "z[2]" in failure["reason"] and "1-6j" in failure["reason"]
+    assert "z[2]" in failure["reason"] and "1-6i" in failure["reason"]
+    # the summary and the table write complex values as the side panel does, a+bi
+    assert "autograd_grad 1.0-6.0i" in result.summary()
+    assert "1.0-6.0i" in result._repr_html_()
     assert [r["passed"] for r in result.record["comparisons"] if r["name"] == "autograd_vs_finite_difference"] == [False]
     assert result.record["observations"]["torch_gradcheck"]["status"] == "failed"
 
@@ -151,7 +154,7 @@ def test_a_complex_expectation_given_as_a_tensor_is_held_against_autograd():
     assert not wrong.passed
     assert (wrong.failure["comparison"], wrong.failure["index"]) == ("analytical_vs_backward_pass_1", [2])
     assert (wrong.failure["left"], wrong.failure["right"]) == ({"real": 1.0, "imag": -6.0}, {"real": 1.0, "imag": 6.0})
-    assert wrong.failure["reason"].startswith("the hand derivation gives 1-6j at z[2], but autograd gives 1+6j")
+    assert wrong.failure["reason"].startswith("the hand derivation gives 1-6i at z[2], but autograd gives 1+6i")
 
 
 def test_a_real_input_with_a_complex_output_uses_the_real_part_of_conj_v_times_f():

@@ -65,6 +65,18 @@ def as_number(value):
     return complex(value["real"], value["imag"]) if is_complex_value(value) else value
 
 
+def complex_text(real, imag, part=repr) -> str:
+    """A complex value as `a+bi`, element by element through nested lists, as the side panel writes it:
+    `complex_text([1.0, 2.0], [0.5, -1.0])` -> `[1.0+0.5i, 2.0-1.0i]`; `part` writes each real number."""
+    if isinstance(real, list):
+        imaginary = imag if isinstance(imag, list) else [None] * len(real)
+        return "[" + ", ".join(complex_text(r, i, part) for r, i in zip(real, imaginary)) + "]"
+    if not isinstance(real, (int, float)) or not isinstance(imag, (int, float)):
+        return f"{real}+{imag}i"
+    negative = imag < 0 or (imag == 0 and str(imag).startswith("-"))
+    return f"{part(real)}{'-' if negative else '+'}{part(abs(imag))}i"
+
+
 def to_value(data):
     """A detached CPU complex tensor as `{"real": ..., "imag": ...}` of float64 values."""
     import torch

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..i18n import Message
 from . import defaults, diagonal
 from .error_bound import BOUND_FACTOR
-from .complex_values import as_number
+from .complex_values import as_number, complex_text
 from .finite_difference import Probe, difference_quotient
 
 #: Multiple of the estimated floor within which a discrepancy is called precision-limited.
@@ -60,7 +60,7 @@ def _digits(value, other) -> str:
 
 def _fmt(value) -> str:
     if isinstance(value, complex):
-        return f"{value.real:.6g}{value.imag:+.6g}j"
+        return complex_text(value.real, value.imag, lambda part: f"{part:.6g}")
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from ..check.complex_values import complex_text, is_complex_value
 from ..check.observations import DESCRIPTIONS
 from ..i18n import N_, _, localize
 
@@ -72,6 +73,12 @@ def format_value(value) -> str:
     """A record value as text: numbers exactly as stored, long lists shortened with a count."""
     if isinstance(value, str):
         return value
+    if is_complex_value(value):  # {"real", "imag"}: a+bi, as the side panel writes it
+        real, imag = _flatten(value["real"]), _flatten(value["imag"])
+        if len(real) > MAX_SHOWN_ELEMENTS:
+            shown = complex_text(real[:MAX_SHOWN_ELEMENTS], imag[:MAX_SHOWN_ELEMENTS])[1:-1]
+            return _("[{shown}, ...] ({count} elements, flattened)").format(shown=shown, count=len(real))
+        return complex_text(value["real"], value["imag"])
     if isinstance(value, list):
         flat = _flatten(value)
         if len(flat) > MAX_SHOWN_ELEMENTS:

@@ -67,10 +67,10 @@ class _Direction:
         outputs = torch.stack([self.probe.output(x + shift.reshape(x.shape)),
                                self.probe.output(x - shift.reshape(x.shape))])
         self.evaluations += 2
-        weighted = outputs.reshape(2, -1) * self.probe.v.reshape(-1)
-        plus, minus = weighted.sum(1)
-        eps = torch.finfo(outputs.dtype).eps
-        return float(plus - minus) / 2, eps * float(weighted.abs().sum()) / 2
+        plus, minus = self.probe.contract(outputs)  # sum(v * f), or sum(Re(conj(v) f)) for a complex output
+        magnitude = (outputs.reshape(2, -1).abs() * self.probe.v.reshape(-1).abs()).sum()
+        eps = torch.finfo(plus.dtype).eps
+        return float(plus - minus) / 2, eps * float(magnitude) / 2
 
     def test(self, subset=None) -> dict:
         """The direction (restricted to `subset`, flat indices) compared; with its excess over the tolerance."""

@@ -126,3 +126,31 @@ def test_complex_comparisons_use_the_modulus_and_name_the_worst_element():
     assert row["max_rel_err"] == pytest.approx(3e-3 / abs(3.0 - 1.0j), rel=1e-12)
     json.dumps(row)
     assert compare("c", "z", Z, Z, left_label="l", right_label="r", rtol=0.0, atol=0.0)["passed"]
+
+
+class _ScaleForgetsConj(torch.autograd.Function):
+    """r (1 + 2i) of a real r whose backward takes Re(v (1 + 2i)) instead of Re(conj(v) (1 + 2i))."""
+
+    @staticmethod
+    def forward(ctx, r):
+        return r * (1 + 2j)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (grad_output * (1 + 2j)).real
+
+
+def test_the_projected_mode_takes_the_real_loss_of_a_complex_output():
+    """Given f(r) = r (1 + 2i) of a real r and grad_output v = 1 + 1i,
+    when it is checked in the projected mode, then the right gradient Re(conj(v)(1 + 2i)) = 3 passes,
+    and a backward that forgets the conj (giving -1) fails its projection."""
+    r = torch.linspace(0.5, 2.0, 6, dtype=torch.float64).tolist()
+    common = {"inputs": {"r": r}, "grad_output": {"real": [1.0] * 6, "imag": [1.0] * 6},
+              "finite_difference": {"mode": "projected"}}
+    right = run_check({"function": lambda r: r * (1 + 2j), "analytical_gradient": [3.0] * 6, **common})
+    assert right["passed"], right["failures"]
+    row = next(row for row in right["comparisons"] if row["name"] == "autograd_vs_finite_difference")
+    assert row["mode"] == "projected"
+    wrong = run_check({"function": lambda r: _ScaleForgetsConj.apply(r), "analytical_gradient": [-1.0] * 6, **common})
+    assert not wrong["passed"]
+    assert wrong["failure"]["comparison"] == "autograd_vs_finite_difference" and wrong["failure"]["right"] == -1.0

@@ -243,3 +243,43 @@ def test_what_a_complex_check_cannot_do_is_refused_in_one_line(tmp_path, argumen
     ledger = tmp_path / "lab.gradcheck.jsonl"
     entries = Ledger(ledger).entries() if ledger.exists() else []
     assert not [e for e in entries if e["kind"] == "observation"]
+
+
+class SquareWithJvp(torch.autograd.Function):
+    """z^2 with a backward (PyTorch's convention), a jvp (2z t) and a vmap rule."""
+
+    @staticmethod
+    def forward(z):
+        return z * z
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.z = inputs[0]
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (z,) = ctx.saved_tensors
+        return grad_output * (2 * z).conj()
+
+    @staticmethod
+    def jvp(ctx, tangent):
+        return 2 * ctx.z * tangent
+
+    @staticmethod
+    def vmap(info, in_dims, z):
+        return z * z, in_dims[0]
+
+
+def test_forward_mode_and_the_backward_agree_through_the_real_inner_product():
+    """Given SquareWithJvp on complex inputs,
+    when it is checked with no grad=, then forward mode is held against the backward through
+    grad . u = sum(Re(conj(v) J u)), which holds for a correct pair, and every block passes."""
+    result = check(lambda z: SquareWithJvp.apply(z), z=Z, ledger=False)
+    modes = result.record["function_modes"]
+    assert result.passed, result.summary()
+    rows = {row["name"]: row for row in modes["forward_ad"]["comparisons"]}
+    assert rows["forward_ad_vs_backward"]["passed"] and rows["forward_ad_vs_finite_difference"]["passed"]
+    assert isinstance(rows["forward_ad_vs_backward"]["worst"]["right"], float)  # a real number: Re(...)
+    assert modes["batched_grad"]["status"] == "observed"
+    json.dumps(result.record)

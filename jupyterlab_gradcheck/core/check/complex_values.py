@@ -92,6 +92,8 @@ def to_tensor(value, dtype, device: str):
     """A tensor of the torch `dtype` holding a record value in either form."""
     import torch
 
+    if isinstance(value, torch.Tensor):  # a tensor given through the API: copied, as torch.tensor would, silently
+        return value.detach().to(device=device, dtype=dtype, copy=True)
     if not is_complex_value(value):
         return torch.tensor(value, dtype=dtype, device=device)
     real_dtype = torch.empty((), dtype=dtype).real.dtype if dtype.is_complex else dtype
@@ -189,3 +191,11 @@ def grad_output_tensor(value, output):
     if is_complex_value(value):
         return to_tensor(value, output.dtype, output.device)
     return torch.as_tensor(value, dtype=output.dtype, device=output.device)
+
+
+def real_inner(a, b):
+    """sum(Re(conj(a) * b)): the real inner product that pairs a gradient with a direction (for real
+    tensors exactly sum(a * b)), so that grad . u = sum(Re(conj(v) * J u)) holds under the convention."""
+    if a.is_complex() and b.is_complex():
+        return (a.real * b.real).sum() + (a.imag * b.imag).sum()
+    return (a.real * b.real).sum()  # a real side: Re(conj(a) b) is the product of the real parts

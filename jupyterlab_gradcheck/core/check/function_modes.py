@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..i18n import Message
 from .comparison import compare
+from .complex_values import real_inner
 from .tensors import describe
 from .undefined_grad import undefined_grad
 
@@ -71,8 +72,8 @@ def forward_ad(function, name: str, x, v, gradient) -> dict:
         plus, minus = function(**{name: x.detach() + h * u}), function(**{name: x.detach() - h * u})
         fd = (plus - minus) / (2 * h)
     weights = torch.ones_like(tangent) if v is None else v.detach()
-    along = (weights * tangent).sum().reshape(1)
-    backward_along = (gradient.detach() * u).sum().reshape(1)
+    along = real_inner(weights, tangent).reshape(1)  # sum(Re(conj(v) * J u)) for complex values
+    backward_along = real_inner(gradient.detach(), u).reshape(1)
     comparisons = [
         compare("forward_ad_vs_finite_difference", name, fd.reshape(-1), tangent.detach().reshape(-1),
                 left_label="finite_difference_along_u", right_label="forward_ad", **DIFFERENCES),

@@ -19,6 +19,8 @@ from jupyterlab_gradcheck.core.ledger.replay import replay_lines
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
+from support.complex_functions import Square, SquareForgetsConj
+
 #: Three complex points; only the last has an imaginary part, so a backward that forgets the conj
 #: (2z instead of conj(2z)) is wrong there and only there.
 Z_ONE_IMAGINARY = torch.tensor([1.0 + 0.0j, -2.0 + 0.0j, 0.5 - 3.0j], dtype=torch.complex128)
@@ -29,29 +31,6 @@ THETA = 0.7
 def parts(tensor) -> dict:
     """A complex tensor in the record's form."""
     return {"real": tensor.real.tolist(), "imag": tensor.imag.tolist()}
-
-
-class Square(torch.autograd.Function):
-    """z^2 with PyTorch's convention: grad_z = grad_output * conj(2z)."""
-
-    @staticmethod
-    def forward(ctx, z):
-        ctx.save_for_backward(z)
-        return z * z
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (z,) = ctx.saved_tensors
-        return grad_output * (2 * z).conj()
-
-
-class SquareForgetsConj(Square):
-    """z^2 whose backward returns grad_output * 2z: the holomorphic derivative, not PyTorch's gradient."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (z,) = ctx.saved_tensors
-        return grad_output * 2 * z
 
 
 class Polar(torch.autograd.Function):

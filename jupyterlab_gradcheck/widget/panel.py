@@ -91,7 +91,7 @@ class GradcheckPanel(widgets.VBox):
                                    placeholder=_("which output, which hand derivation"))
         self.destination = widgets.Text(description=_("destination"), style=_STYLE, layout=_WIDE,
                                         placeholder=_("which input's gradient it lands in"))
-        self.dtype = widgets.Dropdown(options=list(defaults.DTYPES), value="float64", description=_("dtype"),
+        self.dtype = widgets.Dropdown(options=list(defaults.EXPRESSION_DTYPES), value="float64", description=_("dtype"),
                                       style=_STYLE)
         self.devices = available_devices()
         self.device = widgets.Dropdown(

@@ -30,6 +30,8 @@ EPS = {
 }
 
 DTYPES = tuple(EPS)
+#: The dtypes an expression can be checked in: expressions are real-valued (core/check/complex_values.py).
+EXPRESSION_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 #: Dtype in which finite differences are evaluated for each declared dtype.
 FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "bfloat16": "float32",

@@ -14,6 +14,7 @@ from typing import Callable
 from ..errors import SpecError
 from . import defaults
 from .comparison import compare
+from .complex_values import with_complex_kept
 from .finite_difference import fd_gradients
 from .observations import forward, grad_output_for
 
@@ -59,7 +60,8 @@ def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, sch
 
     fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
     fd_values = {name: t.detach().to(fd_dtype) for name, t in inputs.items()}
-    fd_raw, info = fd_gradients(function, fd_values, v.detach().to(fd_dtype), dtype=dtype, scheme=scheme, step=step,
+    fd_v = with_complex_kept(v.detach(), fd_dtype)  # a complex output's grad_output stays complex, a real one real
+    fd_raw, info = fd_gradients(function, fd_values, fd_v, dtype=dtype, scheme=scheme, step=step,
                                 structured=structured)
     tolerance = defaults.fd_tolerance(dtype, scheme)
     rtol = tolerance["rtol"] if rtol is None else rtol

@@ -18,6 +18,8 @@ from jupyterlab_gradcheck.core.check.spec import parse_spec
 from jupyterlab_gradcheck.core.check.tensors import describe, to_tensor
 from jupyterlab_gradcheck.core.errors import SpecError
 
+from support.complex_functions import SquareForgetsConj
+
 Z = torch.tensor([[1.0 + 2.0j, -0.5 + 0.25j], [3.0 - 1.0j, 0.0 + 1.5j]], dtype=torch.complex128)
 
 
@@ -154,3 +156,18 @@ def test_the_projected_mode_takes_the_real_loss_of_a_complex_output():
     wrong = run_check({"function": lambda r: _ScaleForgetsConj.apply(r), "analytical_gradient": [-1.0] * 6, **common})
     assert not wrong["passed"]
     assert wrong["failure"]["comparison"] == "autograd_vs_finite_difference" and wrong["failure"]["right"] == -1.0
+
+
+def test_the_numerical_verdict_takes_complex_inputs_as_gradcheck_does():
+    """Given z^2 on complex128 inputs (a complex output, grad_output ones) and |z|^2 summed (a real output),
+    when numerical_verdict runs, both pass; with a backward that forgets the conj it fails at the
+    element with an imaginary part."""
+    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+
+    z = torch.tensor([1.0 + 0.0j, 0.5 - 3.0j], dtype=torch.complex128)
+    assert numerical_verdict(lambda z: z * z, {"z": z})["passed"]
+    assert numerical_verdict(lambda z: (z * z.conj()).real.sum(), {"z": z})["passed"]
+
+    verdict = numerical_verdict(lambda z: SquareForgetsConj.apply(z), {"z": z})
+    assert not verdict["passed"] and verdict["worst"]["index"] == [1]
+    assert verdict["worst"]["right"] == {"real": 1.0, "imag": -6.0}

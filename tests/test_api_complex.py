@@ -262,3 +262,23 @@ def test_forward_mode_and_the_backward_agree_through_the_real_inner_product():
     assert isinstance(rows["forward_ad_vs_backward"]["worst"]["right"], float)  # a real number: Re(...)
     assert modes["batched_grad"]["status"] == "observed"
     json.dumps(result.record)
+
+
+def test_several_complex_outputs_take_one_complex_grad_output_each():
+    """Given f(z) = (z^2, 3z) and complex grad_outputs v0, v1, written as one list or, with an output
+    whose grad_output is None (ones), one entry per output,
+    when f is checked with the gradients v0 conj(2z) and 3 v1, then both outputs pass, and the
+    record keeps the grad_outputs in the complex form (one value when they form one, else a list)."""
+    v0 = torch.tensor([1 + 1j, 2 - 1j], dtype=torch.complex128)
+    v1 = torch.tensor([0.5j, 1.0], dtype=torch.complex128)
+    z = Z[:2]
+    result = check(lambda z: (z * z, 3 * z), grad=(v0 * (2 * z).conj(), 3 * v1), z=z, grad_output=[v0, v1],
+                   ledger=False)
+    assert result.passed, result.summary()
+    assert result.record["grad_output"] == {"real": [[1.0, 2.0], [0.0, 1.0]], "imag": [[1.0, -1.0], [0.5, 0.0]]}
+    assert [entry["grad_output_used"]["value"] for entry in result.record["outputs"]] == [parts(v0), parts(v1)]
+
+    ones_for_the_sum = check(lambda z: (z * z, (3 * z).real.sum()), grad=(v0 * (2 * z).conj(), torch.full_like(z, 3)),
+                             z=z, grad_output=[v0, None], ledger=False)
+    assert ones_for_the_sum.passed, ones_for_the_sum.summary()
+    assert ones_for_the_sum.record["grad_output"] == [parts(v0), None]

@@ -50,6 +50,32 @@ def as_record_value(value):
     return {"real": _part(value, "real"), "imag": _part(value, "imag")}
 
 
+def grad_output_value(raw):
+    """A grad_output in the record's form: one complex value, or, for a function of several outputs
+    whose entries cannot form one value (one is None, or their shapes differ), one value per output."""
+    if isinstance(raw, (list, tuple)) and holds_complex(raw) and (None in raw or not _rectangular(list(raw))):
+        return [as_record_value(item) for item in raw]
+    return as_record_value(raw)
+
+
+def per_output_values(value, count: int):
+    """One complex value whose first dimension has `count` entries, as `count` values (a grad_output
+    written for `count` outputs of one shape); any other value unchanged."""
+    if is_complex_value(value) and isinstance(value["real"], list) and len(value["real"]) == count:
+        return [{"real": real, "imag": imag} for real, imag in zip(value["real"], value["imag"])]
+    return value
+
+
+def _rectangular(value) -> bool:
+    """Whether nested lists have one length at each depth (numbers at the leaves)."""
+    level = [value]
+    while any(isinstance(item, (list, tuple)) for item in level):
+        if not all(isinstance(item, (list, tuple)) for item in level) or len({len(item) for item in level}) != 1:
+            return False
+        level = [inner for item in level for inner in item]
+    return True
+
+
 def _part(value, which: str):
     if isinstance(value, (list, tuple)):
         return [_part(item, which) for item in value]

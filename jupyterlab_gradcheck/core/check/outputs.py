@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..errors import SpecError
 from ..i18n import Message
+from .complex_values import per_output_values
 from .spec import CheckSpec
 
 
@@ -135,7 +136,7 @@ def plan(spec: CheckSpec, function: Callable, found) -> Plan:
                                "analytical_gradient.outputs")
     written = spec.analytical_gradient["outputs"]
     grad_outputs = [None] * count if spec.grad_output is None else _per_output(
-        spec.grad_output, count, "grad_output", "grad_output")
+        per_output_values(spec.grad_output, count), count, "grad_output", "grad_output")
     entries = [_entry(k, output) for k, output in enumerate(found)]
     parts = {}
     for k, entry in enumerate(entries):

@@ -25,7 +25,8 @@ from .fixed_arguments import parse_fixed
 from .output_fields import grad_output_shape, per_output
 from .second_order import parse_hessian
 from .policy import CURRENT, policy_version
-from .complex_values import as_record_value, expectation_value, is_complex_value, refuse_unsupported, single_value
+from .complex_values import (as_record_value, expectation_value, grad_output_value, is_complex_value,
+                             refuse_unsupported, single_value)
 from .record_values import numel, shape_of
 from .tolerance_fields import finite_difference_field, tolerance_field
 
@@ -326,7 +327,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         output, work = report.shape, max(work, report.largest)
     refuse_unsupported(dtype, inputs, analytical, expression=expression, scheme=fd["scheme"], mode=fd.get("mode"),
                        hessian=record.get("hessian"))
-    grad_output = as_record_value(_plain(record.get("grad_output")))
+    grad_output = grad_output_value(_plain(record.get("grad_output")))
     if grad_output is not None:
         given = grad_output_shape(grad_output, limits, is_callable)
         if output is not None and given != list(output) and numel(given) != 1:

@@ -33,9 +33,6 @@ MULTIPLES = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 MAX_ELEMENTS = 256
 #: Multiple of the refined estimate's own error estimate allowed in its tolerance.
 REFINED_MARGIN = 2.0
-#: Why a complex input's failing elements are not re-estimated (its report holds only this).
-COMPLEX_SKIPPED = Message("not re-estimated: the refinement extrapolates a real element's central differences, "
-                          "and a complex element is differenced part by part, so its default estimate stands")
 
 
 def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float):
@@ -73,6 +70,8 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
         rounding = probe.rounding.reshape(k, count)
         taken = signed_steps(probe, "central", steps, indices, exact=True)
         widths = (taken[0] - taken[1]).reshape(k, count)
+    if central.is_complex():  # the loss of a complex output, as a complex number: its real part is phi
+        central = central.real
     ratio = widths[:-1] / widths[1:]  # ~2: the Richardson weights use the steps really taken
     weight = ratio * ratio
     extrapolated = (weight * central[1:] - central[:-1]) / (weight - 1)
@@ -110,7 +109,7 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
     """Refine every input's failing elements in place (flat views of `estimates`, `bounds`); info by input.
 
     `structures` names the path each input's estimate took ("general" or a diagonal chain). A complex
-    input is not refined: its report is `{"skipped": reason}`.
+    input is refined part by part (refine_complex).
     """
     from .finite_difference import step_vector
 
@@ -120,7 +119,10 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
         if bool(((estimate - reference).abs() <= atol + rtol * reference.abs() + bounds[name]).all()):
             continue  # every element already passes: nothing to refine (NaN compares False, so it is refined)
         if values[name].is_complex():
-            report[name] = {"skipped": COMPLEX_SKIPPED}
+            info = refine_complex(function, values, v, name, dtype=dtype, autograd=reference, estimates=estimates,
+                                  bounds=bounds, rtol=rtol, atol=atol, work_elements=work_elements)
+            if info is not None:
+                report[name] = info
             continue
         probe = Probe(function, values, v, name, work=work_elements,
                       structured=structures.get(name, "general") != "general")
@@ -133,3 +135,48 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
             bounds[name] = new_bound.reshape(estimate.shape)
             report[name] = info
     return report
+
+
+def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd, estimates: dict, bounds: dict,
+                   rtol: float, atol: float, work_elements: int = 1) -> dict | None:
+    """Refine a complex input's failing elements part by part; its report, or None when nothing failed.
+
+    A complex element's estimate is d_re + i d_im, each part the central difference along that part
+    (core/check/finite_difference.py), so each part is re-estimated as a real element is, against
+    autograd's part of the same element. The element's new error estimate is the sum of its parts'
+    (|d| <= |d_re| + |d_im|), a part left as it was keeping the default rounding bound.
+    """
+    import torch
+
+    from .finite_difference import step_vector
+
+    estimate, bound = estimates[name], bounds[name]
+    flat_estimate, flat_bound = estimate.reshape(-1), bounds[name].reshape(-1)
+    reference = autograd.reshape(-1)
+    parts, infos = [], []
+    for imaginary in (False, True):
+        probe = Probe(function, values, v, name, work=work_elements, structured=False, imaginary_shift=imaginary)
+        h = step_vector(probe, None, dtype, "central", bounded=True)
+        pick = (lambda t: t.imag) if imaginary else (lambda t: t.real)
+        new_part, new_bound, info = refine(probe, h, pick(reference), pick(flat_estimate), flat_bound,
+                                           rtol=rtol, atol=atol)
+        parts.append((new_part, torch.where(new_bound != flat_bound, new_bound, torch.zeros_like(new_bound)),
+                      new_bound != flat_bound))
+        if info is not None:
+            infos.append(info)
+    if not infos:
+        return None
+    (real, real_bound, real_changed), (imag, imag_bound, imag_changed) = parts
+    changed = real_changed | imag_changed
+    summed = torch.where(real_changed, real_bound, flat_bound) + torch.where(imag_changed, imag_bound, flat_bound)
+    estimates[name] = torch.complex(real, imag).reshape(estimate.shape)
+    bounds[name] = torch.where(changed, summed, flat_bound).reshape(bound.shape)
+    return {
+        "elements": sum(i["elements"] for i in infos),
+        "resolved": sum(i["resolved"] for i in infos),
+        "still_failing": sum(i["still_failing"] for i in infos),
+        "flat_indices": sorted({k for i in infos for k in i["flat_indices"]})[:16],
+        "tried": infos[0]["tried"],
+        "chosen_multiples": sorted({m for i in infos for m in i["chosen_multiples"]}),
+        "forward_evaluations": sum(i["forward_evaluations"] for i in infos),
+    }

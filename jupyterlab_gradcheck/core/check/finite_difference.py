@@ -328,7 +328,7 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
             flat = torch.complex(flat.real, parts[1][0].real)
         grads[name] = flat.reshape(x.shape) if x.is_complex() else flat.reshape(x.shape).real
         if rounding is not None:
-            rounding[name] = sum(part[4].rounding for part in parts)
+            rounding[name] = probe.rounding if len(parts) == 1 else parts[0][4].rounding + parts[1][4].rounding
         stats = [part[4].stats for part in parts]
         refused = next((part[4].refused for part in parts if part[4].refused), "")
         info["inputs"][name] = {

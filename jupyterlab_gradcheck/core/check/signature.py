@@ -76,18 +76,34 @@ def _check(function, names: list[str]) -> None:
         ) from None
 
 
+def _new_style(function_class) -> bool:
+    """Whether the Function has its own `setup_context`: then its `forward` takes no ctx."""
+    import torch
+
+    return function_class.setup_context is not torch.autograd.Function.setup_context
+
+
 def _check_forward(function_class, names: list[str]) -> None:
-    """A Function's `forward(ctx, ...)` takes the inputs positionally: their number must fit."""
+    """A Function's `forward(ctx, ...)` (or `forward(...)` beside a `setup_context`) takes the inputs
+    positionally: their number must fit."""
     signature = _readable(function_class.forward)
     if signature is None:
         return
-    parameters = list(signature.parameters.values())[1:]  # after ctx
+    new_style = _new_style(function_class)
+    parameters = list(signature.parameters.values())[0 if new_style else 1:]  # after ctx, where there is one
     if any(p.kind is p.VAR_POSITIONAL for p in parameters):
         return
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
     if len(required) <= len(names) <= len(positional):
         return
+    if new_style:
+        raise SpecError(
+            "{function}.forward takes {count} input(s) ({parameters}) but {given} were given ({names})",
+            function=function_class.__qualname__, count=len(positional),
+            parameters=", ".join(p.name for p in positional), given=len(names), names=", ".join(names),
+            field="function",
+        )
     raise SpecError(
         "{function}.forward takes {count} input(s) after ctx ({parameters}) but {given} were given ({names})",
         function=function_class.__qualname__, count=len(positional),

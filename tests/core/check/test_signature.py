@@ -86,3 +86,19 @@ def test_the_refusal_reads_in_spanish():
         check_signature(lambda a: a, ["x"])
     assert caught.value.localized("es") == ("la función test_the_refusal_reads_in_spanish.<locals>.<lambda> recibe (a) pero las entradas se llaman x: nombre "
                                             "cada entrada como el parámetro al que se pasa")
+
+
+def test_a_new_style_functions_apply_is_taken_as_is_and_its_forward_counted_without_ctx():
+    """Given a new-style Function (forward(x) with a setup_context, no ctx in forward),
+    when its `apply` is checked directly with one input x,
+    then it is accepted and passes against its own backward (3 x^2 at x = [1, 2] is [3, 12]),
+    and with two inputs it is refused in one line that counts forward's one input, not zero."""
+    from tests.support.functions import CubeWithJvp
+
+    result = check(lambda x: CubeWithJvp.apply(x).sum(), x=[1.0, 2.0], ledger=False)
+    direct = check(CubeWithJvp.apply, grad=[3.0, 12.0], x=[1.0, 2.0], ledger=False)
+    assert result.passed and direct.passed
+    assert direct.record["observations"]["autograd_grad"]["gradients"]["x"]["value"] == [3.0, 12.0]
+    with pytest.raises(SpecError) as caught:
+        check_signature(CubeWithJvp.apply, ["x", "y"])
+    assert str(caught.value) == "CubeWithJvp.forward takes 1 input(s) (x) but 2 were given (x, y)"

@@ -106,6 +106,22 @@ def test_a_grad_output_list_of_the_wrong_length_is_refused_before_anything_is_wr
     assert not (tmp_path / "lab.gradcheck.jsonl").exists()
 
 
+def test_bad_input_that_comes_with_a_justified_tolerance_change_writes_not_even_the_change(tmp_path):
+    """Given a notebook whose ledger holds a passing check of the two-output Function,
+    when the same check is asked again with a widened, justified tolerance but a grad_output of three
+    entries for two outputs (bad input),
+    then it is refused in one line and the ledger's bytes are unchanged: the tolerance change it came
+    with is not written either."""
+    notebook = tmp_path / "lab.ipynb"
+    assert check(SinAndProduct, x=X, y=Y, notebook=notebook).passed
+    ledger = tmp_path / "lab.gradcheck.jsonl"
+    before = ledger.read_bytes()
+    with pytest.raises(SpecError, match="grad_output gives 3 entries but the function returns 2 outputs"):
+        check(SinAndProduct, x=X, y=Y, grad_output=[1.0, 1.0, 1.0], notebook=notebook,
+              tolerance={"rtol": 1e-3, "atol": 1e-3}, justification="a wider tolerance for a test")
+    assert ledger.read_bytes() == before
+
+
 def test_list_outputs_with_written_expectations_and_grad_outputs():
     """Given a plain function returning a list [x**2, x*y] and its expectations written per output,
     with grad_output [2, v] (v an element-wise weight),

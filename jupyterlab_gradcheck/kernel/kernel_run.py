@@ -14,7 +14,7 @@ from ..core.check.engine import run_check
 from ..core.check.spec import parse_spec
 from ..core.ledger import witness_client
 from ..core.ledger.attestation import attestation_for
-from ..core.ledger.ledgered_run import record_run
+from ..core.ledger.ledgered_run import record_run, refuse_bad_callable
 from ..core.ledger.store import Ledger
 from .attest import publish
 from .location import session_notebook
@@ -34,8 +34,9 @@ def run_attested(record, ledger: Ledger | None, *, justification: str | None = N
         notebook = notebook or session_notebook()
         witness_client.report_private(str(notebook) if notebook else None, spec.id)
         return completed, None
+    refuse_bad_callable(spec)  # bad input writes nothing, not even the tolerance change it came with
     justify_tolerance_changes(spec, ledger, justification)
-    completed, entry = record_run(spec, ledger)
+    completed, entry = record_run(spec, ledger, refused=True)
     attestation = attestation_for(ledger, entry)
     publish(attestation)
     return completed, attestation

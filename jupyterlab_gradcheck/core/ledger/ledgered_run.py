@@ -88,17 +88,27 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
     return record_run(spec, ledger, sweep=sweep, devices=devices)[0]
 
 
-def record_run(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None
-               ) -> tuple[dict, dict]:
-    """`run_and_record`, returning the observation entry it appended too (for its attestation)."""
+def refuse_bad_callable(spec, devices: list | None = None):
+    """The parsed spec, or SpecError before anything is written: a callable that cannot take the
+    inputs, or whose outputs the expectation or grad_output does not fit, is bad input, not a failed run."""
     from ..check.devices import resolve_device
-    from ..check.engine import run_check
 
     parsed = parse_spec(spec)
-    resolve_device(parsed.device, devices)
-    if not parsed.expression:  # a callable that cannot take the inputs is bad input, not a failed run
+    device = resolve_device(parsed.device, devices)
+    if not parsed.expression:
         check_signature(parsed.function, list(parsed.inputs))
-        check_outputs_fit(parsed, resolve_device(parsed.device, devices))  # and so are outputs the expectation misfits
+        check_outputs_fit(parsed, device)
+    return parsed
+
+
+def record_run(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None,
+               refused: bool = False) -> tuple[dict, dict]:
+    """`run_and_record`, returning the observation entry it appended too (for its attestation).
+
+    `refused=True`: the caller has already passed the spec through `refuse_bad_callable`."""
+    from ..check.engine import run_check
+
+    parsed = parse_spec(spec) if refused else refuse_bad_callable(spec, devices)
     parsed, spec_dict, expectation = declare(ledger, parsed)
     try:
         record = run_check(parsed, sweep=sweep, devices=devices)

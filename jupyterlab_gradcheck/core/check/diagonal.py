@@ -170,12 +170,18 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
         return None
     evaluations = [base]
 
+    along_imaginary = getattr(probe, "imaginary_shift", False)  # a complex input's imaginary part
+
     def body(multiple: float, imaginary: bool = False):
         shift = (h * multiple).reshape(x.shape)
+        imaginary = imaginary or along_imaginary
         point = x.to(torch.promote_types(x.dtype, torch.complex64)) + 1j * shift if imaginary else x + shift
         taken = shift
-        if exact and not imaginary:  # the shift really taken; a vanished one keeps its nominal size (0 / 2h, not 0 / 0)
-            taken = torch.where(point == x, shift, point - x)
+        if exact and along_imaginary:  # the part shifted: the imaginary part's step really taken
+            moved = (point - x).imag
+            taken = torch.where(moved == 0, shift, moved)
+        elif exact and not imaginary:  # the shift really taken; a vanished one keeps its nominal size (0 / 2h, not 0 / 0)
+            taken = torch.where(point == x, shift, (point - x).real if x.is_complex() else point - x)
         trace = record(probe.function, probe.arguments(point), probe.name)
         if trace is None or (trace.kind, trace.operations, trace.factor) != (base.kind, base.operations, base.factor):
             raise _NotDiagonal(f"the chain changed at the point shifted by {multiple} h")
@@ -193,16 +199,16 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
         elif scheme == "forward":
             value, taken = body(1.0)
             centre = base.body.reshape(-1)
-            result = weight * (value - centre) / taken
+            result = _weighted(weight, value - centre) / taken
             rounding = _rounding(weight, value, centre, taken) if track else None
         else:
             (plus, up), (minus, down) = body(1.0), body(-1.0)
             width = up - down
-            result = weight * (plus - minus) / width
+            result = _weighted(weight, plus - minus) / width
             rounding = _rounding(weight, plus, minus, width) if track else None
             if scheme == "richardson":
                 (half_plus, half_up), (half_minus, half_down) = body(0.5), body(-0.5)
-                half = weight * (half_plus - half_minus) / (half_up - half_down)
+                half = _weighted(weight, half_plus - half_minus) / (half_up - half_down)
                 result = (4 * half - result) / 3
                 if track:
                     rounding = (4 * _rounding(weight, half_plus, half_minus, half_up - half_down) + rounding) / 3
@@ -213,6 +219,15 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
     probe.structure = base.kind
     probe.rounding = rounding
     return result
+
+
+def _weighted(weight, difference):
+    """weight * difference; Re(conj(weight) * difference) where either is complex, the real loss of a
+    complex output (core/check/complex_values.py)."""
+    if not (weight.is_complex() or difference.is_complex()):
+        return weight * difference
+    return weight.real * difference.real + (weight.imag * difference.imag if weight.is_complex()
+                                            and difference.is_complex() else 0)
 
 
 def _rounding(weight, first, second, width):

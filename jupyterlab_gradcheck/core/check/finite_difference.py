@@ -19,8 +19,9 @@ Im phi(x + ih) / h, valid only through complex-analytic functions.
 
 Complex values follow PyTorch's convention (core/check/complex_values.py): phi is the real
 sum(Re(conj(v) f)), and a complex input's element is differenced twice, its real part shifted
-and then its imaginary part, giving d_re + i d_im. Those inputs (and a complex output) take the
-general path: the diagonal and coloured paths are for real values.
+and then its imaginary part, giving d_re + i d_im. An elementwise chain takes the diagonal path
+as a real one does (every element's part shifted at once); otherwise those inputs (and a complex
+output) take the general path: the coloured path is for real values.
 """
 
 from __future__ import annotations
@@ -318,8 +319,7 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
                         "or richardson)", field="finite_difference.scheme")
     grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "mode": "exhaustive", "inputs": {}}
     options = dict(dtype=dtype, scheme=scheme, step=step, work_elements=work_elements, policy=policy,
-                   structured=structured and not complex_seen, track=rounding is not None,
-                   budget_s=None if complex_seen else budget_s)
+                   structured=structured, track=rounding is not None, budget_s=None if complex_seen else budget_s)
     for name, x in values.items():
         parts = [_estimate(function, values, v, name, imaginary, **options)
                  for imaginary in ((False, True) if x.is_complex() else (False,))]
@@ -351,9 +351,9 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
     return grads, info
 
 
-#: Why a check with a complex input or output takes the general path, in its finite-difference record.
-COMPLEX_GENERAL = ("complex values: the diagonal and coloured paths are for real inputs and outputs, so every "
-                   "element is shifted on its own")
+#: Why a check with a complex input or output that is no elementwise chain takes the general path.
+COMPLEX_GENERAL = ("complex values: no elementwise chain was observed, and the coloured path is for real inputs "
+                   "and outputs, so every element is shifted on its own")
 
 
 def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: str, scheme: str, step,
@@ -363,10 +363,10 @@ def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: s
     x = values[name]
     probe = Probe(function, values, v, name, work=work_elements, structured=structured,
                   guard=policy.batch_guard, track_rounding=track, budget_s=budget_s, imaginary_shift=imaginary)
-    if not structured and (x.is_complex() or v.is_complex()):
-        probe.structure_refused = COMPLEX_GENERAL
     if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
         probe.colouring = False
+    if x.is_complex() or v.is_complex():
+        probe.colouring, probe.structure_refused = False, COMPLEX_GENERAL
     if step == "adaptive":
         flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)
         return flat, used, "adaptive", telemetry, probe

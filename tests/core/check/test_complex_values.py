@@ -79,18 +79,38 @@ def test_complex_dtypes_take_the_eps_steps_and_tolerances_of_their_parts():
 
 
 def test_finite_differences_of_a_complex_input_follow_pytorchs_convention():
-    """Given f(z) = z^2 (complex output) and grad_output v = 1 - 2i,
+    """Given f(z) = z^2 (complex output, an elementwise chain) and grad_output v = 1 - 2i,
     when its finite differences are taken, then each element is d/dRe + i d/dIm of Re(conj(v) z^2),
-    which is v * conj(2z) (PyTorch's gradient), and each element cost two central differences."""
+    which is v * conj(2z) (PyTorch's gradient), from the diagonal path: every element's real part
+    shifted at once, then every imaginary part (3 evaluations each); the general path, one element at
+    a time (two central differences each), gives the same."""
     v = torch.full(Z.shape, 1.0 - 2.0j, dtype=torch.complex128)
-    grads, info = fd_gradients(lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central", step=None)
     expected = v * (2 * Z).conj()
+    grads, info = fd_gradients(lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central", step=None)
+    general, general_info = fd_gradients(lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central",
+                                         step=None, structured=False)
     assert grads["z"].dtype == torch.complex128
     # central differences of a quadratic: no truncation, rounding ~eps |v||z|^2 / h ~ 1e-10
     assert torch.allclose(grads["z"], expected, rtol=0, atol=1e-8)
-    assert info["inputs"]["z"]["forward_evaluations"] == 2 * 2 * Z.numel()
-    assert info["inputs"]["z"]["structure"] == "general"
+    assert torch.allclose(general["z"], expected, rtol=0, atol=1e-8)
+    assert (info["inputs"]["z"]["structure"], info["inputs"]["z"]["forward_evaluations"]) == ("elementwise", 6)
+    assert (general_info["inputs"]["z"]["structure"], general_info["inputs"]["z"]["forward_evaluations"]) == \
+        ("general", 2 * 2 * Z.numel())
     assert info["convention"].startswith("PyTorch's convention")
+
+
+def test_a_complex_function_that_mixes_elements_takes_the_general_path():
+    """Given f(z) = A z for a complex 2x2 A (no elementwise chain) and v = 1 + 1i,
+    when its finite differences are taken, then the gradient is A^H v, one element at a time, and the
+    record says why no structured path applied."""
+    a = torch.tensor([[1.0 + 1.0j, 2.0], [0.5j, -1.0]], dtype=torch.complex128)
+    z = Z[0]
+    v = torch.full((2,), 1.0 + 1.0j, dtype=torch.complex128)
+    grads, info = fd_gradients(lambda z: a @ z, {"z": z}, v, dtype="complex128", scheme="central", step=None)
+    assert torch.allclose(grads["z"], a.conj().T @ v, rtol=0, atol=1e-8)  # linear: rounding only, ~1e-10
+    assert info["inputs"]["z"]["structure"] == "general"
+    assert info["inputs"]["z"]["forward_evaluations"] == 2 * 2 * 2
+    assert "no elementwise chain was observed" in info["inputs"]["z"]["structure_refused"]
 
 
 def test_a_real_input_with_a_complex_output_gets_a_real_gradient():

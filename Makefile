@@ -68,7 +68,7 @@ bench: setup
 bench-quick: setup
 	$(PY) -m benchmarks --quick
 
-# B5 alone: PyTorch's OpInfo database through our check and gradcheck (about 4 min on one core);
+# B5 alone: PyTorch's OpInfo database through our check and gradcheck, three families (about 6-12 min);
 # writes benchmarks/opinfo.md with every disagreement. `make bench` runs B5 with the others.
 bench-opinfo: setup
 	$(PY) -m benchmarks.bench_opinfo

@@ -18,7 +18,7 @@ from ..expr.evaluator import compile_expression
 from ..i18n import Message
 from ..expr.symbolic import symbolic_opinion
 from . import budget, defaults, outputs, projected
-from .comparison import Operand, compare
+from .comparison import Operand, compare_rows
 from .complex_values import with_complex_kept
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
@@ -70,20 +70,22 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds:
         expected, autograd = Operand(analytical[name]), Operand(raw["autograd_grad"][name])
         pass_1 = Operand(raw["backward_pass_1"][name])
         twice = Operand.doubled(pass_1)
-        rows += [
-            compare("analytical_vs_backward_pass_1", name, expected, pass_1,
-                    left_label="analytical", right_label="backward_pass_1", **tol),
-            compare("analytical_vs_autograd_grad", name, expected, autograd,
-                    left_label="analytical", right_label="autograd_grad", **tol),
-            (projected_rows or {}).get(name) or compare(
-                "autograd_vs_finite_difference", name, fd[name], autograd, left_label="finite_difference",
-                right_label="autograd_grad", rtol=fd_tol["rtol"], atol=fd_tol["atol"],
-                bound=bounds[name] if bounds else None),
-            compare("pass_2_vs_twice_pass_1", name, raw["backward_pass_2_accumulated"][name], twice,
-                    left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
-            compare("after_clear_none_vs_pass_1", name, raw["after_clear_none"][name], pass_1,
-                    left_label="after_clear_none", right_label="backward_pass_1", **tol),
-        ]
+        projected_row = (projected_rows or {}).get(name)
+        requests = [
+            dict(name="analytical_vs_backward_pass_1", input_name=name, left=expected, right=pass_1,
+                 left_label="analytical", right_label="backward_pass_1", **tol),
+            dict(name="analytical_vs_autograd_grad", input_name=name, left=expected, right=autograd,
+                 left_label="analytical", right_label="autograd_grad", **tol),
+            dict(name="pass_2_vs_twice_pass_1", input_name=name, left=raw["backward_pass_2_accumulated"][name],
+                 right=twice, left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
+            dict(name="after_clear_none_vs_pass_1", input_name=name, left=raw["after_clear_none"][name], right=pass_1,
+                 left_label="after_clear_none", right_label="backward_pass_1", **tol),
+        ] + ([] if projected_row else [dict(
+            name="autograd_vs_finite_difference", input_name=name, left=fd[name], right=autograd,
+            left_label="finite_difference", right_label="autograd_grad", rtol=fd_tol["rtol"], atol=fd_tol["atol"],
+            bound=bounds[name] if bounds else None)])
+        # one input's rows computed together (core/check/comparison.py compare_rows); the sort below orders them
+        rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
     return rows
 

@@ -38,9 +38,18 @@ def is_complex_value(value) -> bool:
 
 def holds_complex(value) -> bool:
     """Whether a value given through the Python API holds a Python complex number anywhere."""
-    if isinstance(value, complex):
-        return True
-    return isinstance(value, (list, tuple)) and any(holds_complex(item) for item in value)
+    level = [value]
+    while level:  # depth by depth, not element by element through recursion (a tensor's tolist is long)
+        if set(map(type, level)) <= {float, int}:  # plain numbers only, read at C speed: nothing complex or nested
+            return False
+        nested = []
+        for item in level:
+            if isinstance(item, complex):
+                return True
+            if isinstance(item, (list, tuple)):
+                nested.extend(item)
+        level = nested
+    return False
 
 
 def as_record_value(value):

@@ -36,6 +36,8 @@ class Colouring:
     count: int  #: number of colours
     method: str  #: how the colours were found (colouring.colour_columns)
     targets: object = None  #: see _targets, built on first use
+    run: int = 1  #: body rows per group whose differences are summed before they reach a column (_targets)
+    moves: object = None  #: flat position in the (colours x n) copies of each element's shifted value
 
 
 def plan(probe) -> tuple[Colouring | None, str]:
@@ -64,38 +66,52 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         return None
     x = probe.values[probe.name]
     flat = x.reshape(-1)
-    learned, colours = plan_.learned, plan_.colours
+    learned = plan_.learned
     count = flat.numel()
     target = _targets(plan_, x.device)
+    run = plan_.run
     v = probe.v.reshape(-1)
-    weight = v.reshape(1, -1) if learned.body_kind == "output" else v[0] * learned.factor
+    per_row = learned.body_kind == "output"  # an output's rows each have their weight; a loss's body one factor
+    weight = v.reshape(1, -1) if per_row else v[0] * learned.factor
 
     checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
+    buffer = []  # the (colours x n) copies, made once: each shift rewrites the same positions
 
     def shifted(multiple: float):
         """(body values, one column per colour; the shift each element really took)."""
         shift = h * multiple
         point = flat + shift
         taken = torch.where(point == flat, shift, point - flat) if exact else shift
-        copies = flat.expand(plan_.count, count).clone()
-        copies[colours, torch.arange(count, device=x.device)] = point  # copy k moves the elements of colour k
+        if not buffer:
+            buffer.append(flat.expand(plan_.count, count).clone())
+        copies = buffer[0]
+        copies.view(-1).index_copy_(0, plan_.moves, point)  # copy k moves the elements of colour k
         # few copies: separate calls cost less than vmap's set-up (as on the general path)
         values = _batched(probe, learned, copies, checked) if plan_.count >= defaults.LOOP_BELOW else None
         if values is None:
             values = _one_at_a_time(probe, learned, copies)
-        return (None, None) if values is None else (values, taken)
+        if values is None:
+            return None, None
+        if values.untyped_storage().data_ptr() == copies.untyped_storage().data_ptr():
+            values = values.clone()  # a body that views its input: kept before the next shift rewrites it
+        return values, taken
 
     def share(first, second, width):
-        """Each column's quotient: its rows' weighted differences summed, and their rounding bound."""
-        difference = first - second  # (colours x rows): row j's share of colour k goes to target[k, j]
+        """Each column's quotient: its rows' weighted differences summed, and their rounding bound.
+
+        A loss's single weight multiplies each column's sum rather than every (colour, row) difference,
+        and the one (colours x rows) temporary is weighted in place: fewer passes over the largest arrays."""
+        difference = first - second  # (colours x rows): group g's share of colour k goes to target[k, g]
         total = torch.zeros(count + 1, dtype=difference.dtype, device=difference.device)
-        estimate = total.index_add(0, target, (weight * difference).reshape(-1))[:count] / width
         rounding = None
         if probe.track_rounding:
             eps = torch.finfo(difference.dtype).eps
-            size = (weight * 1.0).abs() * (first.abs() + second.abs()) * (difference != 0)
-            rounding = eps * total.index_add(0, target, size.reshape(-1))[:count] / width.abs()
-        return estimate, rounding
+            size = first.abs().add_(second.abs()).mul_(difference != 0)
+            size = total.index_add(0, target, _grouped(size.mul_(weight.abs()) if per_row else size, run))[:count]
+            rounding = eps * (size if per_row else size * weight.abs()) / width.abs()
+        if per_row:
+            return total.index_add(0, target, _grouped(difference.mul_(weight), run))[:count] / width, rounding
+        return total.index_add(0, target, _grouped(difference, run))[:count] * weight / width, rounding
 
     if scheme == "forward":
         plus, up = shifted(1.0)
@@ -120,22 +136,57 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
 
 
 def _targets(plan_: Colouring, device):
-    """For each colour k and body row j, the column whose quotient row j's difference under colour k
-    belongs to (flat, colours x rows), or n (a spare slot, dropped) where row j holds no column of
-    colour k. Built once per plan: an adaptive step or a refinement asks again."""
+    """For each colour k and group g of body rows, the column whose quotient group g's differences under
+    colour k belong to (flat, colours x groups), or n (a spare slot, dropped) where the group holds no
+    column of colour k. A group is a run of `plan_.run` consecutive rows with one index set (a block of a
+    block-diagonal pattern), whose differences are summed along the rows before they reach their column,
+    a reshape instead of an index_add over every row; otherwise each row is its own group. Built once
+    per plan, with the flat positions the shifted copies take: an adaptive step or a refinement asks again."""
     import torch
 
     if plan_.targets is None:
         pattern = plan_.learned.pattern.to(device)
-        rows, count = pattern.shape[0], plan_.colours.numel()
-        valid = pattern >= 0
+        run = run_length(pattern)
+        heads = pattern[::run]  # one row per group
+        groups, count = heads.shape[0], plan_.colours.numel()
+        valid = heads >= 0
         # padding entries write into a spare colour row past the last one
-        colour = torch.where(valid, plan_.colours[pattern.clamp(min=0)], plan_.count)
-        targets = torch.full((plan_.count + 1, rows), count, dtype=torch.long, device=device)
-        targets[colour, torch.arange(rows, device=device).unsqueeze(1).expand_as(pattern)] = \
-            torch.where(valid, pattern, count)
-        plan_.targets = targets[:plan_.count].reshape(-1)
+        colour = torch.where(valid, plan_.colours.take(heads.clamp(min=0)), plan_.count)
+        slots = colour * groups + torch.arange(groups, device=device).unsqueeze(1)
+        targets = torch.full(((plan_.count + 1) * groups,), count, dtype=torch.long, device=device)
+        targets.scatter_(0, slots.reshape(-1), torch.where(valid, heads, count).reshape(-1))
+        plan_.targets, plan_.run = targets[:plan_.count * groups], run
+        plan_.moves = plan_.colours * count + torch.arange(count, device=device)
     return plan_.targets
+
+
+def run_length(pattern) -> int:
+    """L > 1 when the body rows fall into runs of L consecutive rows, each run with one index set; else 1.
+
+    L is read off the first change of a row's highest column and then checked on every row: at once
+    where the rows are full intervals (their highest columns then tell their sets), else entry by entry."""
+    import torch
+
+    rows = pattern.shape[0]
+    if rows < 2:
+        return 1
+    high, low, counts = colouring.spans(pattern)
+    changes = torch.nonzero(high[1:] != high[:-1])
+    run = int(changes[0]) + 1 if changes.numel() else rows
+    if run == 1 or rows % run:
+        return 1
+    if bool((high - low + 1 == counts).all()):
+        tops = high.reshape(-1, run)
+        same = bool((tops == tops[:, :1]).all() and (low.reshape(-1, run) == low.reshape(-1, run)[:, :1]).all())
+    else:
+        blocks = pattern.reshape(-1, run, pattern.shape[-1])
+        same = bool((blocks == blocks[:, :1]).all())
+    return run if same else 1
+
+
+def _grouped(values, run: int):
+    """values (colours x rows) summed over each group of `run` consecutive rows, flat (colours x groups)."""
+    return (values if run == 1 else values.reshape(values.shape[0], -1, run).sum(-1)).reshape(-1)
 
 
 def _batched(probe, learned, copies, checked: list):

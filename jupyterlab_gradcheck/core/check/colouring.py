@@ -29,18 +29,31 @@ def valid(pattern, colours) -> bool:
     return not bool((ordered[:, 1:] == ordered[:, :-1]).any())
 
 
-def _cyclic_valid(pattern, count: int) -> bool:
+def spans(pattern):
+    """(highest column, lowest column, number of columns) of each row of a pattern whose rows are in
+    descending order with the -1 padding last (as core/check/sparsity.py keeps them).
+
+    Where every row is full, as in a band's interior or a block, the lowest column is the last one
+    and the count the pattern's width: read in two slices, without a reduction along the rows
+    (an int64 one along a short last dimension costs ~50x an elementwise operation)."""
+    import torch
+
+    high, last = pattern[:, 0], pattern[:, -1]
+    if bool((last >= 0).all()):
+        return high, last, torch.full_like(high, pattern.shape[-1])
+    counts = (pattern >= 0).sum(-1)
+    low = pattern.gather(1, (counts - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    return high, low, counts
+
+
+def _cyclic_valid(pattern, count: int, row_spans) -> bool:
     """Whether colour i mod `count` is valid: at once when every row spans fewer than `count` columns."""
     import torch
 
-    if pattern.numel() == 0:
-        return True
-    # sparsity.py keeps each row's indices in descending order, -1 padding last
-    valid_count = (pattern >= 0).sum(-1)
-    used = valid_count > 0
-    high = pattern[:, 0]
-    low = pattern.gather(1, (valid_count - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-    if bool(((high - low)[used] < count).all()):
+    high, low, counts = row_spans
+    used = counts > 0
+    spread = high - low if bool(used.all()) else (high - low)[used]
+    if bool((spread < count).all()):
         return True
     return valid(pattern, torch.arange(int(high.max()) + 1) % count)
 
@@ -68,10 +81,13 @@ def colour_columns(pattern, columns: int):
     """(colours per column, how they were found) for a pattern of `columns` columns."""
     import torch
 
-    width = int((pattern >= 0).sum(-1).max()) if pattern.numel() else 0
     index = torch.arange(columns)
+    if pattern.numel() == 0:
+        return index % 1, "cyclic (column i takes colour i mod 1)"
+    row_spans = spans(pattern)
+    width = int(row_spans[2].max())
     for count in range(max(width, 1), max(width, 1) + CYCLIC_TRIES):
-        if _cyclic_valid(pattern, count):
+        if _cyclic_valid(pattern, count, row_spans):
             return index % count, f"cyclic (column i takes colour i mod {count})"
     colours = greedy(pattern, columns)
     return colours, "greedy (Curtis-Powell-Reid, columns in order)"

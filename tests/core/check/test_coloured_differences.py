@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import colouring, finite_difference, sparsity
+from jupyterlab_gradcheck.core.check import coloured, colouring, finite_difference, sparsity
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
@@ -157,3 +157,60 @@ def test_greedy_colouring_gives_no_row_two_columns_of_one_colour():
     assert method.startswith("greedy")
     assert colouring.valid(pattern, colours)
     assert int(colours.max()) + 1 == 2
+
+
+def block_diagonal_vector(x):
+    return torch.softmax(x.reshape(10, 10), dim=1) * WEIGHTS
+
+
+def _with_rounding(function, x, v):
+    """(estimates, rounding bound) of the coloured path, as the engine asks for them."""
+    rounding = {}
+    grads, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme="central", step=None, rounding=rounding)
+    assert info["inputs"]["x"]["structure"] == "coloured"
+    return grads["x"], rounding["x"]
+
+
+@pytest.mark.parametrize("function", [block_diagonal_loss, block_diagonal_vector])
+def test_rows_sharing_a_block_are_summed_together_and_give_the_row_by_row_answer(monkeypatch, function):
+    """Given a block-diagonal function of 100 elements (ten rows of ten sharing each block), as a loss and
+    as a vector output with a random grad_output,
+    when its central differences and their rounding bound are taken,
+    then the plan groups the body's rows in runs of ten, and both the estimates and the bound equal
+    those of the same plan taken row by row up to the order of the additions."""
+    x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    v = torch.ones((), dtype=torch.float64) if function is block_diagonal_loss else \
+        torch.randn(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    learned = sparsity.learn(function, {"x": x}, "x")
+    assert coloured.run_length(learned.pattern) == 10
+    grouped, grouped_bound = _with_rounding(function, x, v)
+    monkeypatch.setattr(coloured, "run_length", lambda pattern: 1)
+    by_row, by_row_bound = _with_rounding(function, x, v)
+    # the same terms added in another order: a few ulps of the O(1e-1..1) quotients and O(1e-10) bounds
+    assert torch.allclose(grouped, by_row, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(grouped_bound, by_row_bound, rtol=1e-12, atol=0.0)
+    assert float(grouped_bound.min()) > 0.0
+
+
+def test_rows_that_only_look_alike_at_their_ends_are_not_grouped():
+    """Given a pattern whose rows come in pairs with the same highest and lowest column but, in the
+    second pair, different columns between them,
+    when the runs of rows sharing one index set are looked for,
+    then none is taken (each row stays its own group)."""
+    pattern = torch.tensor([[5, 3, 0], [5, 3, 0], [9, 7, 6], [9, 8, 6]])
+    assert coloured.run_length(pattern) == 1
+    assert coloured.run_length(pattern[:2]) == 2
+
+
+def test_a_body_that_views_its_input_keeps_each_shift_values_when_evaluated_batched(monkeypatch):
+    """Given a function whose output is a slice of its input (so a batched evaluation's values view
+    the shifted copies themselves), evaluated in one vmap call even for its single colour,
+    when its central differences are taken,
+    then the values of the +h shift are kept before the -h shift rewrites the copies: every element
+    equals the general path's estimate (1 where the element is in the slice, 0 for x[0])."""
+    monkeypatch.setattr(coloured.defaults, "LOOP_BELOW", 1)
+    x = torch.randn(50, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    fast, slow, info = _both(lambda x: x[1:], x)
+    assert info["structure"] == "coloured"
+    assert float((fast - slow).abs().max()) <= SAME_ESTIMATE
+    assert float(fast[0]) == 0.0 and float((fast[1:] - 1).abs().max()) <= SAME_ESTIMATE

@@ -149,12 +149,14 @@ def _targets(plan_: Colouring, device):
         run = run_length(pattern)
         heads = pattern[::run]  # one row per group
         groups, count = heads.shape[0], plan_.colours.numel()
-        valid = heads >= 0
+        full = bool((heads[:, -1] >= 0).all()) if heads.numel() else True  # no padding (a band, a block)
+        valid = None if full else heads >= 0
         # padding entries write into a spare colour row past the last one
-        colour = torch.where(valid, plan_.colours.take(heads.clamp(min=0)), plan_.count)
+        colour = plan_.colours.take(heads) if full else torch.where(valid, plan_.colours.take(heads.clamp(min=0)),
+                                                                     plan_.count)
         slots = colour * groups + torch.arange(groups, device=device).unsqueeze(1)
         targets = torch.full(((plan_.count + 1) * groups,), count, dtype=torch.long, device=device)
-        targets.scatter_(0, slots.reshape(-1), torch.where(valid, heads, count).reshape(-1))
+        targets.scatter_(0, slots.reshape(-1), (heads if full else torch.where(valid, heads, count)).reshape(-1))
         plan_.targets, plan_.run = targets[:plan_.count * groups], run
         plan_.moves = plan_.colours * count + torch.arange(count, device=device)
     return plan_.targets
@@ -168,7 +170,7 @@ def run_length(pattern) -> int:
     import torch
 
     rows = pattern.shape[0]
-    if rows < 2:
+    if rows < 2 or int(pattern[1, 0]) != int(pattern[0, 0]):  # a band's rows: told by the first two
         return 1
     high, low, counts = colouring.spans(pattern)
     changes = torch.nonzero(high[1:] != high[:-1])

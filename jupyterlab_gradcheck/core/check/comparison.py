@@ -14,7 +14,8 @@ torch. Both evaluate the same IEEE double operations in the same order (subtract
 multiply, add, divide, each rounded once), pick the worst element by the same rule as
 `torch.argmax` (the first NaN, else the first maximum), and so give bit-identical records.
 A caller comparing the same tensor several times wraps it once in an `Operand`, so that its
-elements are read once.
+elements are read once, and hands several comparisons to `compare_rows`, which runs the torch
+path of same-shaped ones as the rows of one stacked tensor (the same records).
 """
 
 from __future__ import annotations

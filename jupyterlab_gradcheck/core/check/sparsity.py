@@ -75,8 +75,11 @@ def _dedupe(dep):
     if dep.shape[-1] <= 1:
         return dep
     if dep.shape[-1] == 2:  # the common case of two single sets (a product of two slices): no sort
+        first, second = dep[..., 0], dep[..., 1]
+        if bool(((first > second) & (second >= 0)).all()):  # already distinct and in order (x[1:] * x[:-1])
+            return dep
         # elementwise on the two columns: an int64 amin along a last dimension of 2 costs ~50x more
-        high, low = torch.maximum(dep[..., 0], dep[..., 1]), torch.minimum(dep[..., 0], dep[..., 1])
+        high, low = torch.maximum(first, second), torch.minimum(first, second)
         pair = torch.stack([high, torch.where(low == high, -1, low)], dim=-1)
         return pair if bool((pair[..., 1] >= 0).any()) else pair[..., :1]
     dep = torch.sort(dep, dim=-1, descending=True).values
@@ -260,7 +263,9 @@ def _mode_class():
                 raise Unlearnable(f"aten.{func._overloadpacket.__name__} could not be applied to positions") from error
             if not isinstance(route, torch.Tensor) or tuple(route.shape) != tuple(out.shape):
                 raise Unlearnable(f"aten.{func._overloadpacket.__name__} moved the positions unexpectedly")
-            return _dedupe(torch.cat(table)[route.reshape(-1)].reshape(*out.shape, width))
+            moved = (table[0] if len(table) == 1 else torch.cat(table))[route.reshape(-1)].reshape(*out.shape, width)
+            # one source (a slice, a view) moves its sets unchanged, already in order: no sort unless all were narrower
+            return moved if len(table) == 1 and bool((moved[..., -1] >= 0).any()) else _dedupe(moved)
 
         def _product(self, name, args, out):
             """Union over the contracted dimension of a matrix product."""

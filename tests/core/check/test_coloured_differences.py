@@ -214,3 +214,19 @@ def test_a_body_that_views_its_input_keeps_each_shift_values_when_evaluated_batc
     assert info["structure"] == "coloured"
     assert float((fast - slow).abs().max()) <= SAME_ESTIMATE
     assert float(fast[0]) == 0.0 and float((fast[1:] - 1).abs().max()) <= SAME_ESTIMATE
+
+
+@pytest.mark.parametrize(("function", "expected"), [
+    (lambda x: x[1:] * x[:-1], [[j + 1, j] for j in range(5)]),
+    (lambda x: x[:-1] * x[1:], [[j + 1, j] for j in range(5)]),
+    (lambda x: (x[1:] * x[:-1]).flip(0), [[j + 1, j] for j in reversed(range(5))]),
+    (lambda x: (x[1:] * x[:-1])[::2] + x[:-1:2], [[j + 1, j] for j in range(0, 5, 2)]),
+    (lambda x: torch.cat([x[:1] * 2, x[1:] * x[:-1]])[:1], [[0]]),
+])
+def test_moved_and_multiplied_slices_give_each_row_its_exact_set(function, expected):
+    """Given products of slices of x (6 elements), moved by flips, strided slices and a cat,
+    when the sparsity pattern is learned,
+    then each row holds exactly its set, highest index first, no wider than its widest row
+    (a slice of rows narrower than the rest drops the padding column)."""
+    learned = sparsity.learn(function, {"x": torch.randn(6, dtype=torch.float64)}, "x")
+    assert learned.pattern.tolist() == expected

@@ -96,12 +96,16 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
             values = values.clone()  # a body that views its input: kept before the next shift rewrites it
         return values, taken
 
-    def share(first, second, width):
+    def share(first, second, width, last: bool = True):
         """Each column's quotient: its rows' weighted differences summed, and their rounding bound.
 
         A loss's single weight multiplies each column's sum rather than every (colour, row) difference,
-        and the one (colours x rows) temporary is weighted in place: fewer passes over the largest arrays."""
-        difference = first - second  # (colours x rows): group g's share of colour k goes to target[k, g]
+        and the one (colours x rows) temporary is weighted in place: fewer passes over the largest arrays.
+        After the `last` shift the copies are free and hold that temporary (no fresh array to page in)."""
+        room = buffer[0].view(-1)[:first.numel()] if last and buffer and first.numel() <= buffer[0].numel() \
+            and first.dtype == buffer[0].dtype else None
+        # (colours x rows): group g's share of colour k goes to target[k, g]
+        difference = first - second if room is None else torch.sub(first, second, out=room.view(first.shape))
         total = torch.zeros(count + 1, dtype=difference.dtype, device=difference.device)
         rounding = None
         if probe.track_rounding:
@@ -123,7 +127,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         (plus, up), (minus, down) = shifted(1.0), shifted(-1.0)
         if plus is None or minus is None:
             return None
-        result, rounding = share(plus, minus, up - down)
+        result, rounding = share(plus, minus, up - down, last=scheme != "richardson")
         if scheme == "richardson":
             (half_plus, half_up), (half_minus, half_down) = shifted(0.5), shifted(-0.5)
             if half_plus is None or half_minus is None:

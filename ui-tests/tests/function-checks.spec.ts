@@ -10,7 +10,7 @@ import { Locator } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
-import { SCREENSHOTS, openPanel } from './panelHelpers';
+import { SCREENSHOTS, codeNotebook, openPanel } from './panelHelpers';
 
 /** The cell: an old-style Function (no jvp) and a new-style one with a jvp and a vmap rule, both x^3. */
 const SOURCE = `import torch
@@ -56,14 +56,7 @@ second = check(lambda x: CubeJvp.apply(x).sum(), x=x, hessian=torch.diag(6 * x),
 third = check(lambda x: (x ** 2, x ** 3), (2 * x, 3 * x ** 2), x=x, id="two_outputs")
 print(first.passed, second.passed, third.passed)`;
 
-const NOTEBOOK = {
-  cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: SOURCE }],
-  metadata: {
-    kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
-  },
-  nbformat: 4,
-  nbformat_minor: 5
-};
+const NOTEBOOK = codeNotebook(SOURCE);
 
 // Tall enough that both cards' function rows fit in the panel for the screenshot.
 test.use({ autoGoto: true, viewport: { width: 1280, height: 2000 } });

@@ -9,19 +9,11 @@ import { IJupyterLabPageFixture, expect, test } from '@jupyterlab/galata';
 import { Locator } from '@playwright/test';
 import * as path from 'path';
 
-/** The screenshots docs/widget.md shows, refreshed by every run. */
-const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+import { SCREENSHOTS, codeNotebook } from './panelHelpers';
 
 const SOURCE = ['from jupyterlab_gradcheck.widget import GradcheckPanel\n', 'GradcheckPanel()'];
 
-const NOTEBOOK = {
-  cells: [{ cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: SOURCE }],
-  metadata: {
-    kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
-  },
-  nbformat: 4,
-  nbformat_minor: 5
-};
+const NOTEBOOK = codeNotebook(SOURCE);
 
 // Tall enough that the whole panel and its result fit on screen for the screenshots.
 test.use({ autoGoto: true, viewport: { width: 1280, height: 2400 } });

@@ -13,14 +13,24 @@ export const PANEL_ID = 'jupyterlab-gradcheck:panel';
 /** Where the tests write the screenshots the docs show. */
 export const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
 
-const NOTEBOOK = {
-  cells: [{ cell_type: 'markdown', metadata: {}, source: ['# Lab 1: gradients of x*x'] }],
-  metadata: {
-    kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
-  },
-  nbformat: 4,
-  nbformat_minor: 5
-};
+/** A notebook of one cell on the Python 3 kernel, as the specs upload it. */
+export function notebookOf(cell: { [key: string]: unknown }): { [key: string]: unknown } {
+  return {
+    cells: [{ metadata: {}, ...cell }],
+    metadata: {
+      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  };
+}
+
+/** A notebook whose one code cell holds `source`, not yet run. */
+export function codeNotebook(source: string | string[]): { [key: string]: unknown } {
+  return notebookOf({ cell_type: 'code', execution_count: null, outputs: [], source });
+}
+
+const NOTEBOOK = notebookOf({ cell_type: 'markdown', source: ['# Lab 1: gradients of x*x'] });
 
 /** Put a fresh notebook in this test's folder and open it. */
 export async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath: string): Promise<string> {

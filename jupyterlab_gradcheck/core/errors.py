@@ -58,3 +58,9 @@ class LedgerError(GradcheckError):
     """The ledger cannot be read or written as the contract requires."""
 
     code = "ledger_error"
+
+
+def exception_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one line, `Type: message`, whitespace folded and cut at `limit` characters:
+    how a record keeps why PyTorch refused something (a skipped mode, a crashed case, a side chart)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:limit]

@@ -22,6 +22,7 @@ Each is skipped, with the reason PyTorch gives, where it does not apply (a Funct
 
 from __future__ import annotations
 
+from ..errors import exception_line
 from ..i18n import Message
 from .comparison import compare
 from .complex_values import real_inner
@@ -40,9 +41,6 @@ SEED = 17
 EXACT = {"rtol": 1e-9, "atol": 1e-9}
 DIFFERENCES = {"rtol": 1e-6, "atol": 1e-6}
 
-
-def _reason(exc: Exception) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def _direction(x):
@@ -63,7 +61,7 @@ def forward_ad(function, name: str, x, v, gradient) -> dict:
             output = function(**{name: fwad.make_dual(x.detach(), u)})
             tangent = fwad.unpack_dual(output).tangent
     except Exception as exc:  # no jvp, or an operation forward AD does not support: say so
-        return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=_reason(exc))}
+        return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc))}
     if tangent is None:
         tangent = torch.zeros_like(output)
     eps = torch.finfo(x.dtype).eps
@@ -102,7 +100,7 @@ def batched_grad(function, name: str, x, v) -> dict:
             batched = torch.func.vmap(grad_of)(outputs)
         except Exception as exc:  # a backward vmap cannot batch: say so
             return {"status": "skipped", "reason": Message("vmap over grad_outputs does not apply: {reason}",
-                                                           reason=_reason(exc))}
+                                                           reason=exception_line(exc))}
     return {"status": "observed", "grad_outputs": 3, "gradients": describe(batched.detach()),
             "comparisons": [compare("batched_grad_vs_one_at_a_time", name, one_by_one.detach().reshape(-1),
                                     batched.detach().reshape(-1), left_label="one_at_a_time",

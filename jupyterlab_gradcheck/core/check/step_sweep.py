@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from ..errors import exception_line
 from . import defaults
 from .finite_difference import Probe, difference_quotient, quotients_together
 from .policy import STEP_SCALE_CAP
@@ -43,7 +44,7 @@ def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0
     try:
         return step_sweep(function, values, v, name, flat_index, **options)
     except Exception as exc:  # a side chart must never break a check
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        message = exception_line(exc)
         return {"input": name, "flat_index": flat_index, "scheme": options.get("scheme", "central"),
                 "series": [], "note": f"the step sweep could not be drawn ({message}); the check does not depend on it"}
 

@@ -13,6 +13,7 @@ grad_outputs are undefined or zero, so any other gradient is wrong.
 
 from __future__ import annotations
 
+from ..errors import exception_line
 from ..i18n import Message
 from .comparison import compare
 from .outputs import differentiable
@@ -44,17 +45,14 @@ def _case(function, leaves: dict, undefined: list[int] | None):
     return dict(zip(fresh, grads)), None
 
 
-def _reason(exc: Exception) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-
 
 def _crash_reason(undefined: list[int] | None, several: bool, exc: Exception) -> str:
     if undefined is not None:
         return Message("the backward crashed when the gradient of output {k} was undefined (None) and the others zero: "
-                       "{error}", k=undefined[0], error=_reason(exc))
+                       "{error}", k=undefined[0], error=exception_line(exc))
     if several:
-        return Message("the backward crashed with every output's gradient undefined (None): {error}", error=_reason(exc))
-    return Message("the backward crashed when its gradient was undefined (None): {error}", error=_reason(exc))
+        return Message("the backward crashed with every output's gradient undefined (None): {error}", error=exception_line(exc))
+    return Message("the backward crashed when its gradient was undefined (None): {error}", error=exception_line(exc))
 
 
 def undefined_grad(function, leaves: dict) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import textwrap
+import types
 import weakref
 from typing import Callable
 
@@ -28,22 +29,35 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: Each callable's source as first read, kept only while the callable lives: reading it again
-#: for every check of the same function cost ~0.2 ms, a tenth of a small check. A function or
-#: class edited and run again is a new object, so its new source is read.
+#: Each callable's source as first read, kept only while what it was read from lives: reading it
+#: again cost 0.2-0.5 ms (Python tokenizes the file from the definition on), a tenth of a small
+#: check. A function or class edited and run again is a new object, so its new source is read.
 _READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def read_from(function):
+    """What a callable's source is read from: a plain function's code object, else the callable itself.
+
+    Closures made by one factory are new function objects that share one code object, and so one
+    source text: keyed by the code, the text is read once for all of them. A wrapper (`__wrapped__`)
+    is keyed by itself, since `inspect` follows it elsewhere.
+    """
+    if isinstance(function, types.FunctionType) and not hasattr(function, "__wrapped__"):
+        return function.__code__
+    return function
 
 
 def function_source(function: Callable) -> dict:
     """`{"text", "sha256"}` of a callable's source; `{"text": None, "sha256": None, "reason"}`
     when Python cannot find it (a builtin, a callable typed at a plain interactive prompt)."""
+    key = read_from(function)
     try:
-        return dict(_READ[function])
+        return dict(_READ[key])
     except (KeyError, TypeError):  # not read yet, or a callable that cannot be weakly referenced
         pass
     source = _read(function)
     try:
-        _READ[function] = source
+        _READ[key] = source
     except TypeError:  # no weak reference to it (a builtin): read it again next time
         pass
     return dict(source)

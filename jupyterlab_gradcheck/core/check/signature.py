@@ -14,9 +14,11 @@ call says whatever it says.
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 
 from ..errors import SpecError
+from .callable_source import read_from
 
 
 def _function_class(function):
@@ -37,20 +39,31 @@ def _readable(function):
 
 
 #: The input names each live callable was found to take, so that a check asked twice (declared,
-#: then run) or repeated reads the signature once.
+#: then run) or repeated reads the signature once. A plain function is keyed by its code object
+#: (callable_source.read_from), with which of its parameters have defaults beside the names.
 _TAKES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _taken(function, names: list[str]) -> tuple:
+    """The names, with what else decides whether a plain function takes them: its defaults."""
+    if isinstance(function, types.FunctionType):
+        return tuple(names), len(function.__defaults__ or ()), tuple(sorted(function.__kwdefaults__ or ()))
+    return (tuple(names),)
 
 
 def check_signature(function, names: list[str]) -> None:
     """Raise SpecError when `function` cannot be called with the inputs `names`; else return."""
+    # a function given a signature of its own (`__signature__`) is asked as itself
+    key = function if hasattr(function, "__signature__") else read_from(function)
+    taken = _taken(function, names)
     try:
-        if tuple(names) in _TAKES.get(function, ()):
+        if taken in _TAKES.get(key, ()):
             return
     except TypeError:  # a callable that cannot be weakly referenced: ask every time
         pass
     _check(function, names)
     try:
-        _TAKES.setdefault(function, set()).add(tuple(names))
+        _TAKES.setdefault(key, set()).add(taken)
     except TypeError:
         pass
 

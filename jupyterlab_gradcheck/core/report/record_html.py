@@ -161,13 +161,16 @@ def environment_line(record: dict) -> str:
 
 
 def step_sweep_block(record: dict) -> str:
-    """The step-sweep plot of the record's `step_sweep` data, drawn by the core's SVG."""
+    """The step-sweep plot of the record's `step_sweep` data, drawn by the core's SVG; for a function with
+    several outputs the heading names the output whose element the sweep differenced."""
     sweep = record.get("step_sweep")
     if not isinstance(sweep, dict) or not sweep.get("series"):
         return ""
     from .sweep_svg import render
 
-    return f'<div class="jp-gradcheck-sweep-plot"><b>{escape(_("Step sweep"))}</b><br>{render(sweep)}</div>'
+    heading = _("Step sweep") if sweep.get("output") is None else _("Step sweep, output {output}").format(
+        output=sweep["output"])
+    return f'<div class="jp-gradcheck-sweep-plot"><b>{escape(heading)}</b><br>{render(sweep)}</div>'
 
 
 def record_html(record: dict, *, history: dict | None = None) -> str:

@@ -35,6 +35,8 @@ def render(sweep: dict) -> str:
 
     title = _("{scheme} difference error against step for {input} at {x}").format(
         scheme=sweep["scheme"], input=sweep["input"], x=f"{sweep['x']:.6g}")
+    if sweep.get("output") is not None:  # a function with several outputs: whose element was differenced
+        title += " " + _("(output {output})").format(output=sweep["output"])
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="jp-gradcheck-sweep" width="{_WIDTH}" '
         f'height="{_HEIGHT}" viewBox="0 0 {_WIDTH} {_HEIGHT}" font-family="sans-serif" font-size="11" '

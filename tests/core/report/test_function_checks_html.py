@@ -43,3 +43,24 @@ def test_a_skipped_forward_mode_shows_pytorchs_reason():
     skipped with PyTorch's own reason."""
     html = record_html(check(lambda x: Cube.apply(x).sum(), x=X, ledger=False).record)
     assert _code("forward_ad") in html and "You must implement the jvp function" in html
+
+
+def test_the_step_sweep_of_a_function_with_several_outputs_names_its_output():
+    """Given a function returning (sin x, x^2) whose expectation for output 1 is wrong at x[2],
+    when its record is rendered in English and in Spanish,
+    then the step sweep's heading and its SVG title name output 1, the output whose element it differenced,
+    and a one-output record's heading names no output."""
+    from jupyterlab_gradcheck.core.i18n import language
+
+    x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    wrong = 2 * x.clone()
+    wrong[2] += 1.0
+    record = check(lambda x: (torch.sin(x), x * x), x=x, grad=(torch.cos(x), wrong), ledger=False).record
+    assert record["step_sweep"]["output"] == 1
+    html = record_html(record)
+    assert "<b>Step sweep, output 1</b>" in html
+    assert "difference error against step for x at 0.3 (output 1)</title>" in html
+    with language("es"):
+        assert "<b>Barrido de pasos, salida 1</b>" in record_html(record)
+    single = check(lambda x: torch.sin(x).sum(), x=x, grad=torch.cos(x), ledger=False).record
+    assert "<b>Step sweep</b>" in record_html(single)

@@ -54,6 +54,7 @@ def backward_expectation(function: Callable, names: list[str], classes: list, gr
         return expectation
 
     if outputs is None:
+        @_once_per_point
         def gradients(**values):
             return _through_backward(function, names, values, lambda output: [grad_output_for(output, grad_output)])
 
@@ -62,6 +63,7 @@ def backward_expectation(function: Callable, names: list[str], classes: list, gr
     def for_output(k):
         wanted = None if grad_output is None else grad_output[k]
 
+        @_once_per_point
         def gradients(**values):
             return _through_backward(function, names, values, lambda *found: [
                 grad_output_for(o, wanted) if i == k else _zeros(o) for i, o in found])
@@ -69,6 +71,26 @@ def backward_expectation(function: Callable, names: list[str], classes: list, gr
         return {name: named(gradients, name) for name in names}
 
     return {"outputs": [for_output(k) if flag else None for k, flag in enumerate(outputs)]}
+
+
+def _once_per_point(compute: Callable) -> Callable:
+    """`compute`, run once for the same input tensors, unchanged since: every input's expectation is its part
+    of one fresh forward and backward, instead of one forward and backward per input. New tensors, or the
+    same ones modified in place, are a new point and run it again."""
+    last: dict = {}
+
+    def run(**values):
+        point = {n: (t, getattr(t, "_version", None)) for n, t in values.items()}
+        seen = last.get("point")
+        if seen is not None and seen.keys() == point.keys() and all(
+                seen[n][0] is t and seen[n][1] == version for n, (t, version) in point.items()):
+            return last["result"]
+        last.clear()  # a computation that raises leaves nothing to reuse
+        result = compute(**values)
+        last.update(point=point, result=result)
+        return result
+
+    return run
 
 
 def _zeros(output):

@@ -21,8 +21,11 @@ from . import colouring, defaults, sparsity
 
 #: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
 SCHEMES = {"central": (1.0, -1.0), "forward": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
-#: Elements (copies x the larger of input and body numel) per vmap call, as the general path's chunks.
-CHUNK_ELEMENTS = 1 << 20
+#: Elements (copies x the largest of input and body numel) per chunk of colours. A quarter of the general
+#: path's chunk: the function's temporaries and the differences of a chunk (2 MB each in float64) stay in
+#: cache and are reused by the allocator from chunk to chunk, where one call for 100 colours x 10^4
+#: elements pages in fresh 8 MB arrays and reads them back from memory (~20% slower, thread-clock).
+CHUNK_ELEMENTS = 1 << 18
 #: Use the colouring only when it needs at most this fraction of the general path's evaluations.
 WORTH_BELOW = 0.5
 
@@ -38,6 +41,21 @@ class Colouring:
     targets: object = None  #: see _targets, built on first use
     run: int = 1  #: body rows per group whose differences are summed before they reach a column (_targets)
     moves: object = None  #: flat position in the (colours x n) copies of each element's shifted value
+    order: object = None  #: the elements sorted by colour, and where each colour's start (see chunk)
+    starts: object = None
+
+    def chunk(self, first: int, last: int):
+        """(the elements of colours first..last-1, their positions in that chunk's copies), or (None, all
+        positions) when the chunk holds every colour."""
+        import torch
+
+        if first == 0 and last == self.count:
+            return None, self.moves
+        if self.order is None:
+            self.order = torch.sort(self.colours, stable=True).indices
+            self.starts = [0] + torch.bincount(self.colours, minlength=self.count).cumsum(0).tolist()
+        members = self.order[self.starts[first]:self.starts[last]]
+        return members, self.moves.take(members) - first * self.colours.numel()
 
 
 def plan(probe) -> tuple[Colouring | None, str]:
@@ -59,7 +77,10 @@ def plan(probe) -> tuple[Colouring | None, str]:
 
 
 def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
-    """d phi / d x_i for every flat element i from the coloured evaluations, or None if a shifted one differs."""
+    """d phi / d x_i for every flat element i from the coloured evaluations, or None if a shifted one differs.
+
+    The colours go a chunk at a time (chunk_colours): a chunk's copies are evaluated at every shift of
+    the scheme and differenced, and their shares added to their columns' sums, before the next chunk's."""
     import torch
 
     if scheme not in SCHEMES:
@@ -69,74 +90,93 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     learned = plan_.learned
     count = flat.numel()
     target = _targets(plan_, x.device)
-    run = plan_.run
+    groups = target.numel() // plan_.count
     v = probe.v.reshape(-1)
     per_row = learned.body_kind == "output"  # an output's rows each have their weight; a loss's body one factor
     weight = v.reshape(1, -1) if per_row else v[0] * learned.factor
-
-    checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
-    buffer = []  # the (colours x n) copies, made once: each shift rewrites the same positions
-
-    def shifted(multiple: float):
-        """(body values, one column per colour; the shift each element really took)."""
+    points, taken = [], []  # per shift of the scheme: x shifted, and the shift each element really took
+    for multiple in SCHEMES[scheme]:
         shift = h * multiple
-        point = flat + shift
-        taken = torch.where(point == flat, shift, point - flat) if exact else shift
-        if not buffer:
-            buffer.append(flat.expand(plan_.count, count).clone())
-        copies = buffer[0]
-        copies.view(-1).index_copy_(0, plan_.moves, point)  # copy k moves the elements of colour k
-        # few copies: separate calls cost less than vmap's set-up (as on the general path)
-        values = _batched(probe, learned, copies, checked) if plan_.count >= defaults.LOOP_BELOW else None
-        if values is None:
-            values = _one_at_a_time(probe, learned, copies)
-        if values is None:
-            return None, None
-        if values.untyped_storage().data_ptr() == copies.untyped_storage().data_ptr():
-            values = values.clone()  # a body that views its input: kept before the next shift rewrites it
-        return values, taken
-
-    def share(first, second, width, last: bool = True):
-        """Each column's quotient: its rows' weighted differences summed, and their rounding bound.
-
-        A loss's single weight multiplies each column's sum rather than every (colour, row) difference,
-        and the one (colours x rows) temporary is weighted in place: fewer passes over the largest arrays.
-        After the `last` shift the copies are free and hold that temporary (no fresh array to page in)."""
-        room = buffer[0].view(-1)[:first.numel()] if last and buffer and first.numel() <= buffer[0].numel() \
-            and first.dtype == buffer[0].dtype else None
-        # (colours x rows): group g's share of colour k goes to target[k, g]
-        difference = first - second if room is None else torch.sub(first, second, out=room.view(first.shape))
-        total = torch.zeros(count + 1, dtype=difference.dtype, device=difference.device)
-        rounding = None
-        if probe.track_rounding:
-            eps = torch.finfo(difference.dtype).eps
-            size = first.abs().add_(second.abs()).mul_(difference != 0)
-            size = total.index_add(0, target, _grouped(size.mul_(weight.abs()) if per_row else size, run))[:count]
-            rounding = eps * (size if per_row else size * weight.abs()) / width.abs()
-        if per_row:
-            return total.index_add(0, target, _grouped(difference.mul_(weight), run))[:count] / width, rounding
-        return total.index_add(0, target, _grouped(difference, run))[:count] * weight / width, rounding
-
-    if scheme == "forward":
-        plus, up = shifted(1.0)
-        if plus is None:
-            return None
-        base = learned.body.to(plus.dtype).unsqueeze(0).expand_as(plus)
-        result, rounding = share(plus, base, up)
-    else:
-        (plus, up), (minus, down) = shifted(1.0), shifted(-1.0)
-        if plus is None or minus is None:
-            return None
-        result, rounding = share(plus, minus, up - down, last=scheme != "richardson")
-        if scheme == "richardson":
-            (half_plus, half_up), (half_minus, half_down) = shifted(0.5), shifted(-0.5)
-            if half_plus is None or half_minus is None:
+        points.append(flat + shift)
+        taken.append(torch.where(points[-1] == flat, shift, points[-1] - flat) if exact else shift)
+    pairs = [(0, None)] if scheme == "forward" else [(0, 1), (2, 3)][:len(points) // 2]  # (None: the body at x)
+    size = chunk_colours(plan_.count, max(count, learned.pattern.shape[0], probe.work, 1))
+    buffer = flat.expand(size, count).clone()  # a chunk's copies, made once: each shift rewrites its positions
+    # few copies: separate calls cost less than vmap's set-up (as on the general path)
+    batching = [probe.batched and plan_.count >= defaults.LOOP_BELOW]
+    checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
+    sums, sizes = None, None  # per pair: each column's weighted differences and rounding sizes (+ a spare slot)
+    for first in range(0, plan_.count, size):
+        last = min(first + size, plan_.count)
+        copies = buffer[:last - first]
+        members, moves = plan_.chunk(first, last)  # the chunk's elements (None: all), their positions in copies
+        values = []
+        for point in points:
+            copies.view(-1).index_copy_(0, moves, point if members is None else point.take(members))
+            found = _evaluate(probe, learned, copies, batching, checked)
+            if found is None:
                 return None
-            half, half_rounding = share(half_plus, half_minus, half_up - half_down)
-            result = (4 * half - result) / 3
-            rounding = (4 * half_rounding + rounding) / 3 if probe.track_rounding else None
+            values.append(found)
+        if sums is None:
+            sums = [values[0].new_zeros(count + 1) for _ in pairs]
+            sizes = [values[0].new_zeros(count + 1) for _ in pairs] if probe.track_rounding else None
+        part = target[first * groups:last * groups]
+        for k, (one, other) in enumerate(pairs):
+            second = values[other] if other is not None else learned.body.to(values[0].dtype).expand_as(values[0])
+            # after the last shift of the last chunk the copies are free: they hold the differences
+            room = copies if last == plan_.count and k == len(pairs) - 1 else None
+            _share(values[one], second, part, plan_.run, per_row, weight, sums[k],
+                   None if sizes is None else sizes[k], room)
+        if members is not None and last < plan_.count:
+            copies.view(-1).index_copy_(0, moves, flat.take(members))  # back to x for the next chunk
+    widths = [taken[0] if other is None else taken[one] - taken[other] for one, other in pairs]
+    results = [(total[:count] if per_row else total[:count] * weight) / width for total, width in zip(sums, widths)]
+    rounding = None
+    if sizes is not None:
+        eps = torch.finfo(sizes[0].dtype).eps
+        roundings = [eps * (total[:count] if per_row else total[:count] * weight.abs()) / width.abs()
+                     for total, width in zip(sizes, widths)]
+        rounding = roundings[0] if scheme != "richardson" else (4 * roundings[1] + roundings[0]) / 3
     probe.rounding = rounding
-    return result
+    return results[0] if scheme != "richardson" else (4 * results[1] - results[0]) / 3
+
+
+def chunk_colours(colours: int, width: int) -> int:
+    """Colours per chunk where a copy is `width` elements wide: up to CHUNK_ELEMENTS elements, chunks of equal size."""
+    most = max(1, CHUNK_ELEMENTS // width)
+    pieces = -(-colours // most)
+    return -(-colours // pieces)
+
+
+def _share(first, second, target, run: int, per_row: bool, weight, total, sizes, room=None):
+    """Adds each column's share of the (colours x rows) differences first - second to `total`, and their
+    rounding sizes to `sizes` (None: not tracked); group g's share under colour k goes to target[k, g].
+
+    An output's rows are weighted one by one; a loss's single weight multiplies the columns' sums at the
+    end rather than every difference, and the one (colours x rows) temporary is weighted in place. `room`
+    (copies no longer needed) holds that temporary where it fits: no fresh array to page in."""
+    import torch
+
+    if room is not None and first.numel() <= room.numel() and first.dtype == room.dtype:
+        difference = torch.sub(first, second, out=room.view(-1)[:first.numel()].view(first.shape))
+    else:
+        difference = first - second
+    if sizes is not None:
+        size = first.abs().add_(second.abs()).mul_(difference != 0)
+        sizes.index_add_(0, target, _grouped(size.mul_(weight.abs()) if per_row else size, run))
+    total.index_add_(0, target, _grouped(difference.mul_(weight) if per_row else difference, run))
+
+
+def _evaluate(probe, learned, copies, batching: list, checked: list):
+    """The body's values at each copy (copies x rows), batched while `batching[0]`, else one by one; None if one
+    differs. A refused batch is not tried again."""
+    values = _batched(probe, learned, copies, checked) if batching[0] else None
+    if values is None:
+        batching[0] = False
+        values = _one_at_a_time(probe, learned, copies)
+    if values is not None and values.untyped_storage().data_ptr() == copies.untyped_storage().data_ptr():
+        values = values.clone()  # a body that views its input: kept before the next shift rewrites it
+    return values
 
 
 def _targets(plan_: Colouring, device):
@@ -196,26 +236,18 @@ def _grouped(values, run: int):
 
 
 def _batched(probe, learned, copies, checked: list):
-    """The bodies of all copies from `vmap` calls a chunk at a time, or None where batching does not apply.
+    """The bodies of all copies from one `vmap` call, or None where batching does not apply.
 
     The first time, the last copy is also evaluated on its own and must agree bit for bit within
     BATCH_AGREEMENT, as the general path's batch guard asks (core/check/finite_difference.py)."""
     import torch
 
     x = probe.values[probe.name]
-    if not probe.batched:
+    # shaped outside vmap: a reshape inside is one more operation
+    values = sparsity.bodies_at(probe.function, probe.arguments, copies.reshape(copies.shape[0], *x.shape), learned)
+    probe.stats["forward_evaluations"] += copies.shape[0]
+    if values is None:
         return None
-    width = max(x.numel(), learned.pattern.shape[0], probe.work, 1)
-    chunk = max(1, CHUNK_ELEMENTS // width)
-    parts = []
-    shaped = copies.reshape(copies.shape[0], *x.shape)  # shaped outside vmap: a reshape inside is one more operation
-    for start in range(0, copies.shape[0], chunk):
-        part = sparsity.bodies_at(probe.function, probe.arguments, shaped[start:start + chunk], learned)
-        probe.stats["forward_evaluations"] += copies[start:start + chunk].shape[0]
-        if part is None:
-            return None
-        parts.append(part)
-    values = torch.cat(parts) if len(parts) > 1 else parts[0]
     if not checked:
         single = sparsity.body_at(probe.function, probe.arguments(copies[-1].reshape(x.shape)), learned)
         probe.stats["batch_check_evaluations"] = probe.stats.get("batch_check_evaluations", 0) + 1

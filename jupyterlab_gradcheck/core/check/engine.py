@@ -27,7 +27,7 @@ from .error_bound import BOUND_FACTOR, element_tolerance
 from .finite_difference import fd_gradients
 from .custom_functions import graph_functions
 from .observations import SeveralOutputs, observe_autograd
-from .policy import STEP_SCALE_CAP, policy
+from .policy import STEP_SCALE_CAP, gradcheck_fast, policy
 from .expectation_tensors import analytical_tensors
 from .function_modes import MODES, function_modes
 from .undefined_grad import UNDEFINED_REASON
@@ -191,6 +191,11 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
     return _several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic)
 
 
+def _elements(tensors) -> int:
+    """How many elements the tensors hold together (non-tensors, such as an output that is None, count none)."""
+    return sum(t.numel() for t in tensors if hasattr(t, "numel"))
+
+
 def _sweep_wanted(sweep: bool | None, leaves: dict) -> bool:
     return sweep if sweep is not None else sum(t.numel() for t in leaves.values()) <= SWEEP_MAX_ELEMENTS
 
@@ -227,7 +232,7 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
     first = parts[min(parts)]
     record = spec.to_dict()
     verdict = torch_gradcheck(function, leaves, spec.dtype, device,
-                              fast=True if policy(spec.policy).gradcheck_fast else None)
+                              fast=gradcheck_fast(policy(spec.policy), _elements(leaves.values()), _elements(found)))
     record.update({"executed": True, **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
                    "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
                    "environment": capture_environment(device)})
@@ -312,8 +317,8 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
         **fd_info,
     }
     if whole:
-        observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device,
-                                                          fast=True if rules.gradcheck_fast else None)
+        observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device, fast=gradcheck_fast(
+            rules, _elements(leaves.values()), v.numel()))
     raw["finite_difference"] = fd
 
     comparisons = _comparisons(spec, analytical, raw, fd, bounds, projected_rows)

@@ -3,8 +3,9 @@
 It is recorded beside ours, not instead of it. gradcheck uses a fixed step eps=1e-6 and
 atol=1e-5, rtol=1e-3, which only make sense in double precision, so it runs for float64 (and
 complex128) inputs and is recorded as skipped, with that reason, for the other dtypes.
-Above FAST_MODE_ABOVE input elements its fast mode is used (under policy 2 always: slow mode
-costs as much as our whole check, and ours is the element-by-element verdict), and the record
+Above FAST_MODE_ABOVE input elements its fast mode is used (from policy 2 always: slow mode
+costs as much as our whole check, and ours is the element-by-element verdict; policy 4 runs slow
+mode for a scalar function of one scalar, core/check/policy.py `gradcheck_fast`), and the record
 says so.
 """
 

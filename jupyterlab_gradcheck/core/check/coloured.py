@@ -38,6 +38,8 @@ class Colouring:
     colours: object  #: int64 colour per flat input element
     count: int  #: number of colours
     method: str  #: how the colours were found (colouring.colour_columns)
+    rows: object  #: the pattern's rows, each once for `repeat` consecutive rows that share it (colouring.compact)
+    repeat: int
     targets: object = None  #: see _targets, built on first use
     run: int = 1  #: body rows per group whose differences are summed before they reach a column (_targets)
     moves: object = None  #: flat position in the (colours x n) copies of each element's shifted value
@@ -66,14 +68,15 @@ def plan(probe) -> tuple[Colouring | None, str]:
     except sparsity.Unlearnable as refusal:
         probe.stats["pattern_evaluations"] = 1  # the traced evaluation, apart from the path that then runs
         return None, f"sparsity pattern not learned: {refusal}"
-    colours, method = colouring.colour_columns(learned.pattern, x.numel())
+    rows, repeat = colouring.compact(learned.dependency)
+    colours, method = colouring.colour_columns(rows, x.numel())
     count = int(colours.max()) + 1 if colours.numel() else 0
     if count > WORTH_BELOW * x.numel():
         probe.stats["pattern_evaluations"] = 1
         return None, (f"the learned pattern needs {count} colours for {x.numel()} elements: no fewer evaluations "
                       "than one element at a time")
     probe.stats["forward_evaluations"] += 1  # the traced evaluation is the coloured path's first
-    return Colouring(learned, colours.to(x.device), count, method), ""
+    return Colouring(learned, colours.to(x.device), count, method, rows, repeat), ""
 
 
 def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
@@ -100,7 +103,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         points.append(flat + shift)
         taken.append(torch.where(points[-1] == flat, shift, points[-1] - flat) if exact else shift)
     pairs = [(0, None)] if scheme == "forward" else [(0, 1), (2, 3)][:len(points) // 2]  # (None: the body at x)
-    size = chunk_colours(plan_.count, max(count, learned.pattern.shape[0], probe.work, 1))
+    size = chunk_colours(plan_.count, max(count, learned.body.numel(), probe.work, 1))
     buffer = flat.expand(size, count).clone()  # a chunk's copies, made once: each shift rewrites its positions
     # few copies: separate calls cost less than vmap's set-up (as on the general path)
     batching = [probe.batched and plan_.count >= defaults.LOOP_BELOW]
@@ -189,9 +192,11 @@ def _targets(plan_: Colouring, device):
     import torch
 
     if plan_.targets is None:
-        pattern = plan_.learned.pattern.to(device)
-        run = run_length(pattern)
-        heads = pattern[::run]  # one row per group
+        rows, repeat = plan_.rows.to(device), plan_.repeat
+        run = run_length(rows, repeat)
+        if run % repeat:  # no runs (1) though rows repeat: each row its own group, so each row spelled out
+            rows, repeat = rows.repeat_interleave(repeat, dim=0), 1
+        heads = rows[::run // repeat]  # one row per group
         groups, count = heads.shape[0], plan_.colours.numel()
         full = bool((heads[:, -1] >= 0).all()) if heads.numel() else True  # no padding (a band, a block)
         valid = None if full else heads >= 0
@@ -206,20 +211,23 @@ def _targets(plan_: Colouring, device):
     return plan_.targets
 
 
-def run_length(pattern) -> int:
+def run_length(pattern, repeat: int = 1) -> int:
     """L > 1 when the body rows fall into runs of L consecutive rows, each run with one index set; else 1.
 
     L is read off the first change of a row's highest column and then checked on every row: at once
-    where the rows are full intervals (their highest columns then tell their sets), else entry by entry."""
+    where the rows are full intervals (their highest columns then tell their sets), else entry by entry.
+    `pattern` may give each set once for `repeat` consecutive rows that share it (colouring.compact):
+    the runs are those of the rows spelled out, found on the rows as given."""
     import torch
 
-    rows = pattern.shape[0]
-    if rows < 2 or int(pattern[1, 0]) != int(pattern[0, 0]):  # a band's rows: told by the first two
+    given = pattern.shape[0]
+    # a band's rows: told by the first two (equal where each row repeats)
+    if given * repeat < 2 or (repeat == 1 and int(pattern[1, 0]) != int(pattern[0, 0])):
         return 1
     high, low, counts = colouring.spans(pattern)
     changes = torch.nonzero(high[1:] != high[:-1])
-    run = int(changes[0]) + 1 if changes.numel() else rows
-    if run == 1 or rows % run:
+    run = int(changes[0]) + 1 if changes.numel() else given
+    if run * repeat == 1 or given % run:
         return 1
     if bool((high - low + 1 == counts).all()):
         tops = high.reshape(-1, run)
@@ -227,7 +235,7 @@ def run_length(pattern) -> int:
     else:
         blocks = pattern.reshape(-1, run, pattern.shape[-1])
         same = bool((blocks == blocks[:, :1]).all())
-    return run if same else 1
+    return run * repeat if same else 1
 
 
 def _grouped(values, run: int):

@@ -46,6 +46,24 @@ def spans(pattern):
     return high, low, counts
 
 
+def compact(dependency):
+    """(rows, repeat): a body's index sets, shaped (body shape, K), as the pattern's rows, each set given
+    once for the `repeat` consecutive rows that share it where the body's trailing dimensions are
+    broadcast (stride 0: the tracer expanded one set over them, as a softmax's over its row), else
+    (every row, 1). A block-diagonal body's repeated rows are then neither copied nor read again:
+    colouring the rows as given colours the full pattern, which holds no other sets."""
+    import math
+
+    shape, strides = dependency.shape[:-1], dependency.stride()[:-1]
+    cut = len(shape)
+    while cut and (strides[cut - 1] == 0 or shape[cut - 1] == 1):
+        cut -= 1
+    repeat = math.prod(shape[cut:])
+    if repeat <= 1 or dependency.numel() == 0:
+        return dependency.reshape(-1, dependency.shape[-1]), 1
+    return dependency[(slice(None),) * cut + (0,) * (len(shape) - cut)].reshape(-1, dependency.shape[-1]), repeat
+
+
 def _cyclic_valid(pattern, count: int, row_spans) -> bool:
     """Whether colour i mod `count` is valid: at once when every row spans fewer than `count` columns."""
     import torch

@@ -19,8 +19,8 @@ wrong pattern. It may be a superset of the true one (a product by a zero, a `whe
 taken), which costs colours but never correctness.
 
 For a scalar loss the Jacobian worth colouring is that of the vector entering the last full
-`sum` or `mean` (then scaled or shifted by constants only): its `Learned.body_position` names
-that operation so later evaluations can capture the same vector (`capture`).
+`sum` or `mean` (then scaled or shifted by constants only); `Learned.body_position` names that
+operation, where later evaluations capture the same vector (`body_at`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class Unlearnable(Exception):
 class Learned:
     """What one traced evaluation showed about input x."""
 
-    pattern: object  #: int64 (rows, K): row j's flat input indices, -1 padded
+    #: int64 (body shape, K): each body element's flat input indices, -1 padded: the pattern's rows, each set
+    dependency: object  #: once where the tracer broadcast it over elements (a softmax's row: colouring.compact)
     body_kind: str  #: "output" (the function's output) or the final reduction's name
     body_position: int  #: index of the final reduction among the evaluation's operations (-1 for "output")
     factor: float  #: d output / d sum(body) for a reduction (1/N for a mean, times constants)
@@ -321,14 +322,14 @@ def learn(function, arguments: dict, name: str) -> Learned:
             raise Unlearnable("the vector entering the final reduction is not floating point")
         if tracer.dep(body) is DENSE:
             raise Unlearnable("the vector entering the final reduction depends on every input element")
-        return Learned(tracer.dep(body).reshape(body.numel(), -1), "sum" if tracer.operations[position] == "sum"
+        return Learned(tracer.dep(body), "sum" if tracer.operations[position] == "sum"
                        else "mean", position, factor, tuple(tracer.operations), body.detach().reshape(-1).clone())
     if not (out.is_floating_point() or out.is_complex()):
         raise Unlearnable("the output is not floating point")
     if tracer.dep(out) is DENSE:
         raise Unlearnable("a full reduction's result is not the function's output up to constant scales and "
                           "shifts: the Jacobian is dense")
-    return Learned(tracer.dep(out).reshape(out.numel(), -1), "output", -1, 1.0, tuple(tracer.operations),
+    return Learned(tracer.dep(out), "output", -1, 1.0, tuple(tracer.operations),
                    out.detach().reshape(-1).clone())
 
 
@@ -362,10 +363,8 @@ def body_at(function, arguments: dict, learned: Learned):
     mode = _capture_class()(learned.body_position)
     with torch.no_grad(), mode:
         out = function(**arguments)
-    if tuple(mode.operations) != learned.operations:
-        return None
     value = out if learned.body_kind == "output" else mode.captured
-    if value is None or value.numel() != learned.pattern.shape[0]:
+    if tuple(mode.operations) != learned.operations or value is None or value.numel() != learned.body.numel():
         return None
     return value.reshape(-1)
 
@@ -394,7 +393,7 @@ def bodies_at(function, arguments, xs, learned: Learned):
             learned.body_kind == "output" and len(mode.operations) != through):
         return None
     value = out if learned.body_kind == "output" else mode.captured
-    count, rows = xs.shape[0], learned.pattern.shape[0]
+    count, rows = xs.shape[0], learned.body.numel()
     if value is None or value.dim() == 0 or value.shape[0] != count or value.numel() != count * rows:
         return None
     return value.reshape(count, rows)

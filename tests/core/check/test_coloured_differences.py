@@ -182,9 +182,9 @@ def test_rows_sharing_a_block_are_summed_together_and_give_the_row_by_row_answer
     v = torch.ones((), dtype=torch.float64) if function is block_diagonal_loss else \
         torch.randn(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     learned = sparsity.learn(function, {"x": x}, "x")
-    assert coloured.run_length(learned.pattern) == 10
+    assert coloured.run_length(*colouring.compact(learned.dependency)) == 10
     grouped, grouped_bound = _with_rounding(function, x, v)
-    monkeypatch.setattr(coloured, "run_length", lambda pattern: 1)
+    monkeypatch.setattr(coloured, "run_length", lambda pattern, repeat=1: 1)
     by_row, by_row_bound = _with_rounding(function, x, v)
     # the same terms added in another order: a few ulps of the O(1e-1..1) quotients and O(1e-10) bounds
     assert torch.allclose(grouped, by_row, rtol=1e-12, atol=1e-14)
@@ -229,7 +229,7 @@ def test_moved_and_multiplied_slices_give_each_row_its_exact_set(function, expec
     then each row holds exactly its set, highest index first, no wider than its widest row
     (a slice of rows narrower than the rest drops the padding column)."""
     learned = sparsity.learn(function, {"x": torch.randn(6, dtype=torch.float64)}, "x")
-    assert learned.pattern.tolist() == expected
+    assert learned.dependency.reshape(-1, learned.dependency.shape[-1]).tolist() == expected
 
 
 #: The forward scheme's step is ~1.5e-8, so the general path's difference of the whole loss (|phi| ~ 5

@@ -34,6 +34,9 @@ ROUTING = frozenset({
     "unsqueeze", "flip", "narrow", "unfold", "index_select", "index", "gather", "cat", "stack", "roll",
     "repeat", "diagonal", "movedim", "view_as", "expand_as", "_reshape_alias", "numpy_T", "mT",
 })
+#: Routing operations applied to a single input's index sets themselves: reshapes, and cuts along argument 1's dim.
+DIRECT = {"view": "reshape", "_unsafe_view": "reshape", "reshape": "reshape", "_reshape_alias": "reshape",
+          "slice": "dim", "select": "dim", "narrow": "dim"}
 #: Operations that keep every element where it is (dtype conversions, copies).
 IDENTITY = frozenset({"clone", "contiguous", "alias", "detach", "_to_copy", "lift_fresh", "lift_fresh_copy"})
 #: Reductions along `dim` (all dimensions when none is given).
@@ -89,14 +92,6 @@ def _dedupe(dep):
     dep = torch.sort(torch.where(repeated, torch.full_like(dep, -1), dep), dim=-1, descending=True).values
     width = int((dep >= 0).sum(-1).max()) if dep.numel() else 0
     return dep[..., :max(width, 1)]
-
-
-def _pad(dep, width: int):
-    import torch
-
-    if dep.shape[-1] == width:
-        return dep
-    return torch.cat([dep, dep.new_full((*dep.shape[:-1], width - dep.shape[-1]), -1)], dim=-1)
 
 
 def _union(deps: list, shape):
@@ -242,14 +237,22 @@ def _mode_class():
             """
             values = [v for v in list(args) + [w for a in args if isinstance(a, (list, tuple)) for w in a]
                       if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())]
+            name, dep = func._overloadpacket.__name__, self.dep(args[0])
+            if len(values) == 1 and dep is not None and not kwargs and name in DIRECT and out.dtype == args[0].dtype:
+                moved = dep.reshape(*out.shape, dep.shape[-1]) if DIRECT[name] == "reshape" else \
+                    func(dep, (args[1] if len(args) > 1 else 0) % args[0].dim(), *args[2:])
+                return moved if bool((moved[..., -1] >= 0).any()) else _dedupe(moved)
             width = max(self.dep(v).shape[-1] for v in values if self.dep(v) is not None)
             table, offsets, start = [], {}, 0
             for value in values:
                 if id(value) in offsets:
                     continue
                 dep = self.dep(value)
-                table.append(_pad(dep, width).reshape(-1, width) if dep is not None else
-                             torch.full((value.numel(), width), -1, dtype=torch.long, device=value.device))
+                if dep is None:
+                    dep = torch.full((*value.shape, width), -1, dtype=torch.long, device=value.device)
+                elif dep.shape[-1] < width:  # padded to the widest
+                    dep = torch.nn.functional.pad(dep, (0, width - dep.shape[-1]), value=-1)
+                table.append(dep.reshape(-1, width))
                 positions = torch.arange(start, start + value.numel(), device=value.device)
                 offsets[id(value)] = positions.reshape(value.shape)
                 start += value.numel()
@@ -372,11 +375,9 @@ def body_at(function, arguments: dict, learned: Learned):
 def bodies_at(function, arguments, xs, learned: Learned):
     """The body's values at each x stacked along dimension 0, from one `vmap` call; None where that fails.
 
-    `arguments(x)` gives the function's keyword arguments for one x. Under vmap the operations
-    reach the capture mode batched along dimension 0 (the body a loss reduces is then the final
-    reduction's input, of shape (B, ...)): up to the body they must have the learned names in the
-    learned order, else None and the caller evaluates the copies one at a time.
-    """
+    `arguments(x)` gives the function's keyword arguments for one x. Under vmap the operations reach the
+    capture mode batched along dimension 0 (a loss's body is then the final reduction's input, (B, ...)):
+    up to the body they must have the learned names in order, else None (the caller evaluates one by one)."""
     import torch
 
     mode = _capture_class()(learned.body_position)

@@ -105,13 +105,15 @@ def test_a_one_output_function_with_the_default_materialized_grads_passes():
     assert case["gradients"]["x"]["value"] == [0.0, 0.0, 0.0]
 
 
-def test_a_function_of_two_inputs_is_observed_for_undefined_gradients_only():
-    """Given a Function of two inputs, when it is checked, undefined gradients are observed and
-    forward mode and batched gradients are recorded as skipped, saying why."""
+def test_a_function_of_two_inputs_is_observed_in_every_mode_that_applies():
+    """Given a Function of two inputs with no jvp, when it is checked, undefined gradients and batched
+    gradients (one comparison per input) are observed, and forward mode is recorded as skipped with
+    PyTorch's reason."""
     result = check(lambda x, y: Cube.apply(x * y).sum(), x=X, y=X, ledger=False)
     modes = result.record["function_modes"]
     assert result.passed
     assert modes["undefined_grad"]["status"] == "observed"
+    assert [(row["input"], row["passed"]) for row in modes["batched_grad"]["comparisons"]] == [("x", True), ("y", True)]
     assert modes["forward_ad"]["status"] == "skipped"
-    assert modes["forward_ad"]["reason"] == "observed for a function of one input and one output; this one has 2 " \
-                                            "input(s) and 1 output(s)"
+    assert modes["forward_ad"]["reason"].startswith("forward-mode AD does not apply: NotImplementedError: You must "
+                                                    "implement the jvp function")

@@ -13,8 +13,9 @@ A custom `torch.autograd.Function` is used by more than `backward()`: forward-mo
 - `undefined_grad`: the backward with its output gradients undefined, which must not crash and
   must give None or zeros (core/check/undefined_grad.py), as `check_undefined_grad` does.
 
-Forward mode and batched gradients are observed for a function of one input and one output;
-undefined gradients for any.
+Forward mode and batched gradients are observed for a function of one output, with any number of
+inputs (each input gets its own direction, drawn in the inputs' order, and its own batched
+comparison); undefined gradients for any.
 
 Each is skipped, with the reason PyTorch gives, where it does not apply (a Function without a
 `jvp`, a backward that vmap cannot batch): a note, not a failure.
@@ -43,87 +44,107 @@ DIFFERENCES = {"rtol": 1e-6, "atol": 1e-6}
 
 
 
-def _direction(x):
+def _directions(leaves: dict) -> dict:
+    """A standard normal direction per input, drawn in the inputs' order from one seeded generator
+    (one input gets the draw it always got)."""
     import torch
 
     generator = torch.Generator().manual_seed(SEED)
-    return torch.randn(x.shape, dtype=x.dtype, generator=generator).to(x.device)
+    return {n: torch.randn(x.shape, dtype=x.dtype, generator=generator).to(x.device) for n, x in leaves.items()}
 
 
-def forward_ad(function, name: str, x, v, gradient) -> dict:
-    """The `forward_ad` observation and its comparisons (or skipped, with the reason)."""
+def _label(leaves: dict) -> str:
+    """The input a block's comparisons name: the input, or the inputs joined (they are compared together)."""
+    return ", ".join(leaves)
+
+
+def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
+    """The `forward_ad` observation and its comparisons (or skipped, with the reason): J u with one
+    direction per input, u = (u_x, u_w, ...), against central differences along u and sum_i grad_i . u_i."""
     import torch
     import torch.autograd.forward_ad as fwad
 
-    u = _direction(x)
+    directions = _directions(leaves)
     try:
         with fwad.dual_level():
-            output = function(**{name: fwad.make_dual(x.detach(), u)})
+            output = function(**{n: fwad.make_dual(x.detach(), directions[n]) for n, x in leaves.items()})
             tangent = fwad.unpack_dual(output).tangent
     except Exception as exc:  # no jvp, or an operation forward AD does not support: say so
         return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc))}
     if tangent is None:
         tangent = torch.zeros_like(output)
-    eps = torch.finfo(x.dtype).eps
-    h = eps ** (1 / 3) * max(1.0, float(x.detach().abs().max()))
+    dtype = next(iter(leaves.values())).dtype
+    eps = torch.finfo(dtype).eps
+    h = eps ** (1 / 3) * max(1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values()))
     with torch.no_grad():
-        plus, minus = function(**{name: x.detach() + h * u}), function(**{name: x.detach() - h * u})
+        plus = function(**{n: x.detach() + h * directions[n] for n, x in leaves.items()})
+        minus = function(**{n: x.detach() - h * directions[n] for n, x in leaves.items()})
         fd = (plus - minus) / (2 * h)
     weights = torch.ones_like(tangent) if v is None else v.detach()
     along = real_inner(weights, tangent).reshape(1)  # sum(Re(conj(v) * J u)) for complex values
-    backward_along = real_inner(gradient.detach(), u).reshape(1)
+    backward_along = sum(real_inner(gradients[n].detach(), directions[n]).reshape(1) for n in leaves)
+    label = _label(leaves)
     comparisons = [
-        compare("forward_ad_vs_finite_difference", name, fd.reshape(-1), tangent.detach().reshape(-1),
+        compare("forward_ad_vs_finite_difference", label, fd.reshape(-1), tangent.detach().reshape(-1),
                 left_label="finite_difference_along_u", right_label="forward_ad", **DIFFERENCES),
-        compare("forward_ad_vs_backward", name, backward_along, along,
+        compare("forward_ad_vs_backward", label, backward_along, along,
                 left_label="grad . u (backward)", right_label="sum(v * J u) (forward_ad)", **EXACT),
     ]
-    return {"status": "observed", "direction": Message("u: standard normal, seed {seed}", seed=SEED),
-            "tangent": describe(tangent.detach()), "comparisons": comparisons}
+    direction = Message("u: standard normal, seed {seed}", seed=SEED) if len(leaves) == 1 else Message(
+        "u: standard normal for each input, drawn in the order {names}, seed {seed}", names=label, seed=SEED)
+    return {"status": "observed", "direction": direction, "tangent": describe(tangent.detach()),
+            "comparisons": comparisons}
 
 
-def batched_grad(function, name: str, x, v) -> dict:
-    """The `batched_grad` observation and its comparison (or skipped, with the reason)."""
+def batched_grad(function, leaves: dict, v) -> dict:
+    """The `batched_grad` observation and its comparisons, one per input (or skipped, with the reason)."""
     import torch
 
+    names = list(leaves)
+    several = len(names) > 1
     with torch.enable_grad():
-        leaf = x.detach().clone().requires_grad_(True)
-        output = function(**{name: leaf})
+        inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
+        output = function(**inputs)
         generator = torch.Generator().manual_seed(SEED)
         outputs = torch.randn((3, *output.shape), dtype=output.dtype, generator=generator).to(output.device)
+        # an input the output does not reach has zero gradients (one input: as it always was asked)
+        unused = {"allow_unused": True, "materialize_grads": True} if several else {}
 
         def grad_of(weights):
-            return torch.autograd.grad(output, leaf, weights, retain_graph=True)[0]
+            return torch.autograd.grad(output, [inputs[n] for n in names], weights, retain_graph=True, **unused)
 
-        one_by_one = torch.stack([grad_of(w) for w in outputs])
+        one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(w) for w in outputs))]
         try:
             batched = torch.func.vmap(grad_of)(outputs)
         except Exception as exc:  # a backward vmap cannot batch: say so
             return {"status": "skipped", "reason": Message("vmap over grad_outputs does not apply: {reason}",
                                                            reason=exception_line(exc))}
-    return {"status": "observed", "grad_outputs": 3, "gradients": describe(batched.detach()),
-            "comparisons": [compare("batched_grad_vs_one_at_a_time", name, one_by_one.detach().reshape(-1),
-                                    batched.detach().reshape(-1), left_label="one_at_a_time",
-                                    right_label="vmap", **EXACT)]}
+    shown = batched[0] if not several else torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
+    block = {"status": "observed", "grad_outputs": 3, "gradients": describe(shown.detach()),
+             "comparisons": [compare("batched_grad_vs_one_at_a_time", name, one.detach().reshape(-1),
+                                     together.detach().reshape(-1), left_label="one_at_a_time",
+                                     right_label="vmap", **EXACT)
+                             for name, one, together in zip(names, one_by_one, batched)]}
+    if several:
+        block["note"] = Message("the gradients of {names}, each flattened, side by side", names=_label(leaves))
+    return block
 
 
 def function_modes(function, leaves: dict, v, gradients: dict | None, classes: list, *,
                    outputs: int | None = None) -> dict | None:
     """{"forward_ad", "batched_grad", "undefined_grad"} for a function whose graph holds custom Functions
     (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
-    are observed for one input and one output (`outputs`: the count of a tuple or list of outputs),
-    and recorded as skipped, with that reason, otherwise."""
+    are observed for one output, whatever the inputs (`outputs`: the count of a tuple or list of
+    outputs), and recorded as skipped, with that reason, otherwise."""
     if not classes:
         return None
     block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
-    if len(leaves) == 1 and outputs is None:
-        (name, leaf), = leaves.items()
-        block.update({"input": name, "forward_ad": forward_ad(function, name, leaf, v, gradients[name]),
-                      "batched_grad": batched_grad(function, name, leaf, v)})
+    if outputs is None:
+        block.update({"input": _label(leaves), "forward_ad": forward_ad(function, leaves, v, gradients),
+                      "batched_grad": batched_grad(function, leaves, v)})
     else:
         for key in ("forward_ad", "batched_grad"):
             block[key] = {"status": "skipped", "reason": Message(
-                "observed for a function of one input and one output; this one has {inputs} input(s) and {outputs} "
-                "output(s)", inputs=len(leaves), outputs=outputs or 1)}
+                "observed for a function of one output; this one has {outputs} outputs", outputs=outputs)}
     block["undefined_grad"] = undefined_grad(function, leaves)
     return block

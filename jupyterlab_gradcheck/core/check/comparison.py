@@ -133,15 +133,14 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     right64 = right.detach().to("cpu", wide)
     error = (left64 - right64).abs()
     extra = None if bound is None else bound.detach().to("cpu", torch.float64).reshape(right64.shape)
-    bound = atol + rtol * right64.abs() + (0 if extra is None else extra)
-    nan = torch.isnan(error)
-    excess = torch.where(nan, torch.full_like(error, float("inf")), error - bound)
+    size = right64.abs()
+    bound = atol + rtol * size if extra is None else atol + rtol * size + extra
+    excess = torch.where(torch.isnan(error), _INF, error - bound)
     passed = bool((excess <= 0).all())
-    flat_excess = excess.reshape(-1)
-    worst_flat = int(torch.argmax(flat_excess if not passed else error.reshape(-1).nan_to_num(nan=float("inf"))))
+    # every error of a passing comparison is finite (a NaN or inf one exceeds its bound): its largest is the worst
+    worst_flat = int(torch.argmax(excess.reshape(-1) if not passed else error.reshape(-1)))
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
-    relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
-    relative = torch.where(error == 0, torch.zeros_like(relative), relative)
+    relative = torch.where(error == 0, 0.0, torch.where(right64 == 0, _INF, error / size))
     result = _record(name, input_name, left_label, right_label, rtol, atol, passed,
                      error.max(), relative.max(), right64.shape, worst_flat,
                      to_value(left64.reshape(-1)[worst_flat]), to_value(right64.reshape(-1)[worst_flat]),

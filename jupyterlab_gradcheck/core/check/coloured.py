@@ -21,11 +21,11 @@ from . import colouring, defaults, sparsity
 
 #: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
 SCHEMES = {"central": (1.0, -1.0), "forward": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
-#: Elements (copies x the largest of input and body numel) per chunk of colours. A quarter of the general
-#: path's chunk: the function's temporaries and the differences of a chunk (2 MB each in float64) stay in
-#: cache and are reused by the allocator from chunk to chunk, where one call for 100 colours x 10^4
-#: elements pages in fresh 8 MB arrays and reads them back from memory (~20% slower, thread-clock).
-CHUNK_ELEMENTS = 1 << 18
+#: Elements (copies x the largest of input and body numel) per chunk of colours, as the general path's
+#: chunks: it bounds the memory of the copies, values and differences whatever n is. Smaller chunks
+#: (2^18: four of 100 colours at 10^4) measured ~20% slower on the B9 block-diagonal loss in the
+#: benchmark's harness: each chunk costs a vmap call and its set-up.
+CHUNK_ELEMENTS = 1 << 20
 #: Use the colouring only when it needs at most this fraction of the general path's evaluations.
 WORTH_BELOW = 0.5
 

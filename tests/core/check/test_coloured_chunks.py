@@ -85,12 +85,13 @@ def test_chunks_of_colours_give_the_one_chunk_estimates_bit_for_bit(monkeypatch,
 
 
 def test_a_planted_error_is_still_named_when_the_colours_go_in_chunks(monkeypatch):
-    """Given a block-diagonal loss of 10^4 elements (100 colours of 100 columns, in chunks of ~26) through a
+    """Given a block-diagonal loss of 10^4 elements (100 colours of 100 columns, in chunks of 25) through a
     custom Function whose backward is 1e-3 too high at element 4321 only,
     when its numerical verdict is taken,
     then the coloured path fails it and names element 4321."""
     from benchmarks.bench_structure import block_diagonal, wrong_at
 
+    monkeypatch.setattr(coloured, "CHUNK_ELEMENTS", 1 << 18)
     function = block_diagonal(100, 100)
 
     def gradient(x, grad):
@@ -103,6 +104,6 @@ def test_a_planted_error_is_still_named_when_the_colours_go_in_chunks(monkeypatc
     verdict = numerical_verdict(wrong_at(function, gradient, 4321, 1e-3), {"x": x})
     info = verdict["finite_difference"]["inputs"]["x"]
     assert info["structure"] == "coloured" and info["colours"] == 100
-    assert coloured.chunk_colours(100, 10_000) < 100
+    assert coloured.chunk_colours(100, 10_000) == 25
     assert not verdict["passed"]
     assert verdict["worst"]["index"] == [4321]

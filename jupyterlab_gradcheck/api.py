@@ -102,9 +102,10 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     tensors (a tensor also gives the dtype and device when they are not named). `fixed=` maps the
     names of arguments `fn` is also given but not differentiated (ints, bools, tuples, None, tensors
     that do not require grad) to their values: every call gets them, the record keeps them.
-    `hessian=` (one input) adds the second order: the expected Hessian (a matrix, a callable of
-    the inputs, or "double_backward" for a custom Function's own) beside autograd's double
-    backward, finite differences of the gradient and `torch.autograd.gradgradcheck`.
+    `hessian=` adds the second order: the expected Hessian (a matrix over the inputs flattened and
+    concatenated in their order, a callable of the inputs, or "double_backward" for a custom
+    Function's own) beside autograd's double backward, finite differences of the gradient and
+    `torch.autograd.gradgradcheck`.
 
     The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
     kernel runs for; `ledger=False` runs it without recording. A tolerance that differs from

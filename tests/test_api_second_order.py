@@ -65,10 +65,11 @@ def test_a_linear_function_has_a_zero_hessian_not_a_broken_backward():
     assert "constant gradient" in str(result.record["second_order"]["observations"]["autograd"]["note"])
 
 
-def test_a_hessian_of_several_inputs_or_the_wrong_size_is_refused():
-    """Given two inputs, or a 3 x 3 matrix for 4 elements,
+def test_a_hessian_of_the_wrong_size_is_refused():
+    """Given a 1 x 1 matrix for two inputs of 4 elements, or a 3 x 3 matrix for 4 elements,
     when checked with hessian=, each is refused in one line naming the problem."""
-    with pytest.raises(SpecError, match="^hessian checks the second derivative with respect to one input"):
+    with pytest.raises(SpecError, match="^hessian for the inputs x, y has 1 elements; their 8 elements together "
+                                        "have an 8 x 8 Hessian"):
         check(lambda x, y: (x * y).sum(), grad={"x": X, "y": X}, x=X, y=X, hessian=[[0.0]], ledger=False)
     with pytest.raises(SpecError, match="has 9 elements; an input of 4 elements has an 4 x 4 Hessian"):
         check(lambda x: Cube.apply(x).sum(), x=X, hessian=torch.zeros(3, 3), ledger=False)

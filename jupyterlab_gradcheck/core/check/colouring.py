@@ -34,13 +34,11 @@ def spans(pattern):
     descending order with the -1 padding last (as core/check/sparsity.py keeps them).
 
     Where every row is full, as in a band's interior or a block, the lowest column is the last one
-    and the count the pattern's width: read in two slices, without a reduction along the rows
-    (an int64 one along a short last dimension costs ~50x an elementwise operation)."""
-    import torch
-
+    and the count the pattern's width, one int for all rows: read in two slices, without a reduction
+    along the rows (an int64 one along a short last dimension costs ~50x an elementwise operation)."""
     high, last = pattern[:, 0], pattern[:, -1]
     if bool((last >= 0).all()):
-        return high, last, torch.full_like(high, pattern.shape[-1])
+        return high, last, pattern.shape[-1]
     counts = (pattern >= 0).sum(-1)
     low = pattern.gather(1, (counts - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
     return high, low, counts
@@ -62,18 +60,6 @@ def compact(dependency):
     if repeat <= 1 or dependency.numel() == 0:
         return dependency.reshape(-1, dependency.shape[-1]), 1
     return dependency[(slice(None),) * cut + (0,) * (len(shape) - cut)].reshape(-1, dependency.shape[-1]), repeat
-
-
-def _cyclic_valid(pattern, count: int, row_spans) -> bool:
-    """Whether colour i mod `count` is valid: at once when every row spans fewer than `count` columns."""
-    import torch
-
-    high, low, counts = row_spans
-    used = counts > 0
-    spread = high - low if bool(used.all()) else (high - low)[used]
-    if bool((spread < count).all()):
-        return True
-    return valid(pattern, torch.arange(int(high.max()) + 1) % count)
 
 
 def greedy(pattern, columns: int):
@@ -102,10 +88,14 @@ def colour_columns(pattern, columns: int):
     index = torch.arange(columns)
     if pattern.numel() == 0:
         return index % 1, "cyclic (column i takes colour i mod 1)"
-    row_spans = spans(pattern)
-    width = int(row_spans[2].max())
+    high, low, counts = spans(pattern)
+    full = isinstance(counts, int)
+    width = counts if full else int(counts.max())
+    # colour i mod c is valid at once when every row spans fewer than c columns, else checked row by row
+    spread = high - low if full or bool((counts > 0).all()) else (high - low)[counts > 0]
+    widest = int(spread.max()) if spread.numel() else -1
     for count in range(max(width, 1), max(width, 1) + CYCLIC_TRIES):
-        if _cyclic_valid(pattern, count, row_spans):
+        if widest < count or valid(pattern, torch.arange(int(high.max()) + 1) % count):
             return index % count, f"cyclic (column i takes colour i mod {count})"
     colours = greedy(pattern, columns)
     return colours, "greedy (Curtis-Powell-Reid, columns in order)"

@@ -89,7 +89,8 @@ def _dedupe(dep):
     dep = torch.sort(dep, dim=-1, descending=True).values
     repeated = torch.zeros_like(dep, dtype=torch.bool)
     repeated[..., 1:] = dep[..., 1:] == dep[..., :-1]
-    dep = torch.sort(torch.where(repeated, torch.full_like(dep, -1), dep), dim=-1, descending=True).values
+    if bool(repeated.any()):  # else already distinct and in order (a reduction over distinct elements' sets)
+        dep = torch.sort(torch.where(repeated, -1, dep), dim=-1, descending=True).values
     width = int((dep >= 0).sum(-1).max()) if dep.numel() else 0
     return dep[..., :max(width, 1)]
 
@@ -137,9 +138,8 @@ def _mode_class():
             self.numel = x.numel()
             self.deps = {id(x): (x, torch.arange(self.numel, device=x.device).reshape(*x.shape, 1))}
             self.operations = []
-            #: id of the value the last full reduction produced (then scaled by constants) -> (position, factor)
-            self.final = {}
-            self.bodies = {}
+            #: id of the value the last full reduction produced (then scaled by constants) -> (position, factor),
+            self.final, self.bodies = {}, {}  # and each such reduction's position -> the vector it reduced
 
         def dep(self, value):
             entry = self.deps.get(id(value)) if isinstance(value, torch.Tensor) else None

@@ -43,7 +43,7 @@ class Colouring:
     targets: object = None  #: see _targets, built on first use
     run: int = 1  #: body rows per group whose differences are summed before they reach a column (_targets)
     moves: object = None  #: flat position in the (colours x n) copies of each element's shifted value
-    order: object = None  #: the elements sorted by colour, and where each colour's start (see chunk)
+    order: object = None  #: the elements sorted by colour, and where each colour starts among them (see chunk)
     starts: object = None
 
     def chunk(self, first: int, last: int):
@@ -203,11 +203,11 @@ def _targets(plan_: Colouring, device):
         # padding entries write into a spare colour row past the last one
         colour = plan_.colours.take(heads) if full else torch.where(valid, plan_.colours.take(heads.clamp(min=0)),
                                                                      plan_.count)
-        slots = colour * groups + torch.arange(groups, device=device).unsqueeze(1)
+        slots = torch.add(torch.arange(groups, device=device).unsqueeze(1), colour, alpha=groups)  # one pass
         targets = torch.full(((plan_.count + 1) * groups,), count, dtype=torch.long, device=device)
         targets.scatter_(0, slots.reshape(-1), (heads if full else torch.where(valid, heads, count)).reshape(-1))
         plan_.targets, plan_.run = targets[:plan_.count * groups], run
-        plan_.moves = plan_.colours * count + torch.arange(count, device=device)
+        plan_.moves = torch.add(torch.arange(count, device=device), plan_.colours, alpha=count)
     return plan_.targets
 
 

@@ -6,8 +6,8 @@ tensor derived from input x, a tensor of the flat indices of x each of its eleme
 operation's rule builds its output's index sets from its inputs':
 
 - pointwise operations (aten's `pointwise` tag): the union of the broadcast inputs' sets;
-- operations that only move values (views, slices, copies, cat, index_select, gather...):
-  the same operation applied to the index tensors, batched along K with `torch.func.vmap`;
+- operations that only move values (views, slices, copies, cat, index_select, gather...): the same
+  operation applied to the positions of the sets in one table (a reshape or cut of one tensor: to its sets);
 - reductions along dimensions (sum, mean, amax, logsumexp...) and normalisations along one
   (softmax, log_softmax, cumsum): the union over the reduced slice;
 - matrix products (mm, mv, dot, addmm, bmm): the union over the contracted dimension.

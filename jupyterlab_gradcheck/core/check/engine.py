@@ -197,7 +197,7 @@ def _elements(tensors) -> int:
 
 
 def _sweep_wanted(sweep: bool | None, leaves: dict) -> bool:
-    return sweep if sweep is not None else sum(t.numel() for t in leaves.values()) <= SWEEP_MAX_ELEMENTS
+    return sweep if sweep is not None else _elements(leaves.values()) <= SWEEP_MAX_ELEMENTS
 
 
 def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, sweep, symbolic) -> dict:

@@ -8,7 +8,11 @@ The graph that produced an output names, at each node of a custom Function, the 
 
 from __future__ import annotations
 
+import re
 from typing import Callable
+
+#: The class name of a node PyTorch's own derivative formulas make (SinBackward0, MmBackward0), and of a leaf's.
+_BUILT_IN = re.compile(r"^([A-Z][A-Za-z0-9]*Backward\d*|AccumulateGrad)$")
 
 
 def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list:
@@ -38,3 +42,19 @@ def graph_functions(output) -> list:
             found.append(owner)
         stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
     return found
+
+
+def only_built_in_formulas(output) -> bool:
+    """Whether every node of the graph that produced `output` (a tensor, or a tuple or list of them) is one of
+    PyTorch's own derivative formulas or a leaf: no custom Function, no C++ extension's node, nothing unknown."""
+    roots = list(output) if isinstance(output, (tuple, list)) else [output]
+    seen, stack = set(), [getattr(root, "grad_fn", None) for root in roots]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if getattr(node, "_forward_cls", None) is not None or not _BUILT_IN.match(type(node).__name__):
+            return False
+        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
+    return True

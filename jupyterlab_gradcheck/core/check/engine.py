@@ -25,9 +25,9 @@ from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
 from .error_bound import BOUND_FACTOR, element_tolerance
 from .finite_difference import fd_gradients
-from .custom_functions import graph_functions
+from .custom_functions import graph_functions, only_built_in_formulas
 from .observations import SeveralOutputs, observe_autograd
-from .policy import STEP_SCALE_CAP, gradcheck_fast, policy
+from .policy import STEP_SCALE_CAP, gradcheck_fast, gradcheck_undefined_grad, policy
 from .expectation_tensors import analytical_tensors
 from .function_modes import MODES, function_modes
 from .undefined_grad import UNDEFINED_REASON
@@ -36,7 +36,8 @@ from .second_order import second_order
 from .signature import check_signature
 from .spec import CheckSpec, parse_spec
 from .step_sweep import guarded_step_sweep
-from .tensors import describe, to_tensor
+from .sweep_riders import Riding, found, sweep_riders
+from .tensors import describe, to_tensor, to_value
 from .torch_gradcheck import torch_gradcheck
 
 #: Input elements above which the step sweep is left out of the record by default.
@@ -93,13 +94,6 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds:
 def _as_dtype(tensor, dtype):
     """`tensor.to(dtype)`, which is the tensor itself when it has that dtype already."""
     return tensor if tensor.dtype == dtype else tensor.to(dtype)
-
-
-def _copied(value):
-    """A value as `to_value` gives it (a float or nested lists), not shared with the record."""
-    if isinstance(value, dict):  # a complex value's {"real", "imag"}
-        return {key: _copied(item) for key, item in value.items()}
-    return [_copied(item) for item in value] if isinstance(value, list) else value
 
 
 def _path_note(fd_info: dict) -> str:
@@ -202,7 +196,7 @@ def _sweep_wanted(sweep: bool | None, leaves: dict) -> bool:
 
 def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, sweep, symbolic) -> dict:
     """The record of a function with one output, as it has always been."""
-    part = _first_order(spec, function, leaves, device, observed, whole=True)
+    part = _first_order(spec, function, leaves, device, observed, whole=True, sweep=_sweep_wanted(sweep, leaves))
     record = spec.to_dict()
     record.update({
         "executed": True, **part.fields,
@@ -231,8 +225,10 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
         parts[k] = _first_order(part_spec, part_function, leaves, device, observed, whole=False)
     first = parts[min(parts)]
     record = spec.to_dict()
+    rules = policy(spec.policy)
     verdict = torch_gradcheck(function, leaves, spec.dtype, device,
-                              fast=gradcheck_fast(policy(spec.policy), _elements(leaves.values()), _elements(found)))
+                              fast=gradcheck_fast(rules, _elements(leaves.values()), _elements(found)),
+                              undefined_grad=gradcheck_undefined_grad(rules, only_built_in_formulas(found)))
     record.update({"executed": True, **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
                    "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
                    "environment": capture_environment(device)})
@@ -263,10 +259,12 @@ class _Part:
     sweeper: Callable[[], dict]
 
 
-def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, whole: bool) -> _Part:
+def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, whole: bool,
+                 sweep: bool = False) -> _Part:
     """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
-    once on the whole function instead)."""
+    once on the whole function instead). `sweep` says the record will have a step sweep: under policy 5
+    its series for a passing check are evaluated with the finite differences (core/check/sweep_riders.py)."""
     import torch
 
     observations, raw, v = observed
@@ -283,11 +281,15 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
     rounding = {} if bounded else None
     # the projected mode (core/check/projected.py): asked for, or chosen when the exhaustive one is over budget
     projection, projected_rows = projected.requested(spec.finite_difference), None
+    names = list(spec.inputs)
+    riders = sweep_riders(function, fd_values, fd_v, names[0], 0) if (
+        sweep and rules.sweep_rides and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex()) else []
     if not projection:
         try:
             fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step,
                                            work_elements=spec.work_elements, policy=rules, rounding=rounding,
-                                           budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None)
+                                           budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None,
+                                           chains=raw.get("chain_possible"), riders={names[0]: Riding(riders)} if riders else None)
         except budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:
@@ -317,8 +319,9 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
         **fd_info,
     }
     if whole:
-        observations["torch_gradcheck"] = torch_gradcheck(function, leaves, spec.dtype, device, fast=gradcheck_fast(
-            rules, _elements(leaves.values()), v.numel()))
+        observations["torch_gradcheck"] = torch_gradcheck(
+            function, leaves, spec.dtype, device, fast=gradcheck_fast(rules, _elements(leaves.values()), v.numel()),
+            undefined_grad=gradcheck_undefined_grad(rules, raw["built_in_only"]))
     raw["finite_difference"] = fd
 
     comparisons = _comparisons(spec, analytical, raw, fd, bounds, projected_rows)
@@ -333,10 +336,9 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
     )
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
     verdict = observations["torch_gradcheck"]["status"] if whole else None
-    names = list(spec.inputs)
-    pass_1 = observations["backward_pass_1"]["gradients"]  # to_value of the same tensors, already read
-    observed_gradient = _copied(pass_1[names[0]]["value"]) if len(names) == 1 else {
-        n: _copied(pass_1[n]["value"]) for n in names}
+    # the pass-1 tensors read once more (a value of its own, not shared with the observation's)
+    pass_1 = raw["backward_pass_1"]
+    observed_gradient = to_value(pass_1[names[0]]) if len(names) == 1 else {n: to_value(pass_1[n]) for n in names}
     fields = {
         "observed_gradient": observed_gradient,
         "passed": not failures and verdict != "failed",
@@ -361,7 +363,7 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
         reference = raw["autograd_grad"][name] if spec.dtype == "float64" else None
         return guarded_step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen,
                                   reference=reference, bounded=rules.bounded_step,
-                                  batching=_batching(fd_info["inputs"][name]))
+                                  batching=_batching(fd_info["inputs"][name]), together=found(riders, name, flat))
 
     return _Part(fields, raw, v, analytical, sweeper)
 

@@ -67,6 +67,8 @@ class Probe:
     work: int = 1
     #: Whether to look for a diagonal (elementwise) chain before the general path.
     structured: bool = True
+    #: False where the autograd graph already shows the recorder would refuse x (core/check/chain_paths.py).
+    chain_possible: bool = True
     #: Which path the estimates came from: "general", the chain core/check/diagonal.py observed, or
     #: "coloured" (a learned sparse pattern, core/check/coloured.py).
     structure: str = "general"
@@ -88,6 +90,8 @@ class Probe:
     rounding: object = None
     #: For a complex input: shift the imaginary part of each element instead of the real part.
     imaginary_shift: bool = False
+    #: Step-sweep series to evaluate in the same call as this input's copies (a core/check/sweep_riders.py Riding).
+    riders: object = None
     _mapped: object = field(default=None, init=False, repr=False)
 
     def arguments(self, x) -> dict:
@@ -101,10 +105,6 @@ class Probe:
     def output(self, x):
         """f with input `name` replaced by x (any dtype, real or complex)."""
         return self.function(**self.arguments(x))
-
-    def phi(self, x):
-        """phi at one point (any dtype, real or complex)."""
-        return self.contract(self.output(x).unsqueeze(0))[0]
 
     def outputs(self, xs):
         """f for each x stacked along dimension 0, stacked the same way."""
@@ -120,14 +120,14 @@ class Probe:
             except Exception:  # a callable vmap cannot trace: fall back, and say so
                 self.batched = False
             else:
-                if not self.guard or self._batch_agrees(xs, out):
+                if not self.guard or self.batch_agrees(xs, out):
                     return out
         # Each copy is cloned into storage of its own: a row of the stack is a view at an offset,
         # and a function that reads storage directly (as_strided with a storage_offset) would
         # read the first, unshifted row instead of its own.
         return torch.stack([self.output(x.clone()) for x in xs])
 
-    def _batch_agrees(self, xs, out) -> bool:
+    def batch_agrees(self, xs, out) -> bool:
         """Whether batching is faithful for this function; else refuse the batched path, saying why.
 
         The batch's last copy is evaluated once more on its own, its values placed after other
@@ -143,7 +143,8 @@ class Probe:
         buffer = torch.cat([copy.reshape(-1) + 1, copy.reshape(-1)])  # other values first
         single = self.output(buffer[copy.numel():].view(copy.shape))
         self.stats["batch_check_evaluations"] = self.stats.get("batch_check_evaluations", 0) + 1
-        scale = float(single.abs().max()) if single.numel() else 0.0
+        # the largest finite magnitude (a copy may hold nan or inf, which must then match exactly)
+        scale = float(single.abs().nan_to_num(nan=0.0, posinf=0.0).max()) if single.numel() else 0.0
         if out[-1].shape == single.shape and torch.allclose(out[-1], single, rtol=BATCH_AGREEMENT,
                                                             atol=BATCH_AGREEMENT * scale, equal_nan=True):
             return True
@@ -197,7 +198,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
 
     x = probe.values[probe.name]
     if indices is None and probe.structured and x.numel() >= DIAGONAL_FROM:
-        estimates = diagonal.estimates(probe, scheme, h, exact=exact)
+        estimates = diagonal.estimates(probe, scheme, h, exact=exact) if probe.chain_possible else None
         if estimates is not None:
             return estimates
         estimates = coloured.estimates_for(probe, scheme, h, exact=exact)
@@ -212,7 +213,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
             and total * max(x.numel(), probe.v.numel(), probe.work) >= BUDGET_WORK_FROM:
         rows = min(rows, max(LOOP_BELOW, -(-total // BUDGET_PARTS)))  # a first part timed before the rest runs
     if total <= rows:  # one chunk: nothing to assemble
-        estimates, rounding = _chunk_estimates(probe, scheme, steps, indices, 0, total, base)
+        estimates, rounding = _chunk_estimates(probe, scheme, steps, indices, 0, total, base, ride=indices is None)
         probe.rounding = rounding
         return estimates
     # Allocated once, before the chunks: a small tensor kept alive between the chunks' large
@@ -238,7 +239,7 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
     import torch
 
     built = [(signed, probe.shifted(signed.reshape(-1), imaginary=scheme == "complex_step" or probe.imaginary_shift,
-                                    indices=_tiled(index, signed.shape[0])))
+                                    indices=tiled(index, signed.shape[0])))
              for probe, h, index in zip(probes, steps, indices) for signed in [signed_steps(probe, scheme, h, index)]]
     if not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built)) \
             or len({stack.shape[0] for _, stack in built}) != 1 or built[0][1].shape[0] < LOOP_BELOW:
@@ -250,26 +251,30 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
     found = []
     for probe, (signed, stack), out in zip(probes, built, outs):
         probe.stats["forward_evaluations"] += stack.shape[0]
-        if probe.guard and not probe._batch_agrees(stack, out):
+        if probe.guard and not probe.batch_agrees(stack, out):
             return None
-        found.append(_quotient(probe, scheme, out, signed, probe.output(probe.values[probe.name])
+        found.append(quotient(probe, scheme, out, signed, probe.output(probe.values[probe.name])
                                if scheme == "forward" else None)[0])
     return found
 
 
-def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop: int, base):
-    """(estimates, rounding or None) for elements start..stop-1 (of `indices` when given)."""
+def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop: int, base, *, ride: bool = False):
+    """(estimates, rounding or None) for elements start..stop-1 (of `indices` when given); with `ride`, the
+    probe's riders are evaluated in the same call (core/check/sweep_riders.py)."""
     imaginary = scheme == "complex_step" or probe.imaginary_shift
     chunk = steps[:, start:stop]
     if indices is None:
         stack = probe.shifted_range(start, stop, chunk, imaginary=imaginary)
     else:
         stack = probe.shifted(chunk.reshape(-1), imaginary=imaginary,
-                              indices=_tiled(indices[start:stop], steps.shape[0]))
-    return _quotient(probe, scheme, probe.outputs(stack), chunk, base)
+                              indices=tiled(indices[start:stop], steps.shape[0]))
+    if ride and probe.riders is not None:
+        riding, probe.riders = probe.riders, None
+        return quotient(probe, scheme, riding.outputs(probe, stack, probe.outputs), chunk, base)
+    return quotient(probe, scheme, probe.outputs(stack), chunk, base)
 
 
-def _tiled(indices, times: int):
+def tiled(indices, times: int):
     """`indices.repeat(times)` of a flat index tensor, by cat: the same values, without repeat's ~10 us on a small
     tensor (it is called for every sweep and every indexed chunk)."""
     import torch
@@ -277,7 +282,7 @@ def _tiled(indices, times: int):
     return torch.cat([indices] * times)
 
 
-def _quotient(probe: Probe, scheme: str, out, steps, base):
+def quotient(probe: Probe, scheme: str, out, steps, base):
     """One chunk's estimates from its shifted outputs, differenced output by output.
 
     Returns (estimates, rounding bound per estimate, or None when not tracked).
@@ -306,14 +311,17 @@ def _quotient(probe: Probe, scheme: str, out, steps, base):
 
 def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
                  work_elements: int = 1, structured: bool = True, policy: Policy | None = None,
-                 rounding: dict | None = None, budget_s: float | None = None) -> tuple[dict, dict]:
+                 rounding: dict | None = None, budget_s: float | None = None,
+                 chains: dict | None = None, riders: dict | None = None) -> tuple[dict, dict]:
     """Finite-difference gradient per input (in the values' dtype) and what was done.
 
     `policy` (default: the current one) decides the step's bound, exact steps and the batch
     guard (core/check/policy.py). A `rounding` dict is filled with each input's per-element
     rounding bound (flat tensors). `structured=False` forces the general path (one shifted
     copy per element) even where the function is an elementwise chain; the benchmarks use it
-    to show both costs. With `budget_s`, an input whose general path would take longer raises
+    to show both costs. `chains` (core/check/chain_paths.py) names the inputs the graph shows are no
+    elementwise chain, so that no evaluation is spent looking for one; `riders` gives step-sweep series to
+    evaluate with an input's copies (core/check/sweep_riders.py). With `budget_s`, an input whose general path would take longer raises
     `projected.ExhaustiveOverBudget` after its first chunk (the engine's mode auto then projects).
     A complex input is differenced along its real and then its imaginary parts, combined as
     d_re + i d_im, and the record states the convention (core/check/complex_values.py).
@@ -329,7 +337,8 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
     options = dict(dtype=dtype, scheme=scheme, step=step, work_elements=work_elements, policy=policy,
                    structured=structured, track=rounding is not None, budget_s=None if complex_seen else budget_s)
     for name, x in values.items():
-        parts = [_estimate(function, values, v, name, imaginary, **options)
+        parts = [_estimate(function, values, v, name, imaginary, chain=(chains or {}).get(name, True),
+                           riders=None if imaginary else (riders or {}).get(name), **options)
                  for imaginary in ((False, True) if x.is_complex() else (False,))]
         flat, used, kind, telemetry, probe = parts[0]
         if x.is_complex():
@@ -365,12 +374,14 @@ COMPLEX_GENERAL = ("complex values: no elementwise chain was observed, and the c
 
 
 def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: str, scheme: str, step,
-              work_elements: int, policy: Policy, structured: bool, track: bool, budget_s):
+              work_elements: int, policy: Policy, structured: bool, track: bool, budget_s, chain: bool = True,
+              riders=None):
     """(flat estimates, step recorded, step kind, adaptive telemetry or None, probe) of one input, or of one
     part of a complex input (`imaginary`: its imaginary part shifted)."""
     x = values[name]
     probe = Probe(function, values, v, name, work=work_elements, structured=structured,
-                  guard=policy.batch_guard, track_rounding=track, budget_s=budget_s, imaginary_shift=imaginary)
+                  guard=policy.batch_guard, track_rounding=track, budget_s=budget_s, imaginary_shift=imaginary,
+                  chain_possible=chain, riders=riders)
     if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
         probe.colouring = False
     if x.is_complex() or v.is_complex():

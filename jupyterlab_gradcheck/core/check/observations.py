@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..errors import SpecError
 from ..i18n import N_
-from .custom_functions import graph_functions
+from .chain_paths import chain_possible
+from .custom_functions import graph_functions, only_built_in_formulas
 from .complex_values import grad_output_tensor
 from .tensors import describe
 
@@ -117,6 +118,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     output = forward(function, leaves)
     v = grad_output_for(output, grad_output)
     functions = graph_functions(output)  # read before backward() frees the graph's buffers
+    chains, built_in_only = chain_possible(output, leaves), only_built_in_formulas(output)
     # each pass gets a grad_output of its own: the backward of a view of the input hands the leaf a
     # gradient sharing v's storage, which autograd keeps as .grad, and pass 2 adds into it in place
     output.backward(v.clone())
@@ -153,6 +155,8 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     )
     raw = {
         "custom_functions": functions,
+        "chain_possible": chains,
+        "built_in_only": built_in_only,
         "backward_pass_1": pass_1,
         "backward_pass_2_accumulated": pass_2,
         "after_clear_none": after_clear,

@@ -20,9 +20,19 @@ has no field and was made by policy 1.
   (core/check/coloured.py); `finite_difference.mode` auto projects an input whose exhaustive
   comparison is predicted over its time budget (core/check/budget.py). Under 2, every input takes
   the general path (after the diagonal chain) and auto means exhaustive, as when it was made.
-- **4** (current): as 3, and a scalar function of one scalar (the course's first exercises) gets
+- **4**: as 3, and a scalar function of one scalar (the course's first exercises) gets
   torch's gradcheck in slow mode: its Jacobian is one entry, which slow mode compares exactly, in
   less time than fast mode's random projection of it (0.6-0.8 ms against 1.0 ms for x*x).
+- **5** (current): as 4, and torch's gradcheck leaves out its undefined-gradient test where the
+  function's graph holds only PyTorch's own derivative formulas (core/check/custom_functions.py
+  `only_built_in_formulas`). That test hands a backward undefined output gradients; in such a
+  graph it can only reach formulas PyTorch's own test suite runs it on. Where the graph holds
+  anything else (a custom Function, an extension's node, an in-place copy into a view) it runs,
+  and a custom Function's backward is tested that way by the check itself as well
+  (core/check/undefined_grad.py). The record's gradcheck settings say when it was left out.
+  And the step sweep's series ride along in the batched call of the first input's finite
+  differences (core/check/sweep_riders.py): that call then holds more copies, so an estimate's
+  last bits may differ from policy 4's where a batched kernel rounds by the batch's size.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from dataclasses import dataclass
 from ..errors import SpecError
 
 #: The policy of new checks.
-CURRENT = 4
+CURRENT = 5
 #: The policy of an executed record with no "policy" field (written before versions existed).
 UNVERSIONED = 1
 #: Largest |x| the default step grows with under policy 2: beyond it the step stays
@@ -54,6 +64,9 @@ class Policy:
     coloured: bool = False  #: large enough inputs take one difference per colour of a learned sparse Jacobian
     auto_budget: bool = False  #: mode auto projects an input whose exhaustive comparison is over budget
     gradcheck_slow_scalar: bool = False  #: torch's gradcheck in slow mode for a scalar function of one scalar
+    #: torch's gradcheck tests undefined gradients only where the graph goes through a custom Function
+    undefined_grad_for_functions: bool = False
+    sweep_rides: bool = False  #: the step sweep's series are evaluated in the call of the finite differences
 
 
 POLICIES = {
@@ -63,6 +76,9 @@ POLICIES = {
               coloured=True, auto_budget=True),
     4: Policy(4, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
               coloured=True, auto_budget=True, gradcheck_slow_scalar=True),
+    5: Policy(5, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
+              coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
+              sweep_rides=True),
 }
 #: Element evaluations (elements x the larger of input and output numel) from which, under policy 3,
 #: the coloured path is tried: below, the general path's 2n batched copies cost less than learning the
@@ -92,3 +108,9 @@ def gradcheck_fast(rules: Policy, input_elements: int, output_elements: int) -> 
     if rules.gradcheck_slow_scalar and input_elements == 1 and output_elements == 1:
         return False
     return True if rules.gradcheck_fast else None
+
+
+def gradcheck_undefined_grad(rules: Policy, built_in_only: bool) -> bool:
+    """Whether torch's gradcheck runs its undefined-gradient test for a function whose graph holds only PyTorch's
+    own derivative formulas (`built_in_only`) or not (policy 5: only where it holds something else)."""
+    return not (rules.undefined_grad_for_functions and built_in_only)

@@ -51,14 +51,15 @@ def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0
 
 def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
                dtypes=("float32", "float64"), scheme: str = "central", chosen: dict | None = None,
-               reference=None, bounded: bool = False, batching: str | None = None) -> dict:
+               reference=None, bounded: bool = False, batching: str | None = None, together=None) -> dict:
     """Error of `scheme` at one element for each decade of step, for each dtype.
 
     `reference` is autograd's float64 gradient of the input (computed here when absent);
     `bounded` caps the step's scale as policy 2 does (core/check/policy.py). `batching` is what
     the check's finite differences found about batching this input: "" faithful (their batch
     guard passed), a reason when it was refused, None when not tried (the sweep's own batch
-    then runs the same guard, core/check/finite_difference.py).
+    then runs the same guard, core/check/finite_difference.py). `together` is what `_together` would give,
+    already evaluated with the check's finite differences (core/check/sweep_riders.py `found`).
     """
     if reference is None:
         reference = _reference(function, values, v, name)
@@ -68,7 +69,8 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
     floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
     relative = abs(reference) > 0
     series, notes = [], []
-    together, refused, promoted = _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
+    together, refused, promoted = together if together is not None and scheme == "central" else _together(
+        function, values, v, name, flat_index, dtypes, scheme, scale, batching)
     for dtype in dtypes:
         if dtype in together:
             steps, (estimates, note) = [10.0 ** -k * scale for k in DECADES], together[dtype]
@@ -118,7 +120,7 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
     `quotients_together`), each stacked and evaluated as a series alone would be, so the values
     are those of separate evaluations. When that call fails without a refusal, a narrower series
     has usually met a float64 tensor the function holds (float32 @ float64 raises): the call is
-    made once more with the narrower series evaluated with every operand cast (`_downcast`).
+    made once more with the narrower series evaluated with every operand cast (`downcast`).
     A series left out (promoted to float64, or the batch could not run) is evaluated on its own
     by `_estimates`.
     """
@@ -132,14 +134,14 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
 
 
 def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, *, cast: bool, guard: bool):
-    """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `_downcast`;
+    """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `downcast`;
     with `guard`, the batch is first checked against a separate evaluation (finite_difference.Probe)."""
     import torch
 
     targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
     guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
     narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}
-    probes = [Probe(_downcast(function) if dtype in narrowed else function,
+    probes = [Probe(downcast(function) if dtype in narrowed else function,
                     {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
                     guard=guard and target == guarded) for dtype, target in zip(dtypes, targets)]
     device = values[name].device
@@ -185,7 +187,7 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, r
             needs_cast = not _runs_in(probe, cast[name], target)
     if needs_cast:
         # the function holds tensors of another dtype: cast them at every call instead
-        probe = Probe(_downcast(function), cast, cast_v, name, batched=not refused)
+        probe = Probe(downcast(function), cast, cast_v, name, batched=not refused)
         note = CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype])
         try:
             found = difference_quotient(probe, scheme, h, index)
@@ -249,7 +251,7 @@ def _downcast_mode_class():
     return Downcast
 
 
-def _downcast(function):
+def downcast(function):
     """`function` evaluated under the downcast mode (float32 is the only narrower dtype swept)."""
     import torch
 

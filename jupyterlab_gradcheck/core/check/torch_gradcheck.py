@@ -16,10 +16,13 @@ from ..i18n import Message
 FAST_MODE_ABOVE = 1000
 
 
-def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bool | None = None) -> dict:
+def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bool | None = None,
+                    undefined_grad: bool = True) -> dict:
     """The `torch_gradcheck` observation: status, verdict, reason, and the settings used.
 
     `fast` forces gradcheck's fast mode on or off; None chooses by size (FAST_MODE_ABOVE).
+    `undefined_grad=False` leaves out its undefined-gradient test (policy 5, for a graph of PyTorch's
+    own derivative formulas only); the settings then say so, and `left_out` says why.
     """
     import sys
 
@@ -48,7 +51,11 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bo
         def positional(*args):
             return function(**dict(zip(names, args)))
 
-    settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": fast}
+    settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": fast,
+                **({} if undefined_grad else {"check_undefined_grad": False})}
+    if not undefined_grad:
+        base["left_out"] = Message("its undefined-gradient test: the graph holds only PyTorch's own derivative "
+                                   "formulas, which PyTorch runs that test on itself")
     try:
         torch.autograd.gradcheck(positional, inputs, raise_exception=True, **settings)
     except GradcheckError as exc:

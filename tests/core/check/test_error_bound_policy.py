@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
+from jupyterlab_gradcheck.core.check.policy import CURRENT
 from jupyterlab_gradcheck.core.ledger.replay import replay_record
 
 from support.checks import WrongAtOneElement, check_against_autograd, fd_comparison
@@ -51,7 +52,7 @@ def test_policy_1_fails_the_same_correct_op_and_its_replay_reproduces_that():
     unversioned = {key: value for key, value in record.items() if key != "policy"}
     assert replay_record(unversioned)["status"] == "reproduced"
     current = run_check({key: record[key] for key in ("function", "inputs", "analytical_gradient")}, sweep=False)
-    assert current["policy"] == 4 and current["passed"] is True
+    assert current["policy"] == CURRENT and current["passed"] is True
 
 
 def test_an_unknown_policy_is_refused_as_bad_input():
@@ -114,7 +115,7 @@ def test_a_policy_2_record_replays_on_the_general_path_it_was_made_on():
     enough for policy 3's coloured path), checked under policy 2 and under the current policy,
     when each runs,
     then policy 2 takes the general path of 600 shifted copies as it did when such records were
-    made, the current one (4, as 3) the coloured one in a handful of evaluations, and both pass with estimates
+    made, the current one (from 3 on) the coloured one in a handful of evaluations, and both pass with estimates
     that agree within the general path's rounding."""
     x = torch.linspace(-1.0, 1.0, 300, dtype=torch.float64)
 
@@ -126,7 +127,7 @@ def test_a_policy_2_record_replays_on_the_general_path_it_was_made_on():
     old_fd, new_fd = (r["observations"]["finite_difference"] for r in (old, new))
     assert (old["policy"], old_fd["inputs"]["x"]["structure"], old_fd["inputs"]["x"]["forward_evaluations"]) == (
         2, "general", 600)
-    assert (new["policy"], new_fd["inputs"]["x"]["structure"]) == (4, "coloured")
+    assert (new["policy"], new_fd["inputs"]["x"]["structure"]) == (CURRENT, "coloured")
     assert new_fd["inputs"]["x"]["forward_evaluations"] < 20
     assert old["passed"] and new["passed"]
     # 2e-8: the general path differences the whole sum, |phi| ~ 88 here, so its rounding is
@@ -146,5 +147,5 @@ def test_a_small_input_stays_on_the_general_path_without_learning_a_pattern():
     x = torch.linspace(-1.0, 1.0, 100, dtype=torch.float64)
     record = check_against_autograd(lambda x: torch.tanh(x[1:] * x[:-1]).sum(), {"x": x}, sweep=False)
     info = record["observations"]["finite_difference"]["inputs"]["x"]
-    assert (record["policy"], info["structure"], info["forward_evaluations"]) == (4, "general", 200)
+    assert (record["policy"], info["structure"], info["forward_evaluations"]) == (CURRENT, "general", 200)
     assert "pattern_evaluations" not in info and record["passed"]

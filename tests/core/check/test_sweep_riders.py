@@ -1,0 +1,131 @@
+"""Under policy 5 a passing check's step sweep is evaluated in the call of its finite differences
+(core/check/sweep_riders.py). These stories pin that the sweep is the one drawn alone, that the call
+is shared, and that every way the shared call can fail still gives the record policy 4 gave.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from jupyterlab_gradcheck.core.check.engine import run_check
+from jupyterlab_gradcheck.core.check.step_sweep import CAST_NOTE
+
+
+def _banded(x):
+    """A neighbour product: no elementwise chain, no matrix kernel whose rounding depends on the batch."""
+    return torch.tanh(x[1:] * x[:-1]).sum()
+
+
+def _banded_gradient(x):
+    inner = 1 - torch.tanh(x[1:] * x[:-1]) ** 2
+    gradient = torch.zeros_like(x)
+    gradient[:-1] += inner * x[1:]
+    gradient[1:] += inner * x[:-1]
+    return gradient
+
+
+class _Counted:
+    """A function that counts its Python-level calls (a vmap call counts once per trace)."""
+
+    def __init__(self, function):
+        self.function, self.calls = function, 0
+
+    def __call__(self, **inputs):
+        self.calls += 1
+        return self.function(**inputs)
+
+
+def _check(function, x, policy, **extra):
+    return run_check({"function": function, "inputs": {"x": x.tolist()}, "analytical_gradient": _banded_gradient,
+                      "policy": policy, **extra})
+
+
+def _series(record):
+    return {s["dtype"]: (s["steps"], s["errors"]) for s in record["step_sweep"]["series"]}
+
+
+def test_a_passing_check_shares_one_call_and_keeps_its_sweep():
+    """Given a banded loss of 6 elements (12 shifted copies, which policy 4 evaluated one by one),
+    when it is checked under policy 4 and under policy 5,
+    then both pass with the same sweep, step for step and error for error, and policy 5 calls the
+    function 13 fewer times: its 12 copies and the sweep's two series go through one vmap call (one
+    trace per dtype) with the batch guard's one separate evaluation."""
+    x = torch.linspace(-1.0, 1.2, 6, dtype=torch.float64)
+    old, new = _Counted(lambda x: _banded(x)), _Counted(lambda x: _banded(x))
+    before, after = _check(old, x, 4), _check(new, x, 5)
+
+    assert before["passed"] and after["passed"]
+    assert _series(after) == _series(before) and set(_series(after)) == {"float32", "float64"}
+    assert "note" not in after["step_sweep"]
+    assert old.calls - new.calls == 13
+    info = after["observations"]["finite_difference"]["inputs"]["x"]
+    assert (info["forward_evaluations"], info["batch_check_evaluations"]) == (12, 1)
+
+
+def test_a_function_holding_float64_tensors_gets_its_float32_series_cast_in_the_shared_call():
+    """Given a banded loss scaled by a float64 tensor the function holds (its float32 evaluation raises
+    on the mixed matrix product), when it is checked under policy 5,
+    then the shared call is made once more with every float64 operand cast, the float32 series says
+    so as the sweep alone says it, and both series equal policy 4's."""
+    scale = torch.linspace(0.5, 1.5, 5, dtype=torch.float64)
+
+    def held(x):
+        return torch.tanh((x[1:] * x[:-1]).unsqueeze(0) @ scale)[0]
+
+    def gradient(x):
+        inner = (1 - torch.tanh((x[1:] * x[:-1]) @ scale) ** 2) * scale
+        out = torch.zeros_like(x)
+        out[:-1] += inner * x[1:]
+        out[1:] += inner * x[:-1]
+        return out
+
+    x = torch.linspace(-1.0, 1.2, 6, dtype=torch.float64)
+    declared = {"function": held, "inputs": {"x": x.tolist()}, "analytical_gradient": gradient}
+    before, after = run_check({**declared, "policy": 4}), run_check({**declared, "policy": 5})
+
+    assert before["passed"] and after["passed"]
+    assert after["step_sweep"]["note"] == "float32: " + CAST_NOTE.format(dtype="float32")
+    assert after["step_sweep"]["note"] == before["step_sweep"]["note"]
+    assert _series(after) == _series(before)
+
+
+def test_a_failing_check_draws_its_sweep_at_the_failure():
+    """Given the banded loss with an expectation wrong at element 3, when it is checked under policy 5,
+    then it fails there, and the sweep is drawn at element 3 (not at element 0, which the shared call
+    evaluated in advance), as policy 4 draws it."""
+    x = torch.linspace(-1.0, 1.2, 6, dtype=torch.float64)
+
+    def wrong(x):
+        gradient = _banded_gradient(x)
+        gradient[3] += 0.01
+        return gradient
+
+    before, after = (run_check({"function": _banded, "inputs": {"x": x.tolist()}, "analytical_gradient": wrong,
+                                "policy": policy}) for policy in (4, 5))
+    assert not after["passed"] and after["failure"]["index"] == before["failure"]["index"] == [3]
+    assert after["step_sweep"]["flat_index"] == 3
+    assert _series(after) == _series(before)
+
+
+def test_a_step_outside_the_domain_leaves_the_finite_differences_as_they_were():
+    """Given a binary cross-entropy whose probabilities a step of 1 pushes out of [0, 1] (the function
+    raises there), when it is checked under policy 5,
+    then the shared call fails, the finite differences are evaluated on their own with the values
+    policy 4 gives, and the sweep leaves those steps out with the reason, as it does alone."""
+    target = torch.tensor([0.0, 1.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+
+    def loss(x):
+        return torch.nn.functional.binary_cross_entropy(x, target)
+
+    def gradient(x):
+        return (x - target) / (x * (1 - x)) / x.numel()
+
+    x = torch.tensor([0.2, 0.7, 0.4, 0.3, 0.9], dtype=torch.float64)
+    before, after = (run_check({"function": loss, "inputs": {"x": x.tolist()}, "analytical_gradient": gradient,
+                                "policy": policy}) for policy in (4, 5))
+
+    assert before["passed"] and after["passed"]
+    fd = [r["observations"]["finite_difference"]["gradients"]["x"]["value"] for r in (before, after)]
+    assert fd[0] == fd[1]
+    assert "left out: the function raised there" in after["step_sweep"]["note"]
+    assert _series(after) == _series(before)

@@ -53,8 +53,13 @@ class Riding:
 
 
 def sweep_riders(function, values: dict, v, name: str, flat_index: int, *, dtypes=("float32", "float64")) -> list:
-    """The riders of a central-difference sweep of input `name` at `flat_index` (core/check/step_sweep.py DECADES)."""
+    """The riders of a central-difference sweep of input `name` at `flat_index` (core/check/step_sweep.py DECADES);
+    none where the input's central differences alone would exceed RIDE_MAX_COPIES (the riders' tensors would only
+    be held, in the way of the allocator reusing a large input's chunks)."""
     import torch
+
+    if 2 * values[name].numel() > RIDE_MAX_COPIES:
+        return []
 
     from .finite_difference import Probe
     from .step_sweep import DECADES

@@ -129,3 +129,16 @@ def test_a_step_outside_the_domain_leaves_the_finite_differences_as_they_were():
     assert fd[0] == fd[1]
     assert "left out: the function raised there" in after["step_sweep"]["note"]
     assert _series(after) == _series(before)
+
+
+def test_only_an_input_whose_copies_fit_the_limit_gets_riders():
+    """Given inputs of 256 and 257 elements (512 and 514 central-difference copies against a limit of 512),
+    when the sweep's riders are asked for, then the first gets one per dtype and the second none: its
+    riders could not ride, and holding their tensors would only be in the allocator's way."""
+    from jupyterlab_gradcheck.core.check.sweep_riders import RIDE_MAX_COPIES, sweep_riders
+
+    v = torch.ones((), dtype=torch.float64)
+    fits = sweep_riders(_banded, {"x": torch.zeros(256, dtype=torch.float64)}, v, "x", 0)
+    too_large = sweep_riders(_banded, {"x": torch.zeros(257, dtype=torch.float64)}, v, "x", 0)
+    assert RIDE_MAX_COPIES == 512
+    assert [r.dtype for r in fits] == ["float32", "float64"] and too_large == []

@@ -28,8 +28,8 @@ _ACCEPTED = frozenset(name.replace("_", "").lower()
 
 def refused_by_recorder(node) -> bool:
     """Whether this graph node is the formula of an operation the diagonal recorder refuses, for certain."""
-    if getattr(node, "_forward_cls", None) is not None:  # a custom Function: its forward runs op by op under the recorder
-        return False
+    if getattr(node, "_forward_cls", None) is not None:
+        return False  # a custom Function: the recorder sees its forward operation by operation
     match = _FORMULA.match(type(node).__name__)
     return bool(match) and match.group(1).lower() not in _ACCEPTED
 

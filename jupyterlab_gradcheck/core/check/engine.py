@@ -289,7 +289,8 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
             fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step,
                                            work_elements=spec.work_elements, policy=rules, rounding=rounding,
                                            budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None,
-                                           chains=raw.get("chain_possible"), riders={names[0]: Riding(riders)} if riders else None)
+                                           chains=raw.get("chain_possible"),
+                                           riders={names[0]: Riding(riders)} if riders else None)
         except budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:

@@ -320,9 +320,10 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
     rounding bound (flat tensors). `structured=False` forces the general path (one shifted
     copy per element) even where the function is an elementwise chain; the benchmarks use it
     to show both costs. `chains` (core/check/chain_paths.py) names the inputs the graph shows are no
-    elementwise chain, so that no evaluation is spent looking for one; `riders` gives step-sweep series to
-    evaluate with an input's copies (core/check/sweep_riders.py). With `budget_s`, an input whose general path would take longer raises
-    `projected.ExhaustiveOverBudget` after its first chunk (the engine's mode auto then projects).
+    elementwise chain, so that no evaluation is spent looking for one; `riders` gives step-sweep series
+    to evaluate with an input's copies (core/check/sweep_riders.py). With `budget_s`, an input whose
+    general path would take longer raises `projected.ExhaustiveOverBudget` after its first chunk (the
+    engine's mode auto then projects).
     A complex input is differenced along its real and then its imaginary parts, combined as
     d_re + i d_im, and the record states the convention (core/check/complex_values.py).
     """

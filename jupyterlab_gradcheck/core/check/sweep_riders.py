@@ -91,7 +91,8 @@ def outputs_with_riders(probe, stack, riders: list, evaluate_alone):
     from .finite_difference import quotient, signed_steps, tiled
 
     count = stack.shape[0]
-    if not probe.batched or count > RIDE_MAX_COPIES or stack.dtype not in {r.probe.component().dtype for r in riders}:
+    shared = {rider.probe.component().dtype for rider in riders}
+    if not probe.batched or count > RIDE_MAX_COPIES or stack.dtype not in shared:
         return evaluate_alone(stack)  # (a complex step's copies are complex: no series shares their stack)
     built = []
     for rider in riders:

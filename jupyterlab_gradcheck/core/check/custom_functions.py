@@ -27,34 +27,33 @@ def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", d
     return graph_functions(output)
 
 
-def graph_functions(output) -> list:
-    """The custom autograd Function classes in the graph that produced `output` (a tensor, or a tuple or
-    list of outputs), in graph order."""
+def graph_nodes(output):
+    """Each node of the graph that produced `output` (a tensor, or a tuple or list of outputs) once, depth first
+    from the first output."""
     roots = list(output) if isinstance(output, (tuple, list)) else [output]
-    found, seen, stack = [], set(), [getattr(root, "grad_fn", None) for root in reversed(roots)]
+    seen, stack = set(), [getattr(root, "grad_fn", None) for root in reversed(roots)]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
+
+
+def graph_functions(output) -> list:
+    """The custom autograd Function classes in the graph that produced `output` (a tensor, or a tuple or
+    list of outputs), in graph order."""
+    found = []
+    for node in graph_nodes(output):
         owner = getattr(node, "_forward_cls", None)
         if owner is not None and owner not in found:
             found.append(owner)
-        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
     return found
 
 
 def only_built_in_formulas(output) -> bool:
     """Whether every node of the graph that produced `output` (a tensor, or a tuple or list of them) is one of
     PyTorch's own derivative formulas or a leaf: no custom Function, no C++ extension's node, nothing unknown."""
-    roots = list(output) if isinstance(output, (tuple, list)) else [output]
-    seen, stack = set(), [getattr(root, "grad_fn", None) for root in roots]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if getattr(node, "_forward_cls", None) is not None or not _BUILT_IN.match(type(node).__name__):
-            return False
-        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
-    return True
+    return all(getattr(node, "_forward_cls", None) is None and _BUILT_IN.match(type(node).__name__)
+               for node in graph_nodes(output))

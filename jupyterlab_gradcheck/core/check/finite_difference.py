@@ -143,6 +143,8 @@ class Probe:
         buffer = torch.cat([copy.reshape(-1) + 1, copy.reshape(-1)])  # other values first
         single = self.output(buffer[copy.numel():].view(copy.shape))
         self.stats["batch_check_evaluations"] = self.stats.get("batch_check_evaluations", 0) + 1
+        if out[-1].dtype == single.dtype and torch.equal(out[-1], single):
+            return True  # the same values (and no nan): the agreement below holds without computing it
         # the largest finite magnitude (a copy may hold nan or inf, which must then match exactly)
         scale = float(single.abs().nan_to_num(nan=0.0, posinf=0.0).max()) if single.numel() else 0.0
         if out[-1].shape == single.shape and torch.allclose(out[-1], single, rtol=BATCH_AGREEMENT,
@@ -231,31 +233,6 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         if rounding is not None:
             probe.rounding[start:stop] = rounding
     return estimates
-
-
-def quotients_together(probes: list, scheme: str, steps: list, indices: list):
-    """Each probe's `difference_quotient(probe, scheme, h, index)` from one vmap call, copies stacked as alone (the
-    same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
-    import torch
-
-    built = [(signed, probe.shifted(signed.reshape(-1), imaginary=scheme == "complex_step" or probe.imaginary_shift,
-                                    indices=tiled(index, signed.shape[0])))
-             for probe, h, index in zip(probes, steps, indices) for signed in [signed_steps(probe, scheme, h, index)]]
-    if not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built)) \
-            or len({stack.shape[0] for _, stack in built}) != 1 or built[0][1].shape[0] < LOOP_BELOW:
-        return None
-    try:
-        outs = torch.func.vmap(lambda *xs: tuple(p.output(x) for p, x in zip(probes, xs)))(*(s for _, s in built))
-    except Exception:  # a callable vmap cannot trace: the caller's separate path says why
-        return None
-    found = []
-    for probe, (signed, stack), out in zip(probes, built, outs):
-        probe.stats["forward_evaluations"] += stack.shape[0]
-        if probe.guard and not probe.batch_agrees(stack, out):
-            return None
-        found.append(quotient(probe, scheme, out, signed, probe.output(probe.values[probe.name])
-                               if scheme == "forward" else None)[0])
-    return found
 
 
 def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop: int, base, *, ride: bool = False):

@@ -24,7 +24,7 @@ from functools import cache
 
 from ..errors import exception_line
 from . import defaults
-from .finite_difference import Probe, difference_quotient, quotients_together
+from .finite_difference import LOOP_BELOW, Probe, difference_quotient, quotient, signed_steps, tiled
 from .policy import STEP_SCALE_CAP
 
 #: Decades of step swept: 10^0 down to 10^-16.
@@ -116,8 +116,8 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
     """({dtype: (estimates as floats, note)} of the series one batched evaluation gave, why batching was
     refused or "", the dtypes whose series came back promoted to float64 by the function's own tensors).
 
-    Every series' shifted copies go through one vmap call (core/check/finite_difference.py
-    `quotients_together`), each stacked and evaluated as a series alone would be, so the values
+    Every series' shifted copies go through one vmap call (`quotients_together`
+    below), each stacked and evaluated as a series alone would be, so the values
     are those of separate evaluations. When that call fails without a refusal, a narrower series
     has usually met a float64 tensor the function holds (float32 @ float64 raises): the call is
     made once more with the narrower series evaluated with every operand cast (`downcast`).
@@ -272,3 +272,28 @@ def _reference(function, values, v, name):
     (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name],
                                       allow_unused=True)
     return torch.zeros_like(leaves[name]) if gradient is None else gradient
+
+
+def quotients_together(probes: list, scheme: str, steps: list, indices: list):
+    """Each probe's `difference_quotient(probe, scheme, h, index)` from one vmap call, copies stacked as alone (the
+    same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
+    import torch
+
+    built = [(signed, probe.shifted(signed.reshape(-1), imaginary=scheme == "complex_step" or probe.imaginary_shift,
+                                    indices=tiled(index, signed.shape[0])))
+             for probe, h, index in zip(probes, steps, indices) for signed in [signed_steps(probe, scheme, h, index)]]
+    if not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built)) \
+            or len({stack.shape[0] for _, stack in built}) != 1 or built[0][1].shape[0] < LOOP_BELOW:
+        return None
+    try:
+        outs = torch.func.vmap(lambda *xs: tuple(p.output(x) for p, x in zip(probes, xs)))(*(s for _, s in built))
+    except Exception:  # a callable vmap cannot trace: the caller's separate path says why
+        return None
+    found = []
+    for probe, (signed, stack), out in zip(probes, built, outs):
+        probe.stats["forward_evaluations"] += stack.shape[0]
+        if probe.guard and not probe.batch_agrees(stack, out):
+            return None
+        found.append(quotient(probe, scheme, out, signed, probe.output(probe.values[probe.name])
+                               if scheme == "forward" else None)[0])
+    return found

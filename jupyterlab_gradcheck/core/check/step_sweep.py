@@ -24,8 +24,9 @@ from functools import cache
 
 from ..errors import exception_line
 from . import defaults
-from .finite_difference import LOOP_BELOW, Probe, difference_quotient, quotient, signed_steps, tiled
+from .finite_difference import Probe, difference_quotient, quotient, tiled
 from .policy import STEP_SCALE_CAP
+from .shifts import signed_steps
 
 #: Decades of step swept: 10^0 down to 10^-16.
 DECADES = tuple(range(0, 17))
@@ -116,9 +117,9 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
     """({dtype: (estimates as floats, note)} of the series one batched evaluation gave, why batching was
     refused or "", the dtypes whose series came back promoted to float64 by the function's own tensors).
 
-    Every series' shifted copies go through one vmap call (`quotients_together`
-    below), each stacked and evaluated as a series alone would be, so the values
-    are those of separate evaluations. When that call fails without a refusal, a narrower series
+    Every series' shifted copies go through one vmap call (`quotients_together` below), each
+    stacked and evaluated as a series alone would be, so the values are those of separate
+    evaluations. When that call fails without a refusal, a narrower series
     has usually met a float64 tensor the function holds (float32 @ float64 raises): the call is
     made once more with the narrower series evaluated with every operand cast (`downcast`).
     A series left out (promoted to float64, or the batch could not run) is evaluated on its own
@@ -283,7 +284,7 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
                                     indices=tiled(index, signed.shape[0])))
              for probe, h, index in zip(probes, steps, indices) for signed in [signed_steps(probe, scheme, h, index)]]
     if not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built)) \
-            or len({stack.shape[0] for _, stack in built}) != 1 or built[0][1].shape[0] < LOOP_BELOW:
+            or len({stack.shape[0] for _, stack in built}) != 1 or built[0][1].shape[0] < defaults.LOOP_BELOW:
         return None
     try:
         outs = torch.func.vmap(lambda *xs: tuple(p.output(x) for p, x in zip(probes, xs)))(*(s for _, s in built))

@@ -7,7 +7,9 @@ output by output. Each evaluated output carries a rounding error of a few units 
     rounding_i = eps * sum_j |v_j| (|f_j(x + h e_i)| + |f_j(x - h e_i)|) / 2h,
 
 summed over the outputs that element i changed (outputs it does not touch are evaluated
-identically and cancel exactly). This grows with the magnitude that is differenced and with
+identically and cancel exactly). Two equal evaluations of an output the element does move say only
+that the change is below the output's rounding: from policy 6 the one output of a function with a
+single output element counts whatever its two values (`moved_outputs`). This grows with the magnitude that is differenced and with
 1/h, which is what a fixed absolute tolerance ignores: at |x| = 1e4, or for a sum of a thousand
 outputs, eps * |f| / h alone exceeds 3.7e-9. Under policy 2 each element's tolerance adds
 BOUND_FACTOR * rounding_i to `atol + rtol * |autograd_i|` (core/check/policy.py).
@@ -41,10 +43,27 @@ def rounding_of(probe, first, second, width):
     if second is None:
         magnitude = first.abs()
     else:
-        magnitude = (first.abs() + second.abs()) * (first != second)
+        magnitude = (first.abs() + second.abs()) * moved_outputs(first, second, probe.equal_bounded,
+                                                                 probe.values[probe.name].dtype)
     weights = probe.v.abs().reshape(-1).to(magnitude.dtype)
     total = (magnitude.reshape(rows, -1) * weights).sum(1)
     return eps * total / width.abs()
+
+
+def moved_outputs(first, second, equal_bounded, precision=None):
+    """Which outputs of each row count in its bound: those whose two evaluations differ, or, with
+    `equal_bounded` (policy 6) and a single output element per row computed in `precision` (the finite
+    differences' dtype), that output whatever its values: equal values there mean a change below its
+    rounding, and the element is what moves it. An output rounded to a narrower dtype than the
+    differences' keeps policy 5's rule: its rounding at a step chosen for the wider dtype would make
+    a bound larger than any derivative it could check (a cast to bfloat16: about 10^4)."""
+    import torch
+
+    rows = first.shape[0]
+    if equal_bounded and first.reshape(rows, -1).shape[1] == 1 and (
+            precision is None or torch.finfo(first.dtype).eps == torch.finfo(precision).eps):
+        return True
+    return first != second
 
 
 def element_tolerance(rounding):

@@ -88,6 +88,8 @@ class Probe:
     track_rounding: bool = False
     #: Per element of the last difference_quotient: the rounding bound of its quotient.
     rounding: object = None
+    #: The bound counts an output the element moves even where its two evaluations are equal (policy 6).
+    equal_bounded: bool = False
     #: For a complex input: shift the imaginary part of each element instead of the real part.
     imaginary_shift: bool = False
     #: Step-sweep series to evaluate in the same call as this input's copies (a core/check/sweep_riders.py Riding).
@@ -359,7 +361,7 @@ def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: s
     x = values[name]
     probe = Probe(function, values, v, name, work=work_elements, structured=structured,
                   guard=policy.batch_guard, track_rounding=track, budget_s=budget_s, imaginary_shift=imaginary,
-                  chain_possible=chain, riders=riders)
+                  chain_possible=chain, riders=riders, equal_bounded=policy.equal_evaluations_bounded)
     if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
         probe.colouring = False
     if x.is_complex() or v.is_complex():

@@ -23,7 +23,7 @@ has no field and was made by policy 1.
 - **4**: as 3, and a scalar function of one scalar (the course's first exercises) gets
   torch's gradcheck in slow mode: its Jacobian is one entry, which slow mode compares exactly, in
   less time than fast mode's random projection of it (0.6-0.8 ms against 1.0 ms for x*x).
-- **5** (current): as 4, and torch's gradcheck leaves out its undefined-gradient test where the
+- **5**: as 4, and torch's gradcheck leaves out its undefined-gradient test where the
   function's graph holds only PyTorch's own derivative formulas (core/check/custom_functions.py
   `only_built_in_formulas`). That test hands a backward undefined output gradients; in such a
   graph it can only reach formulas PyTorch's own test suite runs it on. Where the graph holds
@@ -33,6 +33,13 @@ has no field and was made by policy 1.
   And the step sweep's series ride along in the batched call of the first input's finite
   differences (core/check/sweep_riders.py): that call then holds more copies, so an estimate's
   last bits may differ from policy 4's where a batched kernel rounds by the batch's size.
+- **6** (current): as 5, and an element's rounding bound counts the outputs it moves even where
+  their two evaluations came out equal (core/check/error_bound.py): the one output of a function
+  with a single output element, and element i's own output on a diagonal chain. Two equal
+  evaluations say only that the change of f is below its rounding, not that the derivative is 0;
+  under 5 such an element had a bound of 0, so a correct `x * 1e-7 + 1e5` (whose change over the
+  step is below 1e5's last bit) was failed as a probable bug. With several output elements an
+  output whose evaluations are equal may be one the element does not touch, and it still counts 0.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from dataclasses import dataclass
 from ..errors import SpecError
 
 #: The policy of new checks.
-CURRENT = 5
+CURRENT = 6
 #: The policy of an executed record with no "policy" field (written before versions existed).
 UNVERSIONED = 1
 #: Largest |x| the default step grows with under policy 2: beyond it the step stays
@@ -67,6 +74,9 @@ class Policy:
     #: torch's gradcheck tests undefined gradients only where the graph goes through a custom Function
     undefined_grad_for_functions: bool = False
     sweep_rides: bool = False  #: the step sweep's series are evaluated in the call of the finite differences
+    #: an element's rounding bound counts the outputs it moves whose two evaluations are equal (one output element,
+    #: or a diagonal chain's own output)
+    equal_evaluations_bounded: bool = False
 
 
 POLICIES = {
@@ -79,6 +89,9 @@ POLICIES = {
     5: Policy(5, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
               coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
               sweep_rides=True),
+    6: Policy(6, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
+              coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
+              sweep_rides=True, equal_evaluations_bounded=True),
 }
 #: Element evaluations (elements x the larger of input and output numel) from which, under policy 3,
 #: the coloured path is tried: below, the general path's 2n batched copies cost less than learning the

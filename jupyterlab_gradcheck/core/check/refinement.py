@@ -105,11 +105,12 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
 
 
 def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, estimates: dict, bounds: dict,
-                  rtol: float, atol: float, structures: dict, work_elements: int = 1) -> dict:
+                  rtol: float, atol: float, structures: dict, work_elements: int = 1, equal_bounded: bool = False) -> dict:
     """Refine every input's failing elements in place (flat views of `estimates`, `bounds`); info by input.
 
     `structures` names the path each input's estimate took ("general" or a diagonal chain). A complex
-    input is refined part by part (refine_complex).
+    input is refined part by part (refine_complex). `equal_bounded` is the policy's
+    `equal_evaluations_bounded` (core/check/error_bound.py `moved_outputs`).
     """
     from .finite_difference import step_vector
 
@@ -120,12 +121,13 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
             continue  # every element already passes: nothing to refine (NaN compares False, so it is refined)
         if values[name].is_complex():
             info = refine_complex(function, values, v, name, dtype=dtype, autograd=reference, estimates=estimates,
-                                  bounds=bounds, rtol=rtol, atol=atol, work_elements=work_elements)
+                                  bounds=bounds, rtol=rtol, atol=atol, work_elements=work_elements,
+                                  equal_bounded=equal_bounded)
             if info is not None:
                 report[name] = info
             continue
         probe = Probe(function, values, v, name, work=work_elements,
-                      structured=structures.get(name, "general") != "general")
+                      structured=structures.get(name, "general") != "general", equal_bounded=equal_bounded)
         h = step_vector(probe, None, dtype, "central", bounded=True)
         flat_estimate, flat_bound = estimate.reshape(-1), bounds[name].reshape(-1)
         reference = reference.reshape(-1)
@@ -138,7 +140,7 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
 
 
 def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd, estimates: dict, bounds: dict,
-                   rtol: float, atol: float, work_elements: int = 1) -> dict | None:
+                   rtol: float, atol: float, work_elements: int = 1, equal_bounded: bool = False) -> dict | None:
     """Refine a complex input's failing elements part by part; its report, or None when nothing failed.
 
     A complex element's estimate is d_re + i d_im, each part the central difference along that part
@@ -155,7 +157,8 @@ def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd
     reference = autograd.reshape(-1)
     parts, infos = [], []
     for imaginary in (False, True):
-        probe = Probe(function, values, v, name, work=work_elements, structured=False, imaginary_shift=imaginary)
+        probe = Probe(function, values, v, name, work=work_elements, structured=False, imaginary_shift=imaginary,
+                      equal_bounded=equal_bounded)
         h = step_vector(probe, None, dtype, "central", bounded=True)
         pick = (lambda t: t.imag) if imaginary else (lambda t: t.real)
         new_part, new_bound, info = refine(probe, h, pick(reference), pick(flat_estimate), flat_bound,

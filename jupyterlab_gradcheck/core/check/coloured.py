@@ -109,6 +109,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     batching = [probe.batched and plan_.count >= defaults.LOOP_BELOW]
     checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
     sums, sizes = None, None  # per pair: each column's weighted differences and rounding sizes (+ a spare slot)
+    counted_equal = None  # whether equal evaluations count in the rounding bound (policy 6), once the dtype is seen
     for first in range(0, plan_.count, size):
         last = min(first + size, plan_.count)
         copies = buffer[:last - first]
@@ -121,6 +122,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
                 return None
             values.append(found)
         if sums is None:
+            counted_equal = probe.equal_bounded and torch.finfo(values[0].dtype).eps == torch.finfo(flat.dtype).eps
             sums = [values[0].new_zeros(count + 1) for _ in pairs]
             sizes = [values[0].new_zeros(count + 1) for _ in pairs] if probe.track_rounding else None
         part = target[first * groups:last * groups]
@@ -129,7 +131,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
             # after the last shift of the last chunk the copies are free: they hold the differences
             room = copies if last == plan_.count and k == len(pairs) - 1 else None
             _share(values[one], second, part, plan_.run, per_row, weight, sums[k],
-                   None if sizes is None else sizes[k], room)
+                   None if sizes is None else sizes[k], room, equal_bounded=counted_equal)
         if members is not None and last < plan_.count:
             copies.view(-1).index_copy_(0, moves, flat.take(members))  # back to x for the next chunk
     widths = [taken[0] if other is None else taken[one] - taken[other] for one, other in pairs]
@@ -151,9 +153,13 @@ def chunk_colours(colours: int, width: int) -> int:
     return -(-colours // pieces)
 
 
-def _share(first, second, target, run: int, per_row: bool, weight, total, sizes, room=None):
+def _share(first, second, target, run: int, per_row: bool, weight, total, sizes, room=None, *,
+           equal_bounded: bool = False):
     """Adds each column's share of the (colours x rows) differences first - second to `total`, and their
     rounding sizes to `sizes` (None: not tracked); group g's share under colour k goes to target[k, g].
+    A row counts in its column's rounding where its two values differ, or always with `equal_bounded`
+    (policy 6): the learned pattern gives a column only the rows its element moves, so equal values
+    there are a change below their rounding (core/check/error_bound.py `moved_outputs`).
 
     An output's rows are weighted one by one; a loss's single weight multiplies the columns' sums at the
     end rather than every difference, and the one (colours x rows) temporary is weighted in place. `room`
@@ -165,7 +171,9 @@ def _share(first, second, target, run: int, per_row: bool, weight, total, sizes,
     else:
         difference = first - second
     if sizes is not None:
-        size = first.abs().add_(second.abs()).mul_(difference != 0)
+        size = first.abs().add_(second.abs())
+        if not equal_bounded:
+            size.mul_(difference != 0)
         sizes.index_add_(0, target, _grouped(size.mul_(weight.abs()) if per_row else size, run))
     total.index_add_(0, target, _grouped(difference.mul_(weight) if per_row else difference, run))
 

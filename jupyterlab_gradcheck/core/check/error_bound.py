@@ -8,8 +8,8 @@ output by output. Each evaluated output carries a rounding error of a few units 
 
 summed over the outputs that element i changed (outputs it does not touch are evaluated
 identically and cancel exactly). Two equal evaluations of an output the element does move say only
-that the change is below the output's rounding: from policy 6 the one output of a function with a
-single output element counts whatever its two values (`moved_outputs`). This grows with the magnitude that is differenced and with
+that the change is below the output's rounding: from policy 6 a row whose outputs all came out equal
+counts them all (`moved_outputs`). This grows with the magnitude that is differenced and with
 1/h, which is what a fixed absolute tolerance ignores: at |x| = 1e4, or for a sum of a thousand
 outputs, eps * |f| / h alone exceeds 3.7e-9. Under policy 2 each element's tolerance adds
 BOUND_FACTOR * rounding_i to `atol + rtol * |autograd_i|` (core/check/policy.py).
@@ -51,19 +51,23 @@ def rounding_of(probe, first, second, width):
 
 
 def moved_outputs(first, second, equal_bounded, precision=None):
-    """Which outputs of each row count in its bound: those whose two evaluations differ, or, with
-    `equal_bounded` (policy 6) and a single output element per row computed in `precision` (the finite
-    differences' dtype), that output whatever its values: equal values there mean a change below its
-    rounding, and the element is what moves it. An output rounded to a narrower dtype than the
-    differences' keeps policy 5's rule: its rounding at a step chosen for the wider dtype would make
-    a bound larger than any derivative it could check (a cast to bfloat16: about 10^4)."""
+    """Which outputs of each row (one row per shifted element) count in its bound: those whose two
+    evaluations differ and, with `equal_bounded` (policy 6) for outputs computed in `precision` (the
+    finite differences' dtype), every output of a row whose evaluations are all equal. Equal values
+    mean a change below their rounding, not a derivative of 0, and an all-equal row (one output, or
+    several of which the element moves none by more than its rounding) gives a quotient of exactly 0
+    that only this bound can qualify. In a row where some outputs differ, an equal one may be an
+    output the element does not touch, and it still counts 0. An output rounded to a narrower dtype
+    than the differences' keeps policy 5's rule: its rounding at a step chosen for the wider dtype
+    would make a bound larger than any derivative it could check (a cast to bfloat16: about 10^4)."""
     import torch
 
-    rows = first.shape[0]
-    if equal_bounded and first.reshape(rows, -1).shape[1] == 1 and (
-            precision is None or torch.finfo(first.dtype).eps == torch.finfo(precision).eps):
-        return True
-    return first != second
+    differs = first != second
+    if not equal_bounded or (precision is not None and torch.finfo(first.dtype).eps != torch.finfo(precision).eps):
+        return differs
+    rows = differs.shape[0]
+    all_equal = ~differs.reshape(rows, -1).any(1)
+    return differs | all_equal.reshape(rows, *([1] * (differs.dim() - 1)))
 
 
 def element_tolerance(rounding):

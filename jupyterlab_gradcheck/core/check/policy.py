@@ -34,12 +34,14 @@ has no field and was made by policy 1.
   differences (core/check/sweep_riders.py): that call then holds more copies, so an estimate's
   last bits may differ from policy 4's where a batched kernel rounds by the batch's size.
 - **6** (current): as 5, and an element's rounding bound counts the outputs it moves even where
-  their two evaluations came out equal (core/check/error_bound.py): the one output of a function
-  with a single output element, and element i's own output on a diagonal chain. Two equal
+  their two evaluations came out equal (core/check/error_bound.py `moved_outputs`): a row of
+  evaluations that are all equal (one output, or several of which the element moved none beyond its
+  rounding), an element's own body value on a diagonal chain, and the rows its learned pattern gives
+  it on the coloured path, wherever they are computed in the differences' own dtype. Two equal
   evaluations say only that the change of f is below its rounding, not that the derivative is 0;
   under 5 such an element had a bound of 0, so a correct `x * 1e-7 + 1e5` (whose change over the
-  step is below 1e5's last bit) was failed as a probable bug. With several output elements an
-  output whose evaluations are equal may be one the element does not touch, and it still counts 0.
+  step is below 1e5's last bit) was failed as a probable bug. In a row where other outputs moved, an
+  equal one may be an output the element does not touch, and it still counts 0.
 """
 
 from __future__ import annotations
@@ -74,8 +76,8 @@ class Policy:
     #: torch's gradcheck tests undefined gradients only where the graph goes through a custom Function
     undefined_grad_for_functions: bool = False
     sweep_rides: bool = False  #: the step sweep's series are evaluated in the call of the finite differences
-    #: an element's rounding bound counts the outputs it moves whose two evaluations are equal (one output element,
-    #: or a diagonal chain's own output)
+    #: an element's rounding bound counts the outputs it moves whose two evaluations are equal (an all-equal row,
+    #: a diagonal chain's own output, the coloured path's pattern rows)
     equal_evaluations_bounded: bool = False
 
 

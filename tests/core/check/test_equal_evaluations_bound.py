@@ -12,7 +12,7 @@ import torch
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.ledger.replay import replay_record
 
-from support.checks import fd_comparison
+from support.checks import check_against_autograd, fd_comparison
 
 
 def _offset_line(x):
@@ -97,3 +97,39 @@ def test_an_output_rounded_to_a_narrower_dtype_keeps_the_policy_5_rule():
     assert current["policy"] == 6
     assert fd_comparison(current) == fd_comparison(before)
     assert fd_comparison(current)["error_bound"]["max"] == 0.0
+
+
+def test_several_outputs_count_a_row_that_came_out_all_equal():
+    """Given a function of two elements with two outputs, x0 * 1e-7 + 1e5 and 2 x1 (the general path),
+    when it is checked under policies 6 and 5,
+    then under 6 it passes: x0 moves no output by more than its rounding, so its row of evaluations
+    is all equal and all of it counts (about 1.5e-5, from the first output's 1e5); under 5 that row
+    counted 0 and the check failed. x1's row, where the second output moved, counts as before."""
+    def two(x):
+        return torch.stack([x[0] * 1e-7 + 1e5, x[1] * 2.0])
+
+    declared = {"function": two, "inputs": {"x": [0.3, 0.5]}, "analytical_gradient": [1e-7, 2.0]}
+    current, before = run_check(declared, sweep=False), run_check({**declared, "policy": 5}, sweep=False)
+    assert current["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "general"
+    assert current["passed"] is True and before["passed"] is False
+    # 1.47e-5 from 4 eps (1e5 + 1e5 + 2 * 2 * 0.3) / 1.2e-5; the first output's 1e5 is all of it
+    assert 1.4e-5 < fd_comparison(current)["error_bound"]["at_worst"] < 1.6e-5
+
+
+def test_the_coloured_path_counts_the_rows_its_pattern_gives_an_element():
+    """Given a banded loss over 300 elements, sum(x[1:] * x[:-1] * 1e-7 + 1e5), whose every body row is
+    about 1e5 and moves by less than its last bit over the step (the coloured path, policy 3 on),
+    when it is checked under policies 6 and 5 with autograd's gradient as the expectation,
+    then under 6 it passes, each element's bound counting the two rows its learned pattern gives it;
+    under 5 those equal rows counted 0 and the elements failed."""
+    x = torch.linspace(-1.0, 1.0, 300, dtype=torch.float64)
+
+    def banded(x):
+        return (x[1:] * x[:-1] * 1e-7 + 1e5).sum()
+
+    current = check_against_autograd(banded, {"x": x}, sweep=False)
+    before = check_against_autograd(banded, {"x": x}, policy=5, sweep=False)
+    assert current["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "coloured"
+    assert current["passed"] is True and before["passed"] is False
+    # two rows of about 1e5 each: 2 x 1.47e-5 for an inner element
+    assert 2.8e-5 < fd_comparison(current)["error_bound"]["max"] < 3.1e-5

@@ -39,20 +39,31 @@ _TAIL_BYTES = 128
 
 
 def fd_lines(fd: int, offset: int = 0, number: int = 0) -> Iterator[tuple[int, bytes, bool]]:
-    """`(line number, bytes, complete)` of a file read in large blocks from `offset`."""
-    carry = b""
+    """`(line number, bytes, complete)` of a file read in large blocks from `offset`.
+
+    Each block starts where the last complete line ended: a partial line at a block's end is read
+    again with the next block instead of being joined to it, which would copy every block once more
+    into freshly mapped memory (half the cost of reading a ledger of 10^5 full records). A line
+    longer than a block doubles the block until it fits; a last line without its newline (a torn
+    write) comes out with `complete` false.
+    """
+    size = CHUNK * 64
     while True:
-        block = os.pread(fd, CHUNK * 64, offset)
+        block = os.pread(fd, size, offset)
         if not block:
-            break
-        offset += len(block)
-        parts = (carry + block).split(b"\n") if carry else block.split(b"\n")
-        carry = parts.pop()
+            return
+        parts = block.split(b"\n")
+        partial = parts.pop()  # b"" when the block ends with a newline
+        if not parts:  # no newline in the block
+            if len(block) < size:
+                yield number + 1, block, False
+                return
+            size *= 2
+            continue
         for raw in parts:
             number += 1
             yield number, raw, True
-    if carry:
-        yield number + 1, carry, False
+        offset += len(block) - len(partial)
 
 
 def count_lines(fd: int) -> int:

@@ -72,55 +72,54 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     pending: list[tuple[int, bytes, str]] = []
     read, add, rules = read_line, builder.add, semantic_problems  # locals: this loop runs 10^5 times
     if hashes_checked_elsewhere:
-        batches = (([item], [item[2]]) for item in lines)
+        checked = ((item, item[2]) for item in lines)
     else:
-        batches = _hashed_ahead(lines)
+        checked = (pair for batch, flags in _hashed_ahead(lines) for pair in zip(batch, flags))
     last_complete = 0
-    for batch, flags in batches:
-        for (number, raw, complete), hash_ok in zip(batch, flags):
-            last_complete = number if complete else last_complete
-            if not complete:
-                report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
-                continue
-            try:
-                info = read(raw, check_hash=False, decode=deep)
-            except LineError as exc:
-                pending.append((number, raw, exc.args[0]))  # a Message: shown translated
-                continue
-            info.hash_ok = hash_ok
-            if pending or info.kind == "note":
-                _settle_pending(report, pending, info, number)
-                pending = []
-            seq = info.seq
-            if seq == 0 and last_hash == GENESIS and not hashes and hash_ok and info.prev == GENESIS \
-                    and is_genesis(info):
-                report["ledger_id"] = info.data["ledger_id"]  # the genesis entry opens the ledger
-                last_hash = hashes[0] = info.hash
-                last_time = times[0] = info.time
-                add(light_entry(info))
-                continue
-            if not (hash_ok and seq == last_seq + 1 and info.prev == last_hash):
-                for problem in _chain_problems(info, last_seq, last_hash):
-                    add_error(report, number, problem)
-            problems = rules(info, builder)
-            if deep:
-                problems += _deep_problems(raw, info)
-            for problem in problems:
-                add_error(report, number, problem)
-            if info.time < last_time and _earlier_beyond_skew(info.time, last_time):
-                add_error(report, number, Message("entry seq {seq} has the time {time}, before the entry above it ({last_time}): times "
-                                                  "were edited or entries reordered", seq=seq, time=info.time, last_time=last_time))
+    for (number, raw, complete), hash_ok in checked:
+        last_complete = number if complete else last_complete
+        if not complete:
+            report["torn_tail"] = _torn_tail(number, raw, last_seq, last_hash)
+            continue
+        try:
+            info = read(raw, check_hash=False, decode=deep)
+        except LineError as exc:
+            pending.append((number, raw, exc.args[0]))  # a Message: shown translated
+            continue
+        info.hash_ok = hash_ok
+        if pending or info.kind == "note":
+            _settle_pending(report, pending, info, number)
+            pending = []
+        seq = info.seq
+        if seq == 0 and last_hash == GENESIS and not hashes and hash_ok and info.prev == GENESIS \
+                and is_genesis(info):
+            report["ledger_id"] = info.data["ledger_id"]  # the genesis entry opens the ledger
+            last_hash = hashes[0] = info.hash
+            last_time = times[0] = info.time
             add(light_entry(info))
-            if info.kind == "expectation":
-                # A check declared again supersedes its earlier expectation: an expectation
-                # written first and run later (declare, then check) is not an interruption.
-                for earlier in [s for s, (check, _) in awaiting.items() if check == info.check_id]:
-                    del awaiting[earlier]
-                awaiting[seq] = (info.check_id, number)
-            elif info.kind == "observation":
-                awaiting.pop(info.expectation_seq, None)
-            last_seq, last_hash, last_time = seq, info.hash, max(last_time, info.time)
-            hashes[seq], line_of_seq[seq], times[seq] = last_hash, number, info.time
+            continue
+        if not (hash_ok and seq == last_seq + 1 and info.prev == last_hash):
+            for problem in _chain_problems(info, last_seq, last_hash):
+                add_error(report, number, problem)
+        problems = rules(info, builder)
+        if deep:
+            problems += _deep_problems(raw, info)
+        for problem in problems:
+            add_error(report, number, problem)
+        if info.time < last_time and _earlier_beyond_skew(info.time, last_time):
+            add_error(report, number, Message("entry seq {seq} has the time {time}, before the entry above it ({last_time}): times "
+                                              "were edited or entries reordered", seq=seq, time=info.time, last_time=last_time))
+        add(light_entry(info))
+        if info.kind == "expectation":
+            # A check declared again supersedes its earlier expectation: an expectation
+            # written first and run later (declare, then check) is not an interruption.
+            for earlier in [s for s, (check, _) in awaiting.items() if check == info.check_id]:
+                del awaiting[earlier]
+            awaiting[seq] = (info.check_id, number)
+        elif info.kind == "observation":
+            awaiting.pop(info.expectation_seq, None)
+        last_seq, last_hash, last_time = seq, info.hash, max(last_time, info.time)
+        hashes[seq], line_of_seq[seq], times[seq] = last_hash, number, info.time
     report["entries"] = len(line_of_seq)
     torn = report["torn_tail"]
     if pending and torn is not None and len(pending) <= MAX_SEAL_RUN:

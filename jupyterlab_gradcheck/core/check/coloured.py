@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import colouring, defaults, sparsity
+from .error_bound import equal_evaluations_count
 
 #: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
 SCHEMES = {"central": (1.0, -1.0), "forward": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
@@ -122,7 +123,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
                 return None
             values.append(found)
         if sums is None:
-            counted_equal = probe.equal_bounded and torch.finfo(values[0].dtype).eps == torch.finfo(flat.dtype).eps
+            counted_equal = equal_evaluations_count(probe.equal_bounded, values[0].dtype, flat.dtype)
             sums = [values[0].new_zeros(count + 1) for _ in pairs]
             sizes = [values[0].new_zeros(count + 1) for _ in pairs] if probe.track_rounding else None
         part = target[first * groups:last * groups]

@@ -50,20 +50,25 @@ def rounding_of(probe, first, second, width):
     return eps * total / width.abs()
 
 
-def moved_outputs(first, second, equal_bounded, precision=None):
-    """Which outputs of each row (one row per shifted element) count in its bound: those whose two
-    evaluations differ and, with `equal_bounded` (policy 6) for outputs computed in `precision` (the
-    finite differences' dtype), every output of a row whose evaluations are all equal. Equal values
-    mean a change below their rounding, not a derivative of 0, and an all-equal row (one output, or
-    several of which the element moves none by more than its rounding) gives a quotient of exactly 0
-    that only this bound can qualify. In a row where some outputs differ, an equal one may be an
-    output the element does not touch, and it still counts 0. An output rounded to a narrower dtype
-    than the differences' keeps policy 5's rule: its rounding at a step chosen for the wider dtype
-    would make a bound larger than any derivative it could check (a cast to bfloat16: about 10^4)."""
+def equal_evaluations_count(equal_bounded: bool, dtype, precision) -> bool:
+    """Whether two equal evaluations in `dtype` may count in a bound (policy 6's `equal_bounded`): only
+    for outputs computed in `precision`, the finite differences' dtype. An output rounded to a narrower
+    dtype keeps policy 5's rule: its rounding at a step chosen for the wider dtype would make a bound
+    larger than any derivative it could check (a cast to bfloat16: about 10^4)."""
     import torch
 
+    return equal_bounded and torch.finfo(dtype).eps == torch.finfo(precision).eps
+
+
+def moved_outputs(first, second, equal_bounded: bool, precision):
+    """Which outputs of each row (one row per shifted element) count in its bound: those whose two
+    evaluations differ and, where `equal_evaluations_count`, every output of a row whose evaluations
+    are all equal. Equal values mean a change below their rounding, not a derivative of 0, and an
+    all-equal row (one output, or several of which the element moves none by more than its rounding)
+    gives a quotient of exactly 0 that only this bound can qualify. In a row where some outputs
+    differ, an equal one may be an output the element does not touch, and it still counts 0."""
     differs = first != second
-    if not equal_bounded or (precision is not None and torch.finfo(first.dtype).eps != torch.finfo(precision).eps):
+    if not equal_evaluations_count(equal_bounded, first.dtype, precision):
         return differs
     rows = differs.shape[0]
     all_equal = ~differs.reshape(rows, -1).any(1)

@@ -47,7 +47,9 @@ lab: setup
 
 test: setup test-python test-js test-wheel test-ui test-hub bench-quick
 
+# Chromium first: the HTML report's rendering test needs it, and would only be skipped without it.
 test-python: setup
+	bash scripts/install-chromium.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-js: setup

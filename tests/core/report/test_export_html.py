@@ -95,7 +95,7 @@ def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, timeout=120, cwd=cwd)
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (make test-ui installs it)")
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (make test-python installs it)")
 def test_report_renders_in_headless_chromium(report_html, tmp_path):
     """Given the report written to a file, when headless Chromium loads it, then the DOM it
     builds holds the check tables and the sweep plot, and its screenshot carries far more

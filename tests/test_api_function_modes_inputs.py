@@ -7,6 +7,8 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 
+from support.functions import save_inputs_for_both_modes
+
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
 Y = torch.linspace(0.5, 2.0, 4, dtype=torch.float64)
 
@@ -21,11 +23,7 @@ class Product(torch.autograd.Function):
     def forward(x, y):
         return x * y
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, y = inputs
-        ctx.save_for_backward(x, y)
-        ctx.save_for_forward(x, y)
+    setup_context = staticmethod(save_inputs_for_both_modes)
 
     @staticmethod
     def backward(ctx, grad):
@@ -91,12 +89,3 @@ def test_an_input_the_output_does_not_reach_is_batched_as_zeros():
     assert rows[("batched_grad_vs_one_at_a_time", "y")]["max_abs_err"] == 0.0
     assert result.record["function_modes"]["forward_ad"]["status"] == "observed"
 
-
-def test_a_function_of_two_outputs_is_still_observed_for_undefined_gradients_only():
-    """Given a Function returning two outputs, when it is checked, then forward mode and batched gradients are
-    recorded as skipped, saying why, and undefined gradients are observed."""
-    result = check(lambda x, y: (Product.apply(x, y), Product.apply(x, x)), x=X, y=Y, ledger=False)
-    modes = result.record["function_modes"]
-    assert modes["forward_ad"] == {"status": "skipped",
-                                   "reason": "observed for a function of one output; this one has 2 outputs"}
-    assert modes["undefined_grad"]["status"] == "observed"

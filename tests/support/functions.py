@@ -74,3 +74,9 @@ class CubeWithJvp(NewStyleCube):
     @staticmethod
     def vmap(info, in_dims, x):
         return x ** 3, in_dims[0]
+
+
+def save_inputs_for_both_modes(ctx, inputs, output):
+    """A new-style Function's setup_context that keeps its inputs for the backward and for the jvp."""
+    ctx.save_for_backward(*inputs)
+    ctx.save_for_forward(*inputs)

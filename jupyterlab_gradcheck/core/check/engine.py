@@ -235,7 +235,9 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
     if spec.hessian is not None:
         record["second_order"] = outputs.second_order_skipped(len(found))
     _add_function_modes(record, function_modes(function, leaves, None, None, graph_functions(found),
-                                              outputs=len(found)))
+                                              outputs=len(found),
+                                              weights={k: p.v.detach() for k, p in parts.items()}
+                                              if rules.several_output_modes else None))
     if _sweep_wanted(sweep, leaves):
         k = outputs.sweep_output(record, parts)
         record["step_sweep"] = {**parts[k].sweeper(), "output": k}

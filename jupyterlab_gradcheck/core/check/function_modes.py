@@ -15,7 +15,8 @@ A custom `torch.autograd.Function` is used by more than `backward()`: forward-mo
 
 Forward mode and batched gradients are observed for a function of one output, with any number of
 inputs (each input gets its own direction, drawn in the inputs' order, and its own batched
-comparison); undefined gradients for any.
+comparison), and from policy 7 for a function of several outputs (core/check/output_modes.py);
+undefined gradients for any.
 
 Each is skipped, with the reason PyTorch gives, where it does not apply (a Function without a
 `jvp`, a backward that vmap cannot batch): a note, not a failure.
@@ -27,6 +28,7 @@ from ..errors import exception_line
 from ..i18n import Message
 from .comparison import compare
 from .complex_values import real_inner
+from .output_modes import batched_grad_outputs, forward_ad_outputs
 from .tensors import describe
 from .undefined_grad import undefined_grad
 
@@ -56,6 +58,14 @@ def _directions(leaves: dict) -> dict:
 def _label(leaves: dict) -> str:
     """The input a block's comparisons name: the input, or the inputs joined (they are compared together)."""
     return ", ".join(leaves)
+
+
+def _direction_text(leaves: dict) -> str:
+    """How the direction u was drawn, in words."""
+    if len(leaves) == 1:
+        return Message("u: standard normal, seed {seed}", seed=SEED)
+    return Message("u: standard normal for each input, drawn in the order {names}, seed {seed}",
+                   names=_label(leaves), seed=SEED)
 
 
 def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
@@ -90,9 +100,7 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
         compare("forward_ad_vs_backward", label, backward_along, along,
                 left_label="grad . u (backward)", right_label="sum(v * J u) (forward_ad)", **EXACT),
     ]
-    direction = Message("u: standard normal, seed {seed}", seed=SEED) if len(leaves) == 1 else Message(
-        "u: standard normal for each input, drawn in the order {names}, seed {seed}", names=label, seed=SEED)
-    return {"status": "observed", "direction": direction, "tangent": describe(tangent.detach()),
+    return {"status": "observed", "direction": _direction_text(leaves), "tangent": describe(tangent.detach()),
             "comparisons": comparisons}
 
 
@@ -131,17 +139,25 @@ def batched_grad(function, leaves: dict, v) -> dict:
 
 
 def function_modes(function, leaves: dict, v, gradients: dict | None, classes: list, *,
-                   outputs: int | None = None) -> dict | None:
+                   outputs: int | None = None, weights: dict | None = None) -> dict | None:
     """{"forward_ad", "batched_grad", "undefined_grad"} for a function whose graph holds custom Functions
     (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
-    are observed for one output, whatever the inputs (`outputs`: the count of a tuple or list of
-    outputs), and recorded as skipped, with that reason, otherwise."""
+    are observed for one output, whatever the inputs; for a tuple or list of `outputs` (their count)
+    they are observed over its differentiable outputs where `weights` maps each one's index to its
+    grad_output (policy 7, core/check/output_modes.py), and recorded as skipped, with that reason,
+    otherwise."""
     if not classes:
         return None
     block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
     if outputs is None:
         block.update({"input": _label(leaves), "forward_ad": forward_ad(function, leaves, v, gradients),
                       "batched_grad": batched_grad(function, leaves, v)})
+    elif weights:
+        forward = forward_ad_outputs(function, leaves, _directions(leaves), weights, (DIFFERENCES, EXACT))
+        if forward["status"] == "observed":
+            forward["direction"] = _direction_text(leaves)
+        block.update({"input": _label(leaves), "forward_ad": forward,
+                      "batched_grad": batched_grad_outputs(function, leaves, sorted(weights), SEED, EXACT)})
     else:
         for key in ("forward_ad", "batched_grad"):
             block[key] = {"status": "skipped", "reason": Message(

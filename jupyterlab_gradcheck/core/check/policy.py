@@ -33,7 +33,7 @@ has no field and was made by policy 1.
   And the step sweep's series ride along in the batched call of the first input's finite
   differences (core/check/sweep_riders.py): that call then holds more copies, so an estimate's
   last bits may differ from policy 4's where a batched kernel rounds by the batch's size.
-- **6** (current): as 5, and an element's rounding bound counts the outputs it moves even where
+- **6**: as 5, and an element's rounding bound counts the outputs it moves even where
   their two evaluations came out equal (core/check/error_bound.py `moved_outputs`): a row of
   evaluations that are all equal (one output, or several of which the element moved none beyond its
   rounding), an element's own body value on a diagonal chain, and the rows its learned pattern gives
@@ -42,6 +42,10 @@ has no field and was made by policy 1.
   under 5 such an element had a bound of 0, so a correct `x * 1e-7 + 1e5` (whose change over the
   step is below 1e5's last bit) was failed as a probable bug. In a row where other outputs moved, an
   equal one may be an output the element does not touch, and it still counts 0.
+- **7** (current): as 6, and a function of several outputs whose graph holds a custom Function is
+  observed in forward mode and batched over its differentiable outputs, as `gradcheck` checks a
+  tuple of outputs (core/check/output_modes.py); under 1-6 both were recorded as skipped for it. The
+  finite differences are those of 6.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from dataclasses import dataclass
 from ..errors import SpecError
 
 #: The policy of new checks.
-CURRENT = 6
+CURRENT = 7
 #: The policy of an executed record with no "policy" field (written before versions existed).
 UNVERSIONED = 1
 #: Largest |x| the default step grows with under policy 2: beyond it the step stays
@@ -79,6 +83,8 @@ class Policy:
     #: an element's rounding bound counts the outputs it moves whose two evaluations are equal (an all-equal row,
     #: a diagonal chain's own output, the coloured path's pattern rows)
     equal_evaluations_bounded: bool = False
+    #: a custom Function of several outputs is observed in forward mode and batched (else skipped)
+    several_output_modes: bool = False
 
 
 POLICIES = {
@@ -94,6 +100,9 @@ POLICIES = {
     6: Policy(6, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
               coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
               sweep_rides=True, equal_evaluations_bounded=True),
+    7: Policy(7, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
+              coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
+              sweep_rides=True, equal_evaluations_bounded=True, several_output_modes=True),
 }
 #: Element evaluations (elements x the larger of input and output numel) from which, under policy 3,
 #: the coloured path is tried: below, the general path's 2n batched copies cost less than learning the

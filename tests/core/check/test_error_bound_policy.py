@@ -56,13 +56,13 @@ def test_policy_1_fails_the_same_correct_op_and_its_replay_reproduces_that():
 
 
 def test_an_unknown_policy_is_refused_as_bad_input():
-    """Given a record naming policy 7,
+    """Given a record naming policy 8 (after the last one),
     when it is run,
     then it is refused before anything runs, naming the field."""
     from jupyterlab_gradcheck.core.errors import SpecError
 
     with pytest.raises(SpecError) as refused:
-        run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": 7})
+        run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": 8})
     assert refused.value.field == "policy"
 
 

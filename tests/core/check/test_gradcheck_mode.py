@@ -18,12 +18,12 @@ def _settings(record: dict) -> dict:
 
 
 def test_the_seed_record_gets_gradcheck_in_slow_mode_under_the_current_policy():
-    """Given the mission's seed record x*x at 3, when it runs, then it is made by policy 6 and PyTorch's
+    """Given the mission's seed record x*x at 3, when it runs, then it is made by policy 7 and PyTorch's
     verdict comes from slow mode, with its usual eps, atol and rtol, without the undefined-gradient test
     (x*x's graph is one of PyTorch's formulas; the record says why it was left out), and it passes."""
     record = run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None,
                         "executed": False})
-    assert record["policy"] == CURRENT == 6
+    assert record["policy"] == CURRENT == 7
     assert _settings(record) == {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": False,
                                  "check_undefined_grad": False}
     assert "PyTorch's own derivative formulas" in record["observations"]["torch_gradcheck"]["left_out"]

@@ -76,6 +76,7 @@ def test_each_output_is_observed_in_forward_mode_and_each_input_batched():
         ("forward_ad_vs_finite_difference", "finite_difference_along_u (output 1)"),
         ("forward_ad_vs_backward", "grad . u (backward)")]
     assert all(row["passed"] and row["input"] == "x, y" for row in forward)
+    assert [row.get("output") for row in forward] == [0, 1, None]  # the backward's row sums over both outputs
     # central differences of sin along u err by h^2/6 |u|^3 ~ 1e-11 at h ~ 6e-6; x * x's exactly up to rounding
     assert forward[0]["max_abs_err"] < 1e-9 and forward[1]["max_abs_err"] < 1e-9
     # the directional derivative summed two ways (jvp, and the backward's gradients dotted with u): rounding alone
@@ -101,6 +102,7 @@ def test_a_jvp_wrong_in_one_output_fails_naming_that_output():
     failed = [(f["comparison"], f["left_label"]) for f in result.record["failures"]]
     assert failed == [("forward_ad_vs_finite_difference", "finite_difference_along_u (output 1)"),
                       ("forward_ad_vs_backward", "grad . u (backward)")]
+    assert result.record["failures"][0]["output"] == 1 and "output" not in result.record["failures"][1]
     assert "suspect the jvp" in result.record["failures"][0]["reason"]
     # output 1's tangent is 2 x u_x where 2 x u_x was right: the difference is the whole tangent, ~1
     assert result.record["failures"][0]["abs_err"] > 0.1

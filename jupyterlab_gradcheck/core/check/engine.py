@@ -117,6 +117,7 @@ def _batching(info: dict) -> str | None:
 
 
 def _failure(row: dict, diagnosis: str, reason: str) -> dict:
+    """The failure of a comparison row, naming its output where the row does (a function of several outputs)."""
     worst = row["worst"]
     return {
         "comparison": row["name"], "input": row["input"], "index": worst["index"],
@@ -125,6 +126,7 @@ def _failure(row: dict, diagnosis: str, reason: str) -> dict:
         "abs_err": worst["abs_err"], "rel_err": worst["rel_err"],
         "rtol": row["rtol"], "atol": row["atol"],
         "diagnosis": diagnosis, "reason": reason,
+        **({"output": row["output"]} if "output" in row else {}),
     }
 
 

@@ -71,9 +71,9 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
     label = ", ".join(leaves)
     differences, exact = tolerances
     comparisons = [
-        compare("forward_ad_vs_finite_difference", label, ((plus[k] - minus[k]) / (2 * h)).reshape(-1),
-                tangents[k].reshape(-1), left_label=f"finite_difference_along_u (output {k})",
-                right_label=f"forward_ad (output {k})", **differences)
+        {**compare("forward_ad_vs_finite_difference", label, ((plus[k] - minus[k]) / (2 * h)).reshape(-1),
+                   tangents[k].reshape(-1), left_label=f"finite_difference_along_u (output {k})",
+                   right_label=f"forward_ad (output {k})", **differences), "output": k}
         for k in indices]
     gradient = _gradient(function, leaves, indices, weights)
     along = sum(real_inner(weights[k], tangents[k]).reshape(1) for k in indices)

@@ -32,7 +32,7 @@ from .expectation_tensors import analytical_tensors
 from .function_modes import MODES, function_modes
 from .undefined_grad import UNDEFINED_REASON
 from .refinement import refine_inputs
-from .second_order import second_order
+from .second_order import second_order, second_order_of_outputs
 from .signature import check_signature
 from .spec import CheckSpec, parse_spec
 from .step_sweep import guarded_step_sweep
@@ -234,12 +234,16 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
     record.update({"executed": True, **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
                    "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
                    "environment": capture_environment(device)})
-    if spec.hessian is not None:
+    # each differentiable output's grad_output, for the blocks policy 7 observes over several outputs
+    weights = {k: p.v.detach() for k, p in parts.items()} if rules.several_output_modes else None
+    if spec.hessian is not None and weights:
+        block = second_order_of_outputs(function, leaves, weights, spec.hessian, spec.tolerance)
+        record["second_order"] = block
+        _join(record, block["failures"], passed=block["passed"])
+    elif spec.hessian is not None:
         record["second_order"] = outputs.second_order_skipped(len(found))
     _add_function_modes(record, function_modes(function, leaves, None, None, graph_functions(found),
-                                              outputs=len(found),
-                                              weights={k: p.v.detach() for k, p in parts.items()}
-                                              if rules.several_output_modes else None))
+                                              outputs=len(found), weights=weights))
     if _sweep_wanted(sweep, leaves):
         k = outputs.sweep_output(record, parts)
         record["step_sweep"] = {**parts[k].sweeper(), "output": k}

@@ -44,8 +44,10 @@ has no field and was made by policy 1.
   equal one may be an output the element does not touch, and it still counts 0.
 - **7** (current): as 6, and a function of several outputs whose graph holds a custom Function is
   observed in forward mode and batched over its differentiable outputs, as `gradcheck` checks a
-  tuple of outputs (core/check/output_modes.py); under 1-6 both were recorded as skipped for it. The
-  finite differences are those of 6.
+  tuple of outputs (core/check/output_modes.py), and a function of several outputs gets the second
+  order it asks for: the Hessian of sum_k sum(v_k * f_k), with gradgradcheck on the whole function
+  (core/check/second_order.py `second_order_of_outputs`); under 1-6 all three were recorded as
+  skipped for it. The finite differences are those of 6.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ class Policy:
     #: an element's rounding bound counts the outputs it moves whose two evaluations are equal (an all-equal row,
     #: a diagonal chain's own output, the coloured path's pattern rows)
     equal_evaluations_bounded: bool = False
-    #: a custom Function of several outputs is observed in forward mode and batched (else skipped)
+    #: a function of several outputs gets forward mode and batched gradients (through a custom Function) and its
+    #: second order (else skipped)
     several_output_modes: bool = False
 
 

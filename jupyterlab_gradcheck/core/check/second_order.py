@@ -173,8 +173,9 @@ def _element(layout: list[dict], k: int) -> str:
     return f"{part['input']}[{k - part['offset']}]"
 
 
-def second_order(function, leaves: dict, v, written, tolerance: dict) -> dict:
-    """The record's `second_order` block: observations, comparisons and failures."""
+def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=None) -> dict:
+    """The record's `second_order` block: observations, comparisons and failures (gradgradcheck runs on
+    `whole` where the Hessian is that of a function built from it)."""
     values = {n: leaf.detach() for n, leaf in leaves.items()}
     label = ", ".join(values)
     several = len(values) > 1
@@ -196,7 +197,7 @@ def second_order(function, leaves: dict, v, written, tolerance: dict) -> dict:
         "finite_difference": {"name": "hessian_finite_difference", "hessian": describe(fd),
                               "description": Message("central differences of autograd's gradient along each "
                                                      "input element, step eps^(1/3) max(1, |x_i|)")},
-        "torch_gradgradcheck": {"name": "torch_gradgradcheck", **_gradgradcheck(function, values)},
+        "torch_gradgradcheck": {"name": "torch_gradgradcheck", **_gradgradcheck(whole or function, values)},
     }
     expected = expected_hessian(written, function, values, weights, autograd)
     comparisons, failures = [], []
@@ -240,3 +241,22 @@ def _failure(row: dict, label: str, layout: list[dict] | None) -> dict:
             "left": worst["left"], "right": worst["right"], "abs_err": worst["abs_err"],
             "rel_err": worst["rel_err"], "rtol": row["rtol"], "atol": row["atol"],
             "diagnosis": "probable_bug", "reason": reason}
+
+
+def second_order_of_outputs(function, leaves: dict, weights: dict, written, tolerance: dict) -> dict:
+    """The `second_order` block of a function of several outputs (policy 7): the Hessian of
+    phi = sum_k sum(v_k * f_k) over its differentiable outputs k, each weighted by the check's grad_output
+    v_k (`weights`), with gradgradcheck run on the whole function, as it checks a tuple of outputs."""
+    if any(w.is_complex() for w in weights.values()):
+        return {"status": "skipped", "passed": True, "failures": [],
+                "reason": Message("the second order of several outputs is checked for real outputs")}
+    indices = sorted(weights)
+
+    def phi(**values):
+        found = function(**values)
+        return sum((weights[k] * found[k]).sum() for k in indices)
+
+    block = second_order(phi, leaves, None, written, tolerance, whole=function)
+    block["outputs"] = indices
+    block["convention"] = block["convention"].replace("sum(grad_output * f)", "sum_k sum(grad_output_k * f_k)")
+    return block

@@ -4,6 +4,7 @@ differentiable output, one batched comparison per input."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
@@ -147,3 +148,19 @@ def test_a_record_of_policy_6_keeps_both_skipped():
     assert before["function_modes"]["undefined_grad"]["status"] == "observed"
     assert current["function_modes"]["forward_ad"]["status"] == "observed"
     assert before["passed"] and current["passed"]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_forward_mode_batched_gradients_and_second_order_of_two_outputs_on_a_device(device):
+    """Given the two-output Function on `device` and its own double backward as the expected Hessian, when it is
+    checked, then forward mode, batched gradients and the second order are observed on that device and pass."""
+    x, y = X.to(device), Y.to(device)
+    result = check(_both, x=x, y=y, hessian="double_backward", ledger=False)
+    modes, block = result.record["function_modes"], result.record["second_order"]
+    assert result.passed
+    assert modes["forward_ad"]["tangent"]["device"].startswith(device)
+    assert [row["passed"] for row in _rows(result.record, "forward_ad")] == [True, True, True]
+    assert [row["input"] for row in _rows(result.record, "batched_grad")] == ["x", "y"]
+    assert block["outputs"] == [0, 1] and block["device"].startswith(device)
+    # central differences of the gradient at eps^(1/3): ~4e-11 times the third derivatives' scale (~2)
+    assert block["comparisons"][0]["max_abs_err"] < 1e-9

@@ -315,7 +315,7 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
                                 estimates=fd_raw, bounds=bounds, rtol=spec.finite_difference["rtol"],
                                 atol=spec.finite_difference["atol"], work_elements=spec.work_elements,
                                 structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
-                                equal_bounded=rules.equal_evaluations_bounded)
+                                equal_bounded=rules.equal_evaluations_bounded, wide=rules.wide_step_outputs)
         if refined:
             fd_info["refinement"] = refined
     fd = {n: _as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}

@@ -43,8 +43,12 @@ def rounding_of(probe, first, second, width):
     if second is None:
         magnitude = first.abs()
     else:
-        magnitude = (first.abs() + second.abs()) * moved_outputs(first, second, probe.equal_bounded,
-                                                                 probe.values[probe.name].dtype)
+        precision = probe.values[probe.name].dtype
+        moved = moved_outputs(first, second, probe.equal_bounded, precision)
+        if probe.touched is not None and probe.rows_of is not None \
+                and equal_evaluations_count(probe.equal_bounded, first.dtype, precision):
+            moved = moved | touched_rows(probe.touched, probe.rows_of).reshape(moved.shape)
+        magnitude = (first.abs() + second.abs()) * moved
     weights = probe.v.abs().reshape(-1).to(magnitude.dtype)
     total = (magnitude.reshape(rows, -1) * weights).sum(1)
     return eps * total / width.abs()
@@ -78,3 +82,12 @@ def moved_outputs(first, second, equal_bounded: bool, precision):
 def element_tolerance(rounding):
     """The part of each element's tolerance that comes from its rounding bound."""
     return BOUND_FACTOR * rounding
+
+
+def touched_rows(touched: dict, elements):
+    """The outputs each row's element moved at a wide step (policy 7), one row per element of `elements`: where such
+    an output came out equal at the step differenced, its change there was below its rounding, and it counts (for
+    outputs in the differences' own precision, as `equal_evaluations_count` says)."""
+    import torch
+
+    return torch.stack([touched[int(i)] for i in elements])

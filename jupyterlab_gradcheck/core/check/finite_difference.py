@@ -94,6 +94,10 @@ class Probe:
     imaginary_shift: bool = False
     #: Step-sweep series to evaluate in the same call as this input's copies (a core/check/sweep_riders.py Riding).
     riders: object = None
+    #: Flat element -> the outputs it moved at a wide step (policy 7, core/check/refinement.py), and the elements of
+    #: the rows being differenced, so that their bound counts those outputs where they came out equal.
+    touched: dict | None = None
+    rows_of: object = None
     _mapped: object = field(default=None, init=False, repr=False)
 
     def arguments(self, x) -> dict:
@@ -247,6 +251,7 @@ def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop
     else:
         stack = probe.shifted(chunk.reshape(-1), imaginary=imaginary,
                               indices=tiled(indices[start:stop], steps.shape[0]))
+    probe.rows_of = None if indices is None else indices[start:stop]
     if ride and probe.riders is not None:
         riding, probe.riders = probe.riders, None
         return quotient(probe, scheme, riding.outputs(probe, stack, probe.outputs), chunk, base)

@@ -47,7 +47,12 @@ has no field and was made by policy 1.
   tuple of outputs (core/check/output_modes.py), and a function of several outputs gets the second
   order it asks for: the Hessian of sum_k sum(v_k * f_k), with gradgradcheck on the whole function
   (core/check/second_order.py `second_order_of_outputs`); under 1-6 all three were recorded as
-  skipped for it. The finite differences are those of 6.
+  skipped for it. And an element that fails at the default step looks, before it is refined, for the
+  outputs it moves at WIDE times its step (core/check/refinement.py `touched_outputs`): those that
+  came out equal at a refinement step count in its bound there, as policy 6 counts an all-equal row.
+  Under 6, in a row where other outputs moved, an equal output counted 0 whether the element moved
+  it below its rounding or not at all, so a correct `cat([x * 1e-7 + 1e5, 2 x])` was failed as a
+  probable bug. Passing elements are not touched: their finite differences are those of 6.
 """
 
 from __future__ import annotations
@@ -88,6 +93,8 @@ class Policy:
     #: a function of several outputs gets forward mode and batched gradients (through a custom Function) and its
     #: second order (else skipped)
     several_output_modes: bool = False
+    #: a refined element's bound counts the outputs it moves at a wide step where they came out equal
+    wide_step_outputs: bool = False
 
 
 POLICIES = {
@@ -105,7 +112,7 @@ POLICIES = {
               sweep_rides=True, equal_evaluations_bounded=True),
     7: Policy(7, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
               coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
-              sweep_rides=True, equal_evaluations_bounded=True, several_output_modes=True),
+              sweep_rides=True, equal_evaluations_bounded=True, several_output_modes=True, wide_step_outputs=True),
 }
 #: Element evaluations (elements x the larger of input and output numel) from which, under policy 3,
 #: the coloured path is tried: below, the general path's 2n batched copies cost less than learning the

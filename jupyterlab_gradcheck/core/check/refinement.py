@@ -33,14 +33,40 @@ MULTIPLES = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 MAX_ELEMENTS = 256
 #: Multiple of the refined estimate's own error estimate allowed in its tolerance.
 REFINED_MARGIN = 2.0
+#: Multiple of the default step at which policy 7 looks for the outputs a failing element moves (about 6e-3
+#: max(1, |x_i|) in float64): an output that moves there but not at the steps differenced changed by less than its
+#: rounding at those steps, and counts in their bound; one that does not move even there has a derivative below
+#: eps |f_j| / (WIDE h), a thousandth of what its rounding at h would allow.
+WIDE = 1024.0
 
 
-def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float):
+def touched_outputs(probe: Probe, h, failing) -> dict | None:
+    """Flat element -> the outputs it moves at WIDE times its step (one central pair per failing element), or None
+    where that evaluation cannot be made. An output that is not finite at the wide step says nothing and is left out."""
+    import torch
+
+    from .finite_difference import tiled
+
+    steps = signed_steps(probe, "central", h[failing] * WIDE, failing, exact=True)
+    try:
+        out = probe.outputs(probe.shifted(steps.reshape(-1), imaginary=probe.imaginary_shift,
+                                          indices=tiled(failing, steps.shape[0])))
+    except Exception:  # the wide step left the function's domain: no outputs are added
+        return None
+    count = failing.numel()
+    plus, minus = out[:count].reshape(count, -1), out[count:2 * count].reshape(count, -1)
+    moved = (plus != minus) & torch.isfinite(plus) & torch.isfinite(minus)
+    return {int(i): row for i, row in zip(failing, moved)}
+
+
+def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float, wide: bool = False):
     """(estimate, bound, info) with the failing elements of one input re-estimated.
 
     `h` is the default step vector (flat, per element), `autograd`, `estimate` and `bound` flat
     tensors of the reference, the default estimate and its rounding allowance. Returns the flat
     tensors with the refined elements replaced, and the record's description of the refinement.
+    With `wide` (policy 7), the general path's bounds also count the outputs each element moves at
+    WIDE times its step (`touched_outputs`).
     """
     import torch
 
@@ -64,6 +90,7 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
             widths.append(taken[0] - taken[1])
         central, rounding, widths = torch.stack(rows), torch.stack(roundings), torch.stack(widths)
     else:
+        probe.touched = touched_outputs(probe, h, failing) if wide else None
         indices = failing.repeat(k)
         steps = torch.cat([h[failing] * m for m in MULTIPLES])
         central = difference_quotient(probe, "central", steps, indices, exact=True).reshape(k, count)
@@ -101,16 +128,20 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
         "chosen_multiples": sorted({MULTIPLES[int(b) + 2] for b in best[:64]}),
         "forward_evaluations": (2 * k) if probe.structured else 2 * k * int(count),
     }
+    if probe.touched is not None:
+        info["wide_step"] = {"multiple": WIDE, "outputs_moved": int(sum(int(r.sum()) for r in probe.touched.values())),
+                             "forward_evaluations": 2 * int(count)}
     return new_estimate, new_bound, info
 
 
 def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, estimates: dict, bounds: dict,
-                  rtol: float, atol: float, structures: dict, work_elements: int = 1, equal_bounded: bool = False) -> dict:
+                  rtol: float, atol: float, structures: dict, work_elements: int = 1, equal_bounded: bool = False,
+                  wide: bool = False) -> dict:
     """Refine every input's failing elements in place (flat views of `estimates`, `bounds`); info by input.
 
     `structures` names the path each input's estimate took ("general" or a diagonal chain). A complex
     input is refined part by part (refine_complex). `equal_bounded` is the policy's
-    `equal_evaluations_bounded` (core/check/error_bound.py `moved_outputs`).
+    `equal_evaluations_bounded` (core/check/error_bound.py `moved_outputs`), `wide` its `wide_step_outputs`.
     """
     from .finite_difference import step_vector
 
@@ -122,7 +153,7 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
         if values[name].is_complex():
             info = refine_complex(function, values, v, name, dtype=dtype, autograd=reference, estimates=estimates,
                                   bounds=bounds, rtol=rtol, atol=atol, work_elements=work_elements,
-                                  equal_bounded=equal_bounded)
+                                  equal_bounded=equal_bounded, wide=wide)
             if info is not None:
                 report[name] = info
             continue
@@ -131,7 +162,8 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
         h = step_vector(probe, None, dtype, "central", bounded=True)
         flat_estimate, flat_bound = estimate.reshape(-1), bounds[name].reshape(-1)
         reference = reference.reshape(-1)
-        new_estimate, new_bound, info = refine(probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol)
+        new_estimate, new_bound, info = refine(probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol,
+                                               wide=wide)
         if info is not None:
             estimates[name] = new_estimate.reshape(estimate.shape)
             bounds[name] = new_bound.reshape(estimate.shape)
@@ -140,7 +172,8 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
 
 
 def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd, estimates: dict, bounds: dict,
-                   rtol: float, atol: float, work_elements: int = 1, equal_bounded: bool = False) -> dict | None:
+                   rtol: float, atol: float, work_elements: int = 1, equal_bounded: bool = False,
+                   wide: bool = False) -> dict | None:
     """Refine a complex input's failing elements part by part; its report, or None when nothing failed.
 
     A complex element's estimate is d_re + i d_im, each part the central difference along that part
@@ -162,7 +195,7 @@ def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd
         h = step_vector(probe, None, dtype, "central", bounded=True)
         pick = (lambda t: t.imag) if imaginary else (lambda t: t.real)
         new_part, new_bound, info = refine(probe, h, pick(reference), pick(flat_estimate), flat_bound,
-                                           rtol=rtol, atol=atol)
+                                           rtol=rtol, atol=atol, wide=wide)
         parts.append((new_part, torch.where(new_bound != flat_bound, new_bound, torch.zeros_like(new_bound)),
                       new_bound != flat_bound))
         if info is not None:

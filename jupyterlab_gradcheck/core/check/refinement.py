@@ -128,9 +128,11 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
         "chosen_multiples": sorted({MULTIPLES[int(b) + 2] for b in best[:64]}),
         "forward_evaluations": (2 * k) if probe.structured else 2 * k * int(count),
     }
-    if probe.touched is not None:
-        info["wide_step"] = {"multiple": WIDE, "outputs_moved": int(sum(int(r.sum()) for r in probe.touched.values())),
-                             "forward_evaluations": 2 * int(count)}
+    if wide and not probe.structured:
+        info["wide_step"] = {"multiple": WIDE, "forward_evaluations": 2 * int(count), **(
+            {"outputs_moved": int(sum(int(r.sum()) for r in probe.touched.values()))} if probe.touched is not None
+            else {"outputs_moved": None, "reason": Message("the function could not be evaluated at the wide step (it "
+                                                           "raised there): no outputs were added to the bound")})}
     return new_estimate, new_bound, info
 
 

@@ -64,3 +64,18 @@ def test_an_output_that_is_not_finite_at_the_wide_step_adds_nothing():
     refinement = record["observations"]["finite_difference"]["refinement"]["x"]
     assert refinement["wide_step"]["outputs_moved"] == 1
     assert record["passed"] is False and record["failure"]["diagnosis"] == "probable_bug"
+
+
+def test_a_function_that_raises_at_the_wide_step_is_refined_as_before_and_the_record_says_why():
+    """Given the offset-beside-double function refusing any x above 0.31 (0.3 + the wide step, about 6e-3, reaches
+    it), when it is checked, then the refinement records that the wide step could not be evaluated and added
+    nothing, and the element fails as it did under policy 6."""
+    def refusing_above(x):
+        if bool((x > 0.305).any()):
+            raise ValueError("x out of range")
+        return _offset_beside_double(x)
+
+    record = run_check(_declared(2.0000001, refusing_above), sweep=False)
+    wide = record["observations"]["finite_difference"]["refinement"]["x"]["wide_step"]
+    assert wide["outputs_moved"] is None and wide["reason"].startswith("the function could not be evaluated")
+    assert record["passed"] is False and record["failure"]["diagnosis"] == "probable_bug"

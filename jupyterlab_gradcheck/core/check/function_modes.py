@@ -24,11 +24,11 @@ Each is skipped, with the reason PyTorch gives, where it does not apply (a Funct
 
 from __future__ import annotations
 
-from ..errors import exception_line
 from ..i18n import Message
 from .comparison import compare
 from .complex_values import real_inner
-from .output_modes import batched_grad_outputs, forward_ad_outputs
+from .output_modes import (along_u, batched_grad_outputs, dual_pairs, forward_ad_outputs, forward_skipped,
+                           vmap_skipped)
 from .tensors import describe
 from .undefined_grad import undefined_grad
 
@@ -72,24 +72,14 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
     """The `forward_ad` observation and its comparisons (or skipped, with the reason): J u with one
     direction per input, u = (u_x, u_w, ...), against central differences along u and sum_i grad_i . u_i."""
     import torch
-    import torch.autograd.forward_ad as fwad
 
     directions = _directions(leaves)
     try:
-        with fwad.dual_level():
-            output = function(**{n: fwad.make_dual(x.detach(), directions[n]) for n, x in leaves.items()})
-            tangent = fwad.unpack_dual(output).tangent
+        ((_, tangent),) = dual_pairs(function, leaves, directions)
     except Exception as exc:  # no jvp, or an operation forward AD does not support: say so
-        return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc))}
-    if tangent is None:
-        tangent = torch.zeros_like(output)
-    dtype = next(iter(leaves.values())).dtype
-    eps = torch.finfo(dtype).eps
-    h = eps ** (1 / 3) * max(1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values()))
-    with torch.no_grad():
-        plus = function(**{n: x.detach() + h * directions[n] for n, x in leaves.items()})
-        minus = function(**{n: x.detach() - h * directions[n] for n, x in leaves.items()})
-        fd = (plus - minus) / (2 * h)
+        return forward_skipped(exc)
+    plus, minus, width = along_u(function, leaves, directions)
+    fd = (plus - minus) / width
     weights = torch.ones_like(tangent) if v is None else v.detach()
     along = real_inner(weights, tangent).reshape(1)  # sum(Re(conj(v) * J u)) for complex values
     backward_along = sum(real_inner(gradients[n].detach(), directions[n]).reshape(1) for n in leaves)
@@ -125,8 +115,7 @@ def batched_grad(function, leaves: dict, v) -> dict:
         try:
             batched = torch.func.vmap(grad_of)(outputs)
         except Exception as exc:  # a backward vmap cannot batch: say so
-            return {"status": "skipped", "reason": Message("vmap over grad_outputs does not apply: {reason}",
-                                                           reason=exception_line(exc))}
+            return vmap_skipped(exc)
     shown = batched[0] if not several else torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
     block = {"status": "observed", "grad_outputs": 3, "gradients": describe(shown.detach()),
              "comparisons": [compare("batched_grad_vs_one_at_a_time", name, one.detach().reshape(-1),

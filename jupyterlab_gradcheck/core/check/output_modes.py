@@ -33,6 +33,43 @@ def _flat(tensors: list):
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
+def forward_skipped(exc) -> dict:
+    """Forward mode recorded as not applying, with the reason PyTorch gave (no jvp, an unsupported operation)."""
+    return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc))}
+
+
+def vmap_skipped(exc) -> dict:
+    """Batched gradients recorded as not applying, with the reason PyTorch gave (a backward vmap cannot batch)."""
+    return {"status": "skipped", "reason": Message("vmap over grad_outputs does not apply: {reason}",
+                                                   reason=exception_line(exc))}
+
+
+def dual_pairs(function, leaves: dict, directions: dict) -> list:
+    """(primal, tangent) of each output of forward-mode AD along `directions` (one pair for a tensor output, a list
+    for a tuple), a tangent forward AD leaves undefined as zeros; raises what forward AD raises."""
+    import torch
+    import torch.autograd.forward_ad as fwad
+
+    with fwad.dual_level():
+        found = function(**{n: fwad.make_dual(x.detach(), directions[n]) for n, x in leaves.items()})
+        pairs = [fwad.unpack_dual(o) for o in (found if isinstance(found, (tuple, list)) else [found])]
+        pairs = [(p.primal, p.tangent) for p in pairs]
+    return [(primal, torch.zeros_like(primal) if tangent is None else tangent.detach()) for primal, tangent in pairs]
+
+
+def along_u(function, leaves: dict, directions: dict) -> tuple:
+    """(f(x + h u), f(x - h u), 2h): central differences along u at h = eps^(1/3) max(1, max |x|)."""
+    import torch
+
+    dtype = next(iter(leaves.values())).dtype
+    h = torch.finfo(dtype).eps ** (1 / 3) * max(
+        1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values()))
+    with torch.no_grad():
+        plus = function(**{n: x.detach() + h * directions[n] for n, x in leaves.items()})
+        minus = function(**{n: x.detach() - h * directions[n] for n, x in leaves.items()})
+    return plus, minus, 2 * h
+
+
 def _gradient(function, leaves: dict, indices: list, weights: dict) -> dict:
     """The backward's gradient of sum_k sum(v_k * f_k) over the outputs `indices`, per input (zeros
     where an input reaches none of them)."""
@@ -50,28 +87,17 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
     """The `forward_ad` observation of a function of several outputs (or skipped, with the reason):
     `weights` maps each differentiable output's index to its grad_output v_k; `tolerances` is
     (against finite differences, against the backward), as for one output."""
-    import torch
-    import torch.autograd.forward_ad as fwad
-
     indices = sorted(weights)
     try:
-        with fwad.dual_level():
-            found = function(**{n: fwad.make_dual(x.detach(), directions[n]) for n, x in leaves.items()})
-            tangents = {k: fwad.unpack_dual(found[k]).tangent for k in indices}
-            values = {k: fwad.unpack_dual(found[k]).primal for k in indices}
+        pairs = dual_pairs(function, leaves, directions)
     except Exception as exc:  # no jvp, or an operation forward AD does not support: say so
-        return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc))}
-    tangents = {k: torch.zeros_like(values[k]) if t is None else t.detach() for k, t in tangents.items()}
-    dtype = next(iter(leaves.values())).dtype
-    h = torch.finfo(dtype).eps ** (1 / 3) * max(
-        1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values()))
-    with torch.no_grad():
-        plus = function(**{n: x.detach() + h * directions[n] for n, x in leaves.items()})
-        minus = function(**{n: x.detach() - h * directions[n] for n, x in leaves.items()})
+        return forward_skipped(exc)
+    tangents = {k: pairs[k][1] for k in indices}
+    plus, minus, width = along_u(function, leaves, directions)
     label = ", ".join(leaves)
     differences, exact = tolerances
     comparisons = [
-        {**compare("forward_ad_vs_finite_difference", label, ((plus[k] - minus[k]) / (2 * h)).reshape(-1),
+        {**compare("forward_ad_vs_finite_difference", label, ((plus[k] - minus[k]) / width).reshape(-1),
                    tangents[k].reshape(-1), left_label=f"finite_difference_along_u (output {k})",
                    right_label=f"forward_ad (output {k})", **differences), "output": k}
         for k in indices]
@@ -108,8 +134,7 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
         try:
             batched = torch.func.vmap(grad_of)(*draws)
         except Exception as exc:  # a backward vmap cannot batch: say so
-            return {"status": "skipped", "reason": Message("vmap over grad_outputs does not apply: {reason}",
-                                                           reason=exception_line(exc))}
+            return vmap_skipped(exc)
     shown = torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
     return {"status": "observed", "grad_outputs": 3, "gradients": describe(shown.detach()),
             "note": Message("three grad_outputs for each of outputs {outputs}; the gradients of {names}, each "

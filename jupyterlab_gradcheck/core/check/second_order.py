@@ -173,9 +173,10 @@ def _element(layout: list[dict], k: int) -> str:
     return f"{part['input']}[{k - part['offset']}]"
 
 
-def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=None) -> dict:
+def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=None,
+                 phi: str = "sum(grad_output * f)") -> dict:
     """The record's `second_order` block: observations, comparisons and failures (gradgradcheck runs on
-    `whole` where the Hessian is that of a function built from it)."""
+    `whole` where the Hessian is that of a function built from it; `phi` says which scalar it is of)."""
     values = {n: leaf.detach() for n, leaf in leaves.items()}
     label = ", ".join(values)
     several = len(values) > 1
@@ -220,9 +221,9 @@ def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=N
              ("<callable>" if callable(written) else written),
              "observations": observations, "comparisons": comparisons, "failures": failures, "passed": passed,
              "dtype": str(x.dtype).replace("torch.", ""), "device": str(x.device), "shape": [n, n],
-             "convention": "H[i, j] = d^2 sum(grad_output * f) / dx_i dx_j over the flattened input"}
+             "convention": f"H[i, j] = d^2 {phi} / dx_i dx_j over the flattened input"}
     if several:
-        block["convention"] = ("H[i, j] = d^2 sum(grad_output * f) / dz_i dz_j over z, the inputs flattened and "
+        block["convention"] = (f"H[i, j] = d^2 {phi} / dz_i dz_j over z, the inputs flattened and "
                                f"concatenated in the order {label}")
         block["layout"] = layout
     return block
@@ -252,11 +253,11 @@ def second_order_of_outputs(function, leaves: dict, weights: dict, written, tole
                 "reason": Message("the second order of several outputs is checked for real outputs")}
     indices = sorted(weights)
 
-    def phi(**values):
+    def weighted(**values):
         found = function(**values)
         return sum((weights[k] * found[k]).sum() for k in indices)
 
-    block = second_order(phi, leaves, None, written, tolerance, whole=function)
+    block = second_order(weighted, leaves, None, written, tolerance, whole=function,
+                         phi="sum_k sum(grad_output_k * f_k)")
     block["outputs"] = indices
-    block["convention"] = block["convention"].replace("sum(grad_output * f)", "sum_k sum(grad_output_k * f_k)")
     return block

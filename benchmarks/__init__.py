@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: Environment variable through which the runner passes `--device` to every module.
 DEVICE_VARIABLE = "GRADCHECK_BENCH_DEVICE"
@@ -67,9 +67,15 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], rounds: int
             synchronize()
             samples[name].append(time.perf_counter() - started)
             cpu[name].append(time.process_time() - cpu_started)
-    return {name: {"median": statistics.median(times), "cpu_median": statistics.median(cpu[name]),
-                   "samples": len(times), "min": min(times)}
-            for name, times in samples.items()}
+    return {
+        name: {
+            "median": statistics.median(times),
+            "cpu_median": statistics.median(cpu[name]),
+            "samples": len(times),
+            "min": min(times),
+        }
+        for name, times in samples.items()
+    }
 
 
 def timed_once(function: Callable[[], object]) -> tuple[float, float, object]:
@@ -161,8 +167,9 @@ def profile_text(function: Callable[[], object], repeat: int, title: str) -> str
     profiler.disable()
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("cumulative").print_stats(30)
-    return _without_paths(f"{title} (cProfile, {repeat} calls; install pyinstrument for a call tree)\n"
-                          f"{buffer.getvalue()}")
+    return _without_paths(
+        f"{title} (cProfile, {repeat} calls; install pyinstrument for a call tree)\n{buffer.getvalue()}"
+    )
 
 
 def _without_paths(text: str) -> str:
@@ -173,8 +180,9 @@ def _without_paths(text: str) -> str:
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parent.parent) + "/"
-    prefixes = [root] + sorted({p.rstrip("/") + "/" for p in sys.path if p and p.startswith("/")}, key=len,
-                               reverse=True)
+    prefixes = [root] + sorted(
+        {p.rstrip("/") + "/" for p in sys.path if p and p.startswith("/")}, key=len, reverse=True
+    )
     lines = []
     for line in text.splitlines():
         if line.startswith("Profile at "):

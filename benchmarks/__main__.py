@@ -29,7 +29,16 @@ from . import DEVICE_VARIABLE
 
 HERE = Path(__file__).resolve().parent
 #: Modules in the order of the figures they hold (B1..B4); any other bench_* module follows.
-ORDER = ("bench_engine", "bench_scale", "bench_accuracy", "bench_opinfo", "bench_ledger", "bench_rest", "bench_witness", "bench_load")
+ORDER = (
+    "bench_engine",
+    "bench_scale",
+    "bench_accuracy",
+    "bench_opinfo",
+    "bench_ledger",
+    "bench_rest",
+    "bench_witness",
+    "bench_load",
+)
 COLUMNS = ("figure", "value", "unit", "goal", "status", "note")
 
 
@@ -47,8 +56,7 @@ def discover(only: list[str] | None) -> list[str]:
 
 
 def error_row(module: str, message: str) -> dict:
-    return {"name": f"{module}: ERROR", "value": "-", "unit": "", "goal": "runs", "status": "ERROR",
-            "note": message}
+    return {"name": f"{module}: ERROR", "value": "-", "unit": "", "goal": "runs", "status": "ERROR", "note": message}
 
 
 def _valid(rows) -> str:
@@ -56,8 +64,11 @@ def _valid(rows) -> str:
     if not isinstance(rows, list):
         return f"run() returned {type(rows).__name__}, not a list of rows"
     for item in rows:
-        missing = [key for key in ("name", "value", "unit", "goal", "status", "note")
-                   if not isinstance(item, dict) or key not in item]
+        missing = [
+            key
+            for key in ("name", "value", "unit", "goal", "status", "note")
+            if not isinstance(item, dict) or key not in item
+        ]
         if missing:
             return f"a row lacks {', '.join(missing)}: {item!r:.120}"
         if item["status"] not in ("PASS", "MISS", "INFO"):
@@ -92,8 +103,9 @@ def _cell(value) -> str:
 def table(rows: list[dict]) -> str:
     """One Markdown table of every row, readable as plain text too."""
     cells = [[_cell(r["name"]), _cell(r["value"]), r["unit"], r["goal"], r["status"], r["note"]] for r in rows]
-    widths = [max(len(COLUMNS[i]), *(len(c[i]) for c in cells)) if cells else len(COLUMNS[i])
-              for i in range(len(COLUMNS) - 1)]
+    widths = [
+        max(len(COLUMNS[i]), *(len(c[i]) for c in cells)) if cells else len(COLUMNS[i]) for i in range(len(COLUMNS) - 1)
+    ]
 
     def line(values):
         padded = [str(v).replace("|", "\\|").ljust(widths[i]) for i, v in enumerate(values[:-1])]
@@ -120,9 +132,13 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     info = {
-        "cpu": model, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "memory_gib": round(memory, 1) if memory else None, "platform": platform.platform(),
-        "python": platform.python_version(), "torch": torch.__version__,
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_gib": round(memory, 1) if memory else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
     }
     for package in ("numpy", "sympy"):
         try:
@@ -184,21 +200,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[1])
     parser.add_argument("--quick", action="store_true", help="smoke run under a minute; results.md is left alone")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="torch device for B1-B3")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for the report (default: this folder; --quick writes only with --out)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the report (default: this folder; --quick writes only with --out)",
+    )
     parser.add_argument("--only", default="", help="comma-separated modules, e.g. engine,scale,accuracy")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads for every figure (default 1, 0 keeps torch's default): on a "
-                             "shared machine a parallel region waits for whichever of its threads another process "
-                             "has descheduled, which times the neighbours, not the code")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads for every figure (default 1, 0 keeps torch's default): on a "
+        "shared machine a parallel region waits for whichever of its threads another process "
+        "has descheduled, which times the neighbours, not the code",
+    )
     args = parser.parse_args(argv)
 
     if args.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            print("benchmarks: --device cuda asked for, but torch.cuda.is_available() is False "
-                  f"(torch {torch.__version__}, CUDA build {torch.version.cuda}); nothing was run", file=sys.stderr)
+            print(
+                "benchmarks: --device cuda asked for, but torch.cuda.is_available() is False "
+                f"(torch {torch.__version__}, CUDA build {torch.version.cuda}); nothing was run",
+                file=sys.stderr,
+            )
             return 2
     os.environ[DEVICE_VARIABLE] = args.device
     if args.threads > 0:
@@ -218,20 +245,23 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     errors = sum(r["status"] == "ERROR" for r in rows)
     misses = sum(r["status"] == "MISS" for r in rows)
-    print(f"\n{len(rows)} figures: {sum(r['status'] == 'PASS' for r in rows)} PASS, {misses} MISS, "
-          f"{errors} ERROR, in {elapsed:.1f} s")
+    print(
+        f"\n{len(rows)} figures: {sum(r['status'] == 'PASS' for r in rows)} PASS, {misses} MISS, "
+        f"{errors} ERROR, in {elapsed:.1f} s"
+    )
 
     out = args.out if args.out is not None else (None if args.quick else HERE)
     if out is not None:
         info = {**machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
         out.mkdir(parents=True, exist_ok=True)
         stem = "results-quick" if args.quick else "results"
-        text = report(rows, info, quick=args.quick, device=args.device, seconds=elapsed,
-                      load=(load_start, _load()))
+        text = report(rows, info, quick=args.quick, device=args.device, seconds=elapsed, load=(load_start, _load()))
         (out / f"{stem}.md").write_text(text, encoding="utf-8")
         if args.out is not None:
-            (out / f"{stem}.json").write_text(json.dumps({"machine": info, "device": args.device, "rows": rows},
-                                                         indent=1, default=str), encoding="utf-8")
+            (out / f"{stem}.json").write_text(
+                json.dumps({"machine": info, "device": args.device, "rows": rows}, indent=1, default=str),
+                encoding="utf-8",
+            )
         print(f"wrote {out / (stem + '.md')}")
     return 1 if errors else 0
 

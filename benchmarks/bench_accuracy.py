@@ -63,8 +63,14 @@ def _estimate(function, x: float, dtype: str, scheme: str, step) -> float:
 
     target = getattr(torch, dtype)
     value = torch.tensor(x, dtype=target, device=device())
-    grads, _ = fd_gradients(lambda x: function(x), {"x": value}, torch.ones((), dtype=target, device=device()),
-                            dtype=dtype, scheme=scheme, step=step)
+    grads, _ = fd_gradients(
+        lambda x: function(x),
+        {"x": value},
+        torch.ones((), dtype=target, device=device()),
+        dtype=dtype,
+        scheme=scheme,
+        step=step,
+    )
     return float(grads["x"])
 
 
@@ -84,8 +90,10 @@ def errors(dtype: str, scheme: str, step) -> list[tuple[float, str, float]]:
 
 def _summary(found: list[tuple[float, str, float]]) -> str:
     worst = max(found)
-    return (f"worst {worst[0]:.2g} ({worst[1]} at x={worst[2]:g}), median "
-            f"{statistics.median(e for e, _, _ in found):.2g} over {len(found)} cases")
+    return (
+        f"worst {worst[0]:.2g} ({worst[1]} at x={worst[2]:g}), median "
+        f"{statistics.median(e for e, _, _ in found):.2g} over {len(found)} cases"
+    )
 
 
 def _gradcheck_float32_failures() -> int:
@@ -113,14 +121,28 @@ def run(quick: bool) -> list[dict]:
             found[dtype, scheme, None] = errors(dtype, scheme, None)
             floor = defaults.fd_floor(dtype, scheme)
             worst = max(found[dtype, scheme, None])[0]
-            rows.append(graded(
-                f"B3 {scheme}, default step, {dtype}: worst error / floor", round(worst / floor, 2), "x floor",
-                f"<= {FLOOR_FACTOR_GOAL:g}x", worst <= FLOOR_FACTOR_GOAL * floor,
-                f"floor {floor:.2g}; {_summary(found[dtype, scheme, None])}"))
+            rows.append(
+                graded(
+                    f"B3 {scheme}, default step, {dtype}: worst error / floor",
+                    round(worst / floor, 2),
+                    "x floor",
+                    f"<= {FLOOR_FACTOR_GOAL:g}x",
+                    worst <= FLOOR_FACTOR_GOAL * floor,
+                    f"floor {floor:.2g}; {_summary(found[dtype, scheme, None])}",
+                )
+            )
 
     complex_worst = max(found["float64", "complex_step", None])[0]
-    rows.append(graded("B3 complex step, float64: worst error", complex_worst, "rel", f"<= {COMPLEX_STEP_GOAL:g}",
-                       complex_worst <= COMPLEX_STEP_GOAL, _summary(found["float64", "complex_step", None])))
+    rows.append(
+        graded(
+            "B3 complex step, float64: worst error",
+            complex_worst,
+            "rel",
+            f"<= {COMPLEX_STEP_GOAL:g}",
+            complex_worst <= COMPLEX_STEP_GOAL,
+            _summary(found["float64", "complex_step", None]),
+        )
+    )
 
     refined = {
         "richardson, default step": found["float64", "richardson", None],
@@ -131,17 +153,30 @@ def run(quick: bool) -> list[dict]:
         rows.append(row(f"B3 {label}, float64: worst error", max(cases)[0], "rel", "-", "INFO", _summary(cases)))
     best_label = min(refined, key=lambda label: max(refined[label])[0])
     best = max(refined[best_label])[0]
-    rows.append(graded(
-        "B3 adaptive or Richardson, float64: worst error of the best", best, "rel", f"<= {REFINED_GOAL:g}",
-        best <= REFINED_GOAL, f"best is {best_label}; "
-        + "; ".join(f"{label} {max(cases)[0]:.2g}" for label, cases in refined.items())))
+    rows.append(
+        graded(
+            "B3 adaptive or Richardson, float64: worst error of the best",
+            best,
+            "rel",
+            f"<= {REFINED_GOAL:g}",
+            best <= REFINED_GOAL,
+            f"best is {best_label}; " + "; ".join(f"{label} {max(cases)[0]:.2g}" for label, cases in refined.items()),
+        )
+    )
 
     fixed = errors("float32", "central", 1e-6)
     ours = max(found["float32", "central", None])[0]
     failures = _gradcheck_float32_failures()
     total = len(_functions()) * len(POINTS)
-    rows.append(row(
-        "B3 gradcheck's eps=1e-6 central difference, float32: worst error", max(fixed)[0], "rel", "-", "INFO",
-        f"{_summary(fixed)}; our default float32 step: worst {ours:.2g}; gradcheck itself fails "
-        f"{failures} of {total} float32 checks of these correct functions at its default tolerances"))
+    rows.append(
+        row(
+            "B3 gradcheck's eps=1e-6 central difference, float32: worst error",
+            max(fixed)[0],
+            "rel",
+            "-",
+            "INFO",
+            f"{_summary(fixed)}; our default float32 step: worst {ours:.2g}; gradcheck itself fails "
+            f"{failures} of {total} float32 checks of these correct functions at its default tolerances",
+        )
+    )
     return rows

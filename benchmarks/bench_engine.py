@@ -98,6 +98,7 @@ def _stage_timers(totals: dict):
                 return function(*args, **kwargs)
             finally:
                 totals[label] = totals.get(label, 0.0) + time.perf_counter() - started
+
         return timed
 
     try:
@@ -130,8 +131,8 @@ def _sympy_opinion_timers(dev: str):
     """(uncached, cached) callables that each compute the SymPy opinion of the seed record."""
     import torch
 
-    from jupyterlab_gradcheck.core.expr import symbolic
     from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.expr import symbolic
 
     spec = parse_spec({**SEED, "device": dev})
     leaves = {"x": torch.tensor(3.0, dtype=torch.float64, device=dev, requires_grad=True)}
@@ -158,8 +159,8 @@ def run(quick: bool) -> list[dict]:
     import torch
 
     from jupyterlab_gradcheck.core.check.engine import run_check
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
     from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 
     dev = device()
     rounds = 200 if quick else (500 if dev.startswith("cuda") else 2000)  # cuda: gpu-check has 5 minutes
@@ -192,8 +193,9 @@ def run(quick: bool) -> list[dict]:
             "engine": lambda: run_check(callable_record, sweep=False),
             "fsync": fsync_floor,
             "expression": lambda: run_and_record(expression_record, expression_ledgers(), sweep=False),
-            "failing": lambda: run_and_record({**callable_record, "analytical_gradient": 5}, failing_ledgers(),
-                                              sweep=False),
+            "failing": lambda: run_and_record(
+                {**callable_record, "analytical_gradient": 5}, failing_ledgers(), sweep=False
+            ),
         }
         verdict = numerical_verdict(square, {"x": x})
         record = full()
@@ -209,53 +211,118 @@ def run(quick: bool) -> list[dict]:
         total, stages = breakdown(full, 100 if quick else 500)
 
         rows = [
-            row("B1 baseline: torch.autograd.gradcheck on x*x", round(base * 1e6, 1), "µs", "-", "INFO",
-                f"median of {rounds} rounds, interleaved with every figure below; device {dev}"),
+            row(
+                "B1 baseline: torch.autograd.gradcheck on x*x",
+                round(base * 1e6, 1),
+                "µs",
+                "-",
+                "INFO",
+                f"median of {rounds} rounds, interleaved with every figure below; device {dev}",
+            ),
         ]
         worst = verdict["worst"]
-        rows.append(graded(
-            "B1(a) numerical verdict / gradcheck", round(ratio["verdict"], 3), "x", f"<= {RATIO_GOAL_VERDICT}x",
-            ratio["verdict"] <= RATIO_GOAL_VERDICT,
-            f"{format_seconds(times['verdict']['median'])} vs {format_seconds(base)}; passed={verdict['passed']}, "
-            f"worst element {worst['input']}{worst['index']} abs err {worst['abs_err']:.2g}",
-        ))
+        rows.append(
+            graded(
+                "B1(a) numerical verdict / gradcheck",
+                round(ratio["verdict"], 3),
+                "x",
+                f"<= {RATIO_GOAL_VERDICT}x",
+                ratio["verdict"] <= RATIO_GOAL_VERDICT,
+                f"{format_seconds(times['verdict']['median'])} vs {format_seconds(base)}; passed={verdict['passed']}, "
+                f"worst element {worst['input']}{worst['index']} abs err {worst['abs_err']:.2g}",
+            )
+        )
         observations = sorted(record["observations"])
         met = ratio["full"] <= RATIO_GOAL_FULL
         full_row = graded(
-            "B1(b) full check + 2 fsynced ledger appends / gradcheck", round(ratio["full"], 2), "x",
-            f"<= {RATIO_GOAL_FULL:g}x", met,
+            "B1(b) full check + 2 fsynced ledger appends / gradcheck",
+            round(ratio["full"], 2),
+            "x",
+            f"<= {RATIO_GOAL_FULL:g}x",
+            met,
             f"{format_seconds(times['full']['median'])}; {len(observations)} observations "
             f"({', '.join(observations)}), {len(record['comparisons'])} comparisons, passed={record['passed']}; "
             "callable form (no SymPy opinion by contract), sweep off; of which the engine alone "
             f"{ratio['engine']:.2f}x and one bare 512-byte write+fsync {ratio['fsync']:.2f}x"
-            + ("" if met else "; largest stages: " + ", ".join(
-                f"{label} {format_seconds(seconds)}" for label, seconds in stages[:4])),
+            + (
+                ""
+                if met
+                else "; largest stages: "
+                + ", ".join(f"{label} {format_seconds(seconds)}" for label, seconds in stages[:4])
+            ),
         )
         if not met and not quick:
             full_row["profile"] = profile_text(full, 300, "B1(b) run_and_record on square, sweep off")
         rows.append(full_row)
-        rows.append(row(
-            "B1(b) engine alone, no ledger (run_check) / gradcheck", round(ratio["engine"], 2), "x", "-", "INFO",
-            f"{format_seconds(times['engine']['median'])}; the same check without the two appends"))
-        rows.append(row(
-            "B1 fsync floor: one 512-byte write + fsync / gradcheck", round(ratio["fsync"], 2), "x", "-", "INFO",
-            f"{format_seconds(times['fsync']['median'])}; each ledger append pays at least this, on this disk"))
-        rows.append(row(
-            "B1(b) expression form \"x*x\" with cached SymPy opinion / gradcheck", round(ratio["expression"], 2),
-            "x", "-", "INFO", f"{format_seconds(times['expression']['median'])}; the seed record as written"))
-        rows.append(row(
-            "B1(b) with a failed comparison (diagnosis runs) / gradcheck", round(ratio["failing"], 2), "x", "-",
-            "INFO", f"{format_seconds(times['failing']['median'])}; analytical 5 instead of 6: "
-                    f"{', '.join(sorted({f['diagnosis'] for f in failing['failures']}))}"))
+        rows.append(
+            row(
+                "B1(b) engine alone, no ledger (run_check) / gradcheck",
+                round(ratio["engine"], 2),
+                "x",
+                "-",
+                "INFO",
+                f"{format_seconds(times['engine']['median'])}; the same check without the two appends",
+            )
+        )
+        rows.append(
+            row(
+                "B1 fsync floor: one 512-byte write + fsync / gradcheck",
+                round(ratio["fsync"], 2),
+                "x",
+                "-",
+                "INFO",
+                f"{format_seconds(times['fsync']['median'])}; each ledger append pays at least this, on this disk",
+            )
+        )
+        rows.append(
+            row(
+                'B1(b) expression form "x*x" with cached SymPy opinion / gradcheck',
+                round(ratio["expression"], 2),
+                "x",
+                "-",
+                "INFO",
+                f"{format_seconds(times['expression']['median'])}; the seed record as written",
+            )
+        )
+        rows.append(
+            row(
+                "B1(b) with a failed comparison (diagnosis runs) / gradcheck",
+                round(ratio["failing"], 2),
+                "x",
+                "-",
+                "INFO",
+                f"{format_seconds(times['failing']['median'])}; analytical 5 instead of 6: "
+                f"{', '.join(sorted({f['diagnosis'] for f in failing['failures']}))}",
+            )
+        )
         for name in ("uncached", "cached"):
             seconds = sympy_times[name]["median"]
-            rows.append(row(
-                f"B1 SymPy opinion of x*x, {name}", round(seconds * 1e6, 1), "µs", "-", "INFO",
-                f"{seconds / base:.2f}x the baseline"
-                + ("; SymPy's own cache cleared too" if name == "uncached" else "; derivative cached per expression")))
+            rows.append(
+                row(
+                    f"B1 SymPy opinion of x*x, {name}",
+                    round(seconds * 1e6, 1),
+                    "µs",
+                    "-",
+                    "INFO",
+                    f"{seconds / base:.2f}x the baseline"
+                    + (
+                        "; SymPy's own cache cleared too"
+                        if name == "uncached"
+                        else "; derivative cached per expression"
+                    ),
+                )
+            )
         for label, seconds in stages:
-            rows.append(row(f"B1(b) breakdown: {label}", round(seconds * 1e6, 1), "µs", "-", "INFO",
-                            f"{100 * seconds / total:.0f}% of {format_seconds(total)} (wrapped timers, mean)"))
+            rows.append(
+                row(
+                    f"B1(b) breakdown: {label}",
+                    round(seconds * 1e6, 1),
+                    "µs",
+                    "-",
+                    "INFO",
+                    f"{100 * seconds / total:.0f}% of {format_seconds(total)} (wrapped timers, mean)",
+                )
+            )
         if not quick:
             rows.append(_grown_ledger_row(folder, callable_record, leaf))
     return rows
@@ -265,16 +332,26 @@ def _grown_ledger_row(folder: Path, record: dict, leaf) -> dict:
     """B1(b) on a ledger that already holds 10^3 entries, against the same baseline."""
     import torch
 
-    from jupyterlab_gradcheck.core.ledger.store import Ledger
     from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+    from jupyterlab_gradcheck.core.ledger.store import Ledger
 
     ledger = Ledger(folder / "grown.gradcheck.jsonl")
     for _ in range(500):
         run_and_record(record, ledger, sweep=False)
-    times = interleaved_medians({
-        "gradcheck": lambda: torch.autograd.gradcheck(square, (leaf,)),
-        "full": lambda: run_and_record(record, ledger, sweep=False),
-    }, 50, warmup=1)
+    times = interleaved_medians(
+        {
+            "gradcheck": lambda: torch.autograd.gradcheck(square, (leaf,)),
+            "full": lambda: run_and_record(record, ledger, sweep=False),
+        },
+        50,
+        warmup=1,
+    )
     ratio = times["full"]["median"] / times["gradcheck"]["median"]
-    return row("B1(b) on a ledger of 10^3 entries / gradcheck", round(ratio, 2), "x", "-", "INFO",
-               f"{format_seconds(times['full']['median'])}: the history is kept between runs, and each read decodes only the lines appended since")
+    return row(
+        "B1(b) on a ledger of 10^3 entries / gradcheck",
+        round(ratio, 2),
+        "x",
+        "-",
+        "INFO",
+        f"{format_seconds(times['full']['median'])}: the history is kept between runs, and each read decodes only the lines appended since",
+    )

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.line_format import GENESIS, make_line
+from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import HASH_IN_CHILD_ABOVE, verify_ledger_file
 
 VERIFY_GOAL_S = 1.0
@@ -39,18 +39,41 @@ def _record() -> dict:
 
 def build_ledger(path: Path, count: int, record: dict) -> None:
     """A ledger of `count` entries: expectation/observation pairs over CHECKS check ids."""
-    spec = {key: record[key] for key in ("function", "inputs", "dtype", "device", "analytical_gradient",
-                                         "grad_output", "tolerance", "finite_difference", "origin", "destination")}
+    spec = {
+        key: record[key]
+        for key in (
+            "function",
+            "inputs",
+            "dtype",
+            "device",
+            "analytical_gradient",
+            "grad_output",
+            "tolerance",
+            "finite_difference",
+            "origin",
+            "destination",
+        )
+    }
     prev, lines = GENESIS, []
     for seq in range(1, count + 1):
         check_id = f"check_{(seq - 1) // 2 % CHECKS}"
         if seq % 2:
             kind, data = "expectation", {**spec, "id": check_id}
         else:
-            kind, data = "observation", {"expectation_seq": seq - 1, "passed": True,
-                                         "record": {**record, "id": check_id}}
-        line, prev = make_line({"seq": seq, "time": "2026-01-01T00:00:00+00:00", "kind": kind,
-                                "check_id": check_id, "data": data, "prev": prev})
+            kind, data = (
+                "observation",
+                {"expectation_seq": seq - 1, "passed": True, "record": {**record, "id": check_id}},
+            )
+        line, prev = make_line(
+            {
+                "seq": seq,
+                "time": "2026-01-01T00:00:00+00:00",
+                "kind": kind,
+                "check_id": check_id,
+                "data": data,
+                "prev": prev,
+            }
+        )
         lines.append(line)
     with open(path, "wb") as handle:
         handle.write(b"".join(lines))
@@ -100,15 +123,19 @@ def run(quick: bool) -> list[dict]:
         seconds, cpu, report = _verify_seconds(big)
         baseline = _baseline_seconds(big)
         size_mb = big.stat().st_size / 1e6
-        rows.append({
-            "name": f"ledger verify, {verify_count} entries",
-            "value": round(seconds, 4), "unit": "s", "goal": f"<= {VERIFY_GOAL_S} s",
-            "status": "PASS" if seconds <= VERIFY_GOAL_S and report["ok"] else "MISS",
-            "note": f"{size_mb:.0f} MB of real records; baseline read+sha256 {baseline:.3f} s "
-                    f"(verify/baseline {seconds / baseline:.1f}x); decoding thread {cpu:.3f} s CPU; hashes "
-                    f"checked {'in a forked process' if big.stat().st_size > HASH_IN_CHILD_ABOVE else 'in a second thread'}; "
-                    f"chain ok: {report['ok']}",
-        })
+        rows.append(
+            {
+                "name": f"ledger verify, {verify_count} entries",
+                "value": round(seconds, 4),
+                "unit": "s",
+                "goal": f"<= {VERIFY_GOAL_S} s",
+                "status": "PASS" if seconds <= VERIFY_GOAL_S and report["ok"] else "MISS",
+                "note": f"{size_mb:.0f} MB of real records; baseline read+sha256 {baseline:.3f} s "
+                f"(verify/baseline {seconds / baseline:.1f}x); decoding thread {cpu:.3f} s CPU; hashes "
+                f"checked {'in a forked process' if big.stat().st_size > HASH_IN_CHILD_ABOVE else 'in a second thread'}; "
+                f"chain ok: {report['ok']}",
+            }
+        )
         timings = {}
         for count in (small, large):
             path = Path(folder) / f"append_{count}.gradcheck.jsonl"
@@ -118,13 +145,17 @@ def run(quick: bool) -> list[dict]:
                 build_ledger(path, count, record)
             timings[count] = _append_ms(path, record)
         ratio = timings[large] / timings[small]
-        rows.append({
-            "name": f"ledger append per entry, {large} vs {small} entries",
-            "value": round(ratio, 3), "unit": "ratio", "goal": f"<= {APPEND_RATIO_GOAL} (O(1))",
-            "status": "PASS" if ratio <= APPEND_RATIO_GOAL else "MISS",
-            "note": f"median of {APPENDS_TIMED} fsynced appends: {timings[small]:.3f} ms at {small}, "
-                    f"{timings[large]:.3f} ms at {large}",
-        })
+        rows.append(
+            {
+                "name": f"ledger append per entry, {large} vs {small} entries",
+                "value": round(ratio, 3),
+                "unit": "ratio",
+                "goal": f"<= {APPEND_RATIO_GOAL} (O(1))",
+                "status": "PASS" if ratio <= APPEND_RATIO_GOAL else "MISS",
+                "note": f"median of {APPENDS_TIMED} fsynced appends: {timings[small]:.3f} ms at {small}, "
+                f"{timings[large]:.3f} ms at {large}",
+            }
+        )
     return rows
 
 

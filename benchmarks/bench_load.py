@@ -87,8 +87,9 @@ class _Client(threading.Thread):
             began = time.perf_counter()
             self.pending = True
             try:
-                status, body = self.server.request("POST", "checks", {"notebook": self.notebook, "check": self.check},
-                                                   connection=connection)
+                status, body = self.server.request(
+                    "POST", "checks", {"notebook": self.notebook, "check": self.check}, connection=connection
+                )
             except (OSError, http.client.HTTPException, ValueError):
                 self.statuses["no answer"] += 1
                 connection.close()
@@ -150,9 +151,15 @@ def _load(server: LiveJupyter, count: int, seconds: float) -> dict:
     samples = [value for client in clients for value in client.latencies]
     acked = sum(client.acknowledged for client in clients)
     statuses = sum((client.statuses for client in clients), Counter())
-    return {"clients": count, "rate": acked / elapsed, "p50": statistics.median(samples),
-            "p99": percentile(samples, 0.99), "acked": acked, "lost": _lost(server, clients),
-            "statuses": dict(statuses)}
+    return {
+        "clients": count,
+        "rate": acked / elapsed,
+        "p50": statistics.median(samples),
+        "p99": percentile(samples, 0.99),
+        "acked": acked,
+        "lost": _lost(server, clients),
+        "statuses": dict(statuses),
+    }
 
 
 def _fairness(server: LiveJupyter, n: int, seconds: float) -> dict:
@@ -165,9 +172,13 @@ def _fairness(server: LiveJupyter, n: int, seconds: float) -> dict:
     _drive(server, [light], seconds)
     for client in heavy:
         client.join(timeout=300)
-    return {"p50": statistics.median(light.latencies), "p99": percentile(light.latencies, 0.99),
-            "light": len(light.latencies), "heavy": sum(c.acknowledged for c in heavy),
-            "heavy_statuses": dict(sum((c.statuses for c in heavy), Counter()))}
+    return {
+        "p50": statistics.median(light.latencies),
+        "p99": percentile(light.latencies, 0.99),
+        "light": len(light.latencies),
+        "heavy": sum(c.acknowledged for c in heavy),
+        "heavy_statuses": dict(sum((c.statuses for c in heavy), Counter())),
+    }
 
 
 def _worker_kill(server: LiveJupyter, seconds: float) -> dict:
@@ -190,8 +201,13 @@ def _worker_kill(server: LiveJupyter, seconds: float) -> dict:
     failed = sum(_observations(server, c.notebook)[1] for c in clients)
     statuses = sum((c.statuses for c in clients), Counter())
     answered_500 = statuses.get(500, 0)
-    return {"statuses": dict(statuses), "failed_to_run_kept": failed, "answered_500": answered_500,
-            "lost": _lost(server, clients), "busy": killed.get("busy")}
+    return {
+        "statuses": dict(statuses),
+        "failed_to_run_kept": failed,
+        "answered_500": answered_500,
+        "lost": _lost(server, clients),
+        "busy": killed.get("busy"),
+    }
 
 
 def _immutable(server: LiveJupyter, seconds: float) -> dict:
@@ -209,9 +225,14 @@ def _immutable(server: LiveJupyter, seconds: float) -> dict:
     from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
     report = verify_ledger_file(target, with_notebook=False)
-    outcome.update(statuses=dict(clients[0].statuses), codes=dict(clients[0].codes),
-                   other_statuses=dict(clients[1].statuses), chain_ok=report["ok"],
-                   interrupted=len(report.get("interrupted", [])), lost=_lost(server, clients))
+    outcome.update(
+        statuses=dict(clients[0].statuses),
+        codes=dict(clients[0].codes),
+        other_statuses=dict(clients[1].statuses),
+        chain_ok=report["ok"],
+        interrupted=len(report.get("interrupted", [])),
+        lost=_lost(server, clients),
+    )
     return outcome
 
 
@@ -225,9 +246,11 @@ def _disconnects(server: LiveJupyter, n: int, count: int) -> dict:
     books = [_notebook(server, f"gone{i}") for i in range(count)]
     for book in books:
         body = json.dumps({"notebook": book, "check": LIGHT}).encode()
-        request = (f"POST /gradcheck/checks HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                   f"Authorization: token {server.token}\r\nContent-Type: application/json\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        request = (
+            f"POST /gradcheck/checks HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"Authorization: token {server.token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.sendall(request)
             time.sleep(0.01)
@@ -254,8 +277,13 @@ def _memory(server: LiveJupyter, total: int, step: int) -> dict:
         client.join(timeout=300)
     warm = [(x, y) for x, y in samples if x >= 2 * step] or samples
     slope = _slope(warm) * 1000
-    return {"checks": done, "rss_start": samples[0][1], "rss_end": samples[-1][1], "slope_per_1000": slope,
-            "samples": samples}
+    return {
+        "checks": done,
+        "rss_start": samples[0][1],
+        "rss_end": samples[-1][1],
+        "slope_per_1000": slope,
+        "samples": samples,
+    }
 
 
 def _slope(points: list[tuple[float, float]]) -> float:
@@ -276,17 +304,32 @@ def _server_kill(server: LiveJupyter, seconds: float) -> dict:
     ledgers, verified, interrupted = _chains(server)
     named, exits = 0, Counter()
     for ledger in sorted((server.root / "work").glob("*.gradcheck.jsonl")):
-        cli = subprocess.run([str(Path(sys.executable).parent / "jupyter-gradcheck"), "verify", "--ledger-only",
-                              str(ledger)], capture_output=True, text=True)
+        cli = subprocess.run(
+            [str(Path(sys.executable).parent / "jupyter-gradcheck"), "verify", "--ledger-only", str(ledger)],
+            capture_output=True,
+            text=True,
+        )
         named += cli.stdout.count("has no outcome")
         exits[cli.returncode] += 1
-    return {"in_flight": in_flight, "ledgers": ledgers, "chains_ok": verified, "interrupted": interrupted,
-            "cli_exits": dict(exits), "cli_named": named}
+    return {
+        "in_flight": in_flight,
+        "ledgers": ledgers,
+        "chains_ok": verified,
+        "interrupted": interrupted,
+        "cli_exits": dict(exits),
+        "cli_named": named,
+    }
 
 
 def _row(name, value, unit, goal, ok, note):
-    return {"name": name, "value": value, "unit": unit, "goal": goal,
-            "status": "INFO" if ok is None else ("PASS" if ok else "MISS"), "note": note}
+    return {
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "goal": goal,
+        "status": "INFO" if ok is None else ("PASS" if ok else "MISS"),
+        "note": note,
+    }
 
 
 def measure(quick: bool) -> tuple[list[dict], dict]:
@@ -318,20 +361,50 @@ def measure(quick: bool) -> tuple[list[dict], dict]:
                 second.stop()
     alone = details["load"][0]
     for item in details["load"]:
-        rows.append(_row(f"load_{item['clients']}_clients_checks_per_s", round(item["rate"], 1), "checks/s",
-                         "reported", None, f"p50 {item['p50']:.0f} ms, p99 {item['p99']:.0f} ms over {seconds:g} s; "
-                         f"statuses {item['statuses']}"))
-        rows.append(_row(f"load_{item['clients']}_clients_lost", item["lost"], "checks", "0", item["lost"] == 0,
-                         f"{item['acked']} acknowledged, each looked for in its notebook's ledger"))
+        rows.append(
+            _row(
+                f"load_{item['clients']}_clients_checks_per_s",
+                round(item["rate"], 1),
+                "checks/s",
+                "reported",
+                None,
+                f"p50 {item['p50']:.0f} ms, p99 {item['p99']:.0f} ms over {seconds:g} s; statuses {item['statuses']}",
+            )
+        )
+        rows.append(
+            _row(
+                f"load_{item['clients']}_clients_lost",
+                item["lost"],
+                "checks",
+                "0",
+                item["lost"] == 0,
+                f"{item['acked']} acknowledged, each looked for in its notebook's ledger",
+            )
+        )
     fair = details["fair"]
-    rows.append(_row("light_p99_beside_two_heavy", round(fair["p99"]), "ms", f"< {LIGHT_P99_GOAL_MS:g}",
-                     fair["p99"] < LIGHT_P99_GOAL_MS,
-                     f"{fair['light']} light checks, p50 {fair['p50']:.0f} ms; alone p99 {alone['p99']:.0f} ms "
-                     f"({fair['p99'] / alone['p99']:.1f}x); {fair['heavy']} heavy checks of {heavy_n} elements "
-                     f"answered {fair['heavy_statuses']}"))
+    rows.append(
+        _row(
+            "light_p99_beside_two_heavy",
+            round(fair["p99"]),
+            "ms",
+            f"< {LIGHT_P99_GOAL_MS:g}",
+            fair["p99"] < LIGHT_P99_GOAL_MS,
+            f"{fair['light']} light checks, p50 {fair['p50']:.0f} ms; alone p99 {alone['p99']:.0f} ms "
+            f"({fair['p99'] / alone['p99']:.1f}x); {fair['heavy']} heavy checks of {heavy_n} elements "
+            f"answered {fair['heavy_statuses']}",
+        )
+    )
     ledgers, verified, _ = details["chains"]
-    rows.append(_row("ledgers_verified_after_load", f"{verified}/{ledgers}", "ledgers", "all", verified == ledgers,
-                     "chain of every ledger the run wrote"))
+    rows.append(
+        _row(
+            "ledgers_verified_after_load",
+            f"{verified}/{ledgers}",
+            "ledgers",
+            "all",
+            verified == ledgers,
+            "chain of every ledger the run wrote",
+        )
+    )
     if not quick:
         rows += _fault_rows(details)
         (HERE / "load.md").write_text(_report(details, seconds, heavy_n))
@@ -339,61 +412,114 @@ def measure(quick: bool) -> tuple[list[dict], dict]:
 
 
 def _fault_rows(details: dict) -> list[dict]:
-    kill, frozen, gone, memory, crash = (details[k] for k in ("worker_kill", "immutable", "disconnects", "memory",
-                                                              "server_kill"))
+    kill, frozen, gone, memory, crash = (
+        details[k] for k in ("worker_kill", "immutable", "disconnects", "memory", "server_kill")
+    )
     return [
-        _row("fault_worker_kill_lost", kill["lost"], "checks", "0", kill["lost"] == 0,
-             f"{'a busy' if kill['busy'] else 'an idle'} worker killed; clients saw {kill['statuses']}; "
-             f"{kill['failed_to_run_kept']} failed-to-run entries kept for {kill['answered_500']} answers of 500"),
-        _row("fault_immutable_ledger_lost", frozen["lost"], "checks", "0", frozen["lost"] == 0,
-             f"chattr +i: {frozen['chattr']}; that notebook's client saw {frozen['statuses']} {frozen['codes']}, "
-             f"the other {frozen['other_statuses']}; chain ok {frozen['chain_ok']}, "
-             f"{frozen['interrupted']} expectations without outcome"),
-        _row("fault_disconnected_clients_recorded", gone["recorded"], "checks", "reported", None,
-             f"{gone['sent']} clients sent a light check beside two heavy ones and hung up at once: a check that "
-             "reached the worker kept for light checks before its client left ran and was recorded; the others "
-             f"ran nothing and wrote nothing; heavy checks answered {gone['heavy_statuses']}"),
-        _row("fault_server_kill_interrupted_named", crash["cli_named"], "checks", f"= {crash['interrupted']}",
-             crash["cli_named"] == crash["interrupted"],
-             f"{crash['in_flight']} requests in flight at SIGKILL; {crash['chains_ok']}/{crash['ledgers']} chains "
-             f"verify; {crash['interrupted']} expectations without outcome, each named by `jupyter gradcheck verify` "
-             f"(exit codes {crash['cli_exits']})"),
-        _row("server_memory_slope", round(memory["slope_per_1000"], 2), "MB per 1000 checks", "flat (< 1)",
-             abs(memory["slope_per_1000"]) < 1.0,
-             f"{memory['checks']} checks by 4 clients; RSS {memory['rss_start']:.0f} -> {memory['rss_end']:.0f} MB; "
-             "slope fitted after the first 2,000"),
+        _row(
+            "fault_worker_kill_lost",
+            kill["lost"],
+            "checks",
+            "0",
+            kill["lost"] == 0,
+            f"{'a busy' if kill['busy'] else 'an idle'} worker killed; clients saw {kill['statuses']}; "
+            f"{kill['failed_to_run_kept']} failed-to-run entries kept for {kill['answered_500']} answers of 500",
+        ),
+        _row(
+            "fault_immutable_ledger_lost",
+            frozen["lost"],
+            "checks",
+            "0",
+            frozen["lost"] == 0,
+            f"chattr +i: {frozen['chattr']}; that notebook's client saw {frozen['statuses']} {frozen['codes']}, "
+            f"the other {frozen['other_statuses']}; chain ok {frozen['chain_ok']}, "
+            f"{frozen['interrupted']} expectations without outcome",
+        ),
+        _row(
+            "fault_disconnected_clients_recorded",
+            gone["recorded"],
+            "checks",
+            "reported",
+            None,
+            f"{gone['sent']} clients sent a light check beside two heavy ones and hung up at once: a check that "
+            "reached the worker kept for light checks before its client left ran and was recorded; the others "
+            f"ran nothing and wrote nothing; heavy checks answered {gone['heavy_statuses']}",
+        ),
+        _row(
+            "fault_server_kill_interrupted_named",
+            crash["cli_named"],
+            "checks",
+            f"= {crash['interrupted']}",
+            crash["cli_named"] == crash["interrupted"],
+            f"{crash['in_flight']} requests in flight at SIGKILL; {crash['chains_ok']}/{crash['ledgers']} chains "
+            f"verify; {crash['interrupted']} expectations without outcome, each named by `jupyter gradcheck verify` "
+            f"(exit codes {crash['cli_exits']})",
+        ),
+        _row(
+            "server_memory_slope",
+            round(memory["slope_per_1000"], 2),
+            "MB per 1000 checks",
+            "flat (< 1)",
+            abs(memory["slope_per_1000"]) < 1.0,
+            f"{memory['checks']} checks by 4 clients; RSS {memory['rss_start']:.0f} -> {memory['rss_end']:.0f} MB; "
+            "slope fitted after the first 2,000",
+        ),
     ]
 
 
 def _report(details: dict, seconds: float, heavy_n: int) -> str:
-    lines = ["# B7: load and faults", "",
-             "Generated by `python -m benchmarks.bench_load` (see its docstring); a real `jupyter server`, "
-             f"2 workers, default settings; each load level ran {seconds:g} s.", "",
-             "| clients | checks/s | p50 ms | p99 ms | acknowledged | lost | statuses |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# B7: load and faults",
+        "",
+        "Generated by `python -m benchmarks.bench_load` (see its docstring); a real `jupyter server`, "
+        f"2 workers, default settings; each load level ran {seconds:g} s.",
+        "",
+        "| clients | checks/s | p50 ms | p99 ms | acknowledged | lost | statuses |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for item in details["load"]:
-        lines.append(f"| {item['clients']} | {item['rate']:.1f} | {item['p50']:.0f} | {item['p99']:.0f} | "
-                     f"{item['acked']} | {item['lost']} | {item['statuses']} |")
+        lines.append(
+            f"| {item['clients']} | {item['rate']:.1f} | {item['p50']:.0f} | {item['p99']:.0f} | "
+            f"{item['acked']} | {item['lost']} | {item['statuses']} |"
+        )
     fair = details["fair"]
-    lines += ["", f"Two heavy checks ({heavy_n} elements, every element differenced on its own) running over and "
-              f"over from two notebooks: a light client's p50 {fair['p50']:.0f} ms, p99 {fair['p99']:.0f} ms over "
-              f"{fair['light']} checks; the heavy clients got {fair['heavy_statuses']}.", "",
-              "| fault | what clients saw | what the ledgers kept |", "|---|---|---|"]
+    lines += [
+        "",
+        f"Two heavy checks ({heavy_n} elements, every element differenced on its own) running over and "
+        f"over from two notebooks: a light client's p50 {fair['p50']:.0f} ms, p99 {fair['p99']:.0f} ms over "
+        f"{fair['light']} checks; the heavy clients got {fair['heavy_statuses']}.",
+        "",
+        "| fault | what clients saw | what the ledgers kept |",
+        "|---|---|---|",
+    ]
     kill, frozen, gone, crash = (details[k] for k in ("worker_kill", "immutable", "disconnects", "server_kill"))
-    lines.append(f"| {'busy' if kill['busy'] else 'idle'} worker SIGKILL under 4 clients | {kill['statuses']} | {kill['failed_to_run_kept']} failed-to-run "
-                 f"entries; {kill['lost']} acknowledged checks lost |")
-    lines.append(f"| ledger made immutable (chattr +i: {frozen['chattr']}) | that notebook: {frozen['statuses']} "
-                 f"{frozen['codes']}; the other: {frozen['other_statuses']} | chain ok {frozen['chain_ok']}; "
-                 f"{frozen['interrupted']} expectations without outcome; {frozen['lost']} lost |")
-    lines.append(f"| {gone['sent']} clients send a light check beside two heavy ones and hang up | nothing (gone) "
-                 f"| {gone['recorded']} of them recorded (those that reached the light worker before hanging up); "
-                 "a check that never got a worker writes nothing |")
-    lines.append(f"| server SIGKILL under 9 clients | {crash['in_flight']} requests without an answer | "
-                 f"{crash['chains_ok']}/{crash['ledgers']} chains verify; {crash['interrupted']} expectations "
-                 f"without outcome, {crash['cli_named']} named by `jupyter gradcheck verify` |")
+    lines.append(
+        f"| {'busy' if kill['busy'] else 'idle'} worker SIGKILL under 4 clients | {kill['statuses']} | {kill['failed_to_run_kept']} failed-to-run "
+        f"entries; {kill['lost']} acknowledged checks lost |"
+    )
+    lines.append(
+        f"| ledger made immutable (chattr +i: {frozen['chattr']}) | that notebook: {frozen['statuses']} "
+        f"{frozen['codes']}; the other: {frozen['other_statuses']} | chain ok {frozen['chain_ok']}; "
+        f"{frozen['interrupted']} expectations without outcome; {frozen['lost']} lost |"
+    )
+    lines.append(
+        f"| {gone['sent']} clients send a light check beside two heavy ones and hang up | nothing (gone) "
+        f"| {gone['recorded']} of them recorded (those that reached the light worker before hanging up); "
+        "a check that never got a worker writes nothing |"
+    )
+    lines.append(
+        f"| server SIGKILL under 9 clients | {crash['in_flight']} requests without an answer | "
+        f"{crash['chains_ok']}/{crash['ledgers']} chains verify; {crash['interrupted']} expectations "
+        f"without outcome, {crash['cli_named']} named by `jupyter gradcheck verify` |"
+    )
     memory = details["memory"]
-    lines += ["", f"Server memory over {memory['checks']} checks: "
-              + ", ".join(f"{x}: {y:.0f} MB" for x, y in memory["samples"])
-              + f"; slope after warm-up {memory['slope_per_1000']:.2f} MB per 1,000 checks.", ""]
+    lines += [
+        "",
+        f"Server memory over {memory['checks']} checks: "
+        + ", ".join(f"{x}: {y:.0f} MB" for x, y in memory["samples"])
+        + f"; slope after warm-up {memory['slope_per_1000']:.2f} MB per 1,000 checks.",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -54,16 +54,48 @@ SAMPLES_PER_OP = {"float64": 3, "float64, several outputs": 3, "complex128": 1}
 #: on the correct function: slow mode on a wrong backward that recomputes autograd costs ~5x more.
 MUTATION_SLOW_LIMIT_S = 0.25
 #: Operators of the bugs this benchmark found, always in the quick subset.
-QUICK_OPS = ("as_strided", "as_strided_copy", "kron", "nn.functional.conv2d", "sgn", "nn.functional.batch_norm",
-             "nn.functional.binary_cross_entropy", "norm", "linalg.norm", "logcumsumexp", "tan", "polygamma",
-             "_softmax_backward_data", "nn.functional.prelu", "lu_solve", "mm", "fft.fft2")
+QUICK_OPS = (
+    "as_strided",
+    "as_strided_copy",
+    "kron",
+    "nn.functional.conv2d",
+    "sgn",
+    "nn.functional.batch_norm",
+    "nn.functional.binary_cross_entropy",
+    "norm",
+    "linalg.norm",
+    "logcumsumexp",
+    "tan",
+    "polygamma",
+    "_softmax_backward_data",
+    "nn.functional.prelu",
+    "lu_solve",
+    "mm",
+    "fft.fft2",
+)
 #: A few operators of each non-scalar family for the quick subset: splits and views, statistics,
 #: factorisations; complex elementwise, non-holomorphic, reductions, linear algebra and an FFT.
 QUICK_FAMILY_OPS = {
-    "float64, several outputs": ("split", "var_mean", "aminmax", "meshgrid.list_of_tensors", "linalg.slogdet",
-                                 "linalg.eigh"),
-    "complex128": ("mul", "exp", "sum", "linalg.det", "matmul", "real", "view_as_real", "svd", "conj_physical",
-                   "linalg.inv"),
+    "float64, several outputs": (
+        "split",
+        "var_mean",
+        "aminmax",
+        "meshgrid.list_of_tensors",
+        "linalg.slogdet",
+        "linalg.eigh",
+    ),
+    "complex128": (
+        "mul",
+        "exp",
+        "sum",
+        "linalg.det",
+        "matmul",
+        "real",
+        "view_as_real",
+        "svd",
+        "conj_physical",
+        "linalg.inv",
+    ),
 }
 
 
@@ -100,25 +132,38 @@ def sweep(quick: bool, progress=None, families: tuple = FAMILIES) -> dict:
             if progress and k % 100 == 0:
                 progress(f"opinfo [{family}]: {k}/{len(chosen)} samples")
         wanted = (QUICK_MUTATION_SAMPLES if quick else MUTATION_SAMPLES)[family]
-        eligible = [c for c, r in zip(chosen, done)
-                    if not c.marked_wrong and r["slow"]["accepts"] and r["ours"]["accepts"]
-                    and (family == "float64" or r["slow"]["seconds"] <= MUTATION_SLOW_LIMIT_S)]
+        eligible = [
+            c
+            for c, r in zip(chosen, done)
+            if not c.marked_wrong
+            and r["slow"]["accepts"]
+            and r["ours"]["accepts"]
+            and (family == "float64" or r["slow"]["seconds"] <= MUTATION_SLOW_LIMIT_S)
+        ]
         stride = max(1, len(eligible) // wanted)
         for k, case in enumerate(eligible[::stride][:wanted]):
             mutations.append({"case": case.label, "family": family, **run_mutations(case, seed=k)})
         results += done
         seconds[family] = time.perf_counter() - begun
-    return {"results": results, "mutations": mutations, "counts": counts, "family_seconds": seconds,
-            "seconds": time.perf_counter() - started}
+    return {
+        "results": results,
+        "mutations": mutations,
+        "counts": counts,
+        "family_seconds": seconds,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def of_family(data: dict, family: str | None) -> dict:
     """The sweep's data restricted to one family (None: all of them)."""
     if family is None:
         return data
-    return {"results": [r for r in data["results"] if r.get("family", "float64") == family],
-            "mutations": [m for m in data["mutations"] if m.get("family", "float64") == family],
-            "counts": data["counts"].get(family, {}), "seconds": data.get("family_seconds", {}).get(family, 0.0)}
+    return {
+        "results": [r for r in data["results"] if r.get("family", "float64") == family],
+        "mutations": [m for m in data["mutations"] if m.get("family", "float64") == family],
+        "counts": data["counts"].get(family, {}),
+        "seconds": data.get("family_seconds", {}).get(family, 0.0),
+    }
 
 
 def _verdict(result: dict, who: str) -> str:
@@ -141,19 +186,30 @@ def summarise(data: dict) -> dict:
     detection = {}
     for kind in ("x1.01", "+1e-4", "swap"):
         applied = [m[kind] for m in data["mutations"] if m.get(kind)]
-        detection[kind] = {who: (sum(m[who] for m in applied) / len(applied) if applied else float("nan"))
-                           for who in ("ours", "slow", "fast")}
+        detection[kind] = {
+            who: (sum(m[who] for m in applied) / len(applied) if applied else float("nan"))
+            for who in ("ours", "slow", "fast")
+        }
         detection[kind]["samples"] = len(applied)
         detection[kind]["missed"] = [_name(m) for m in data["mutations"] if m.get(kind) and not m[kind]["ours"]]
     times = {who: [r[who]["seconds"] for r in results] for who in ("ours", "slow", "fast")}
     medians = {who: statistics.median(v) for who, v in times.items()}
     per_sample = [r["ours"]["seconds"] / r["slow"]["seconds"] for r in results if r["slow"]["seconds"] > 0]
     return {
-        "samples": len(results), "ops": len({r["op"] for r in results}), "apart": apart, "matrix": matrix,
-        "accepted": {who: sum(r[who]["accepts"] is True for r in counted) / max(1, len(counted))
-                     for who in ("ours", "slow", "fast")},
-        "slow_accepts": len(slow_accepts), "false_failures": false_failures, "disagreements": disagreements,
-        "detection": detection, "medians": medians, "median_ratio_per_sample": statistics.median(per_sample),
+        "samples": len(results),
+        "ops": len({r["op"] for r in results}),
+        "apart": apart,
+        "matrix": matrix,
+        "accepted": {
+            who: sum(r[who]["accepts"] is True for r in counted) / max(1, len(counted))
+            for who in ("ours", "slow", "fast")
+        },
+        "slow_accepts": len(slow_accepts),
+        "false_failures": false_failures,
+        "disagreements": disagreements,
+        "detection": detection,
+        "medians": medians,
+        "median_ratio_per_sample": statistics.median(per_sample),
         "counted": len(counted),
     }
 
@@ -174,7 +230,11 @@ def _reason(r: dict) -> str:
     else:
         side = "ours accepts"
     slow = r["slow"]
-    other = "slow accepts" if slow["accepts"] else f"slow {'crashed' if slow['accepts'] is None else 'rejects'}: {slow['error']}"
+    other = (
+        "slow accepts"
+        if slow["accepts"]
+        else f"slow {'crashed' if slow['accepts'] is None else 'rejects'}: {slow['error']}"
+    )
     outputs = f", {r['outputs']} outputs" if r.get("outputs", 1) > 1 else ""
     return f"{_name(r)} ({r['numel']} elements{outputs}): {side} | {other}"
 
@@ -201,9 +261,15 @@ def _detection_row(label: str, kind: str, found: dict) -> dict:
         return row(name, "-", "%", "-", "INFO", "no sample of this family admits this mutation")
     goal_met = ours >= slow and (kind != "+1e-4" or ours >= DETECTION_GOAL)
     goal = f">= slow{' and >= 90%' if kind == '+1e-4' else ''}"
-    return graded(name, round(100 * ours, 1), "%", goal, goal_met,
-                  f"slow {100 * slow:.1f}%, fast {100 * fast:.1f}% over {found['samples']} samples"
-                  + (f"; missed by ours: {', '.join(found['missed'])}" if found["missed"] else ""))
+    return graded(
+        name,
+        round(100 * ours, 1),
+        "%",
+        goal,
+        goal_met,
+        f"slow {100 * slow:.1f}%, fast {100 * fast:.1f}% over {found['samples']} samples"
+        + (f"; missed by ours: {', '.join(found['missed'])}" if found["missed"] else ""),
+    )
 
 
 def rows_of(summary: dict, data: dict, quick: bool, family: str | None = "float64") -> list[dict]:
@@ -217,29 +283,64 @@ def rows_of(summary: dict, data: dict, quick: bool, family: str | None = "float6
     left_out = _counts(data, family).get("outside_contract", 0)
     what = f"{family} CPU" if family else ", ".join(FAMILIES)
     out = [
-        row(f"{label}: samples", s["samples"], "samples", "-", "INFO",
+        row(
+            f"{label}: samples",
+            s["samples"],
+            "samples",
+            "-",
+            "INFO",
             f"{s['ops']} operators, {what}, <= 2000 elements; {left_out} samples with "
             f"empty or non-finite inputs left out (a record refuses them as bad input); {len(s['apart'])} samples of "
-            f"operators PyTorch marks as having a wrong gradient listed apart; sweep took {data['seconds']:.0f} s"),
-        row(f"{label}: accepted, ours / slow / fast", round(100 * s["accepted"]["ours"], 1), "%", "-", "INFO",
-            f"slow {100 * s['accepted']['slow']:.1f}%, fast {100 * s['accepted']['fast']:.1f}% of {s['counted']} samples"),
-        graded(f"{label}: false failures / samples slow mode accepts", round(100 * rate, 2), "%",
-               f"<= {100 * FALSE_FAILURE_GOAL:g}%", rate <= FALSE_FAILURE_GOAL,
-               f"{false_count} of {s['slow_accepts']}: " + (" ; ".join(_reason(r) for r in s["false_failures"]) or "none"),
-               profile=("\n".join(_reason(r) for r in s["disagreements"]) or None) if family else None),
-        row(f"{label}: verdict agreement matrix", len(s["disagreements"]), "disagreements", "-", "INFO",
-            matrix_text + "; every disagreement with its reason is in the profile below and benchmarks/opinfo.md"),
+            f"operators PyTorch marks as having a wrong gradient listed apart; sweep took {data['seconds']:.0f} s",
+        ),
+        row(
+            f"{label}: accepted, ours / slow / fast",
+            round(100 * s["accepted"]["ours"], 1),
+            "%",
+            "-",
+            "INFO",
+            f"slow {100 * s['accepted']['slow']:.1f}%, fast {100 * s['accepted']['fast']:.1f}% of {s['counted']} samples",
+        ),
+        graded(
+            f"{label}: false failures / samples slow mode accepts",
+            round(100 * rate, 2),
+            "%",
+            f"<= {100 * FALSE_FAILURE_GOAL:g}%",
+            rate <= FALSE_FAILURE_GOAL,
+            f"{false_count} of {s['slow_accepts']}: " + (" ; ".join(_reason(r) for r in s["false_failures"]) or "none"),
+            profile=("\n".join(_reason(r) for r in s["disagreements"]) or None) if family else None,
+        ),
+        row(
+            f"{label}: verdict agreement matrix",
+            len(s["disagreements"]),
+            "disagreements",
+            "-",
+            "INFO",
+            matrix_text + "; every disagreement with its reason is in the profile below and benchmarks/opinfo.md",
+        ),
     ]
     if s["apart"] and family:
-        out.append(row(f"{label}: operators PyTorch marks wrong (apart)", len(s["apart"]), "samples", "-", "INFO",
-                       "; ".join(f"{_name(r)}: ours {_verdict(r, 'ours')}, slow {_verdict(r, 'slow')} "
-                                 f"({r['marked_wrong']})" for r in s["apart"])))
+        out.append(
+            row(
+                f"{label}: operators PyTorch marks wrong (apart)",
+                len(s["apart"]),
+                "samples",
+                "-",
+                "INFO",
+                "; ".join(
+                    f"{_name(r)}: ours {_verdict(r, 'ours')}, slow {_verdict(r, 'slow')} ({r['marked_wrong']})"
+                    for r in s["apart"]
+                ),
+            )
+        )
     out += [_detection_row(label, kind, found) for kind, found in s["detection"].items()]
     medians = s["medians"]
     ratio = medians["ours"] / medians["slow"]
-    note = (f"fast / slow {medians['fast'] / medians['slow']:.2f}x; median of per-sample ratios "
-            f"ours/slow {s['median_ratio_per_sample']:.2f}x; ours includes its embedded gradcheck call "
-            f"(fast mode), four autograd passes, the step sweep and the record")
+    note = (
+        f"fast / slow {medians['fast'] / medians['slow']:.2f}x; median of per-sample ratios "
+        f"ours/slow {s['median_ratio_per_sample']:.2f}x; ours includes its embedded gradcheck call "
+        f"(fast mode), four autograd passes, the step sweep and the record"
+    )
     name = f"{label}: median cost per sample, ours / gradcheck slow"
     if family == "float64":
         out.append(graded(name, round(ratio, 2), "x", f"<= {COST_GOAL:g}x", ratio <= COST_GOAL, note))
@@ -268,35 +369,63 @@ def run(quick: bool) -> list[dict]:
 
 def _section(s: dict, data: dict, title: str) -> list[str]:
     """One family's (or all families') part of the report."""
-    lines = [f"## {title}", "",
-             f"{s['samples']} samples of {s['ops']} operators, swept in {data['seconds']:.0f} s.", "",
-             "### Verdict agreement (operators PyTorch marks wrong excluded)", "",
-             "| ours \\ gradcheck slow | " + " | ".join(("accept", "reject", "crash")) + " |", "|---|---|---|---|"]
+    lines = [
+        f"## {title}",
+        "",
+        f"{s['samples']} samples of {s['ops']} operators, swept in {data['seconds']:.0f} s.",
+        "",
+        "### Verdict agreement (operators PyTorch marks wrong excluded)",
+        "",
+        "| ours \\ gradcheck slow | " + " | ".join(("accept", "reject", "crash")) + " |",
+        "|---|---|---|---|",
+    ]
     for ours in ("accept", "reject", "crash"):
-        lines.append(f"| {ours} | " + " | ".join(str(s["matrix"].get((ours, g), 0)) for g in ("accept", "reject", "crash")) + " |")
+        lines.append(
+            f"| {ours} | "
+            + " | ".join(str(s["matrix"].get((ours, g), 0)) for g in ("accept", "reject", "crash"))
+            + " |"
+        )
     rate = len(s["false_failures"]) / max(1, s["slow_accepts"])
-    lines += ["", f"False failures: {len(s['false_failures'])} of the {s['slow_accepts']} samples slow mode accepts "
-              f"({100 * rate:.2f}%, goal <= {100 * FALSE_FAILURE_GOAL:g}%).", "",
-              "### Every disagreement, with each side's reason", ""]
+    lines += [
+        "",
+        f"False failures: {len(s['false_failures'])} of the {s['slow_accepts']} samples slow mode accepts "
+        f"({100 * rate:.2f}%, goal <= {100 * FALSE_FAILURE_GOAL:g}%).",
+        "",
+        "### Every disagreement, with each side's reason",
+        "",
+    ]
     lines += [f"- {_reason(r)}" for r in s["disagreements"]] or ["- none"]
     lines += ["", "### Operators whose gradient PyTorch marks wrong (not counted)", ""]
     lines += [f"- {_reason(r)} — {r['marked_wrong']}" for r in s["apart"]] or ["- none"]
     lines += ["", "### Mutations", "", "| kind | samples | ours | slow | fast |", "|---|---|---|---|---|"]
     for kind, found in s["detection"].items():
-        lines.append(f"| {kind} | {found['samples']} | {100 * found['ours']:.1f}% | {100 * found['slow']:.1f}% | "
-                     f"{100 * found['fast']:.1f}% |")
+        lines.append(
+            f"| {kind} | {found['samples']} | {100 * found['ours']:.1f}% | {100 * found['slow']:.1f}% | "
+            f"{100 * found['fast']:.1f}% |"
+        )
     missed = [f"{m} {kind}" for kind, found in s["detection"].items() for m in found["missed"]]
-    lines += ["", "Missed by ours: " + (", ".join(missed) or "none"), "", "### Cost per sample (medians)", "",
-              f"ours / slow {s['medians']['ours'] / s['medians']['slow']:.2f}x, fast / slow "
-              f"{s['medians']['fast'] / s['medians']['slow']:.2f}x (ratios in the same run)", ""]
+    lines += [
+        "",
+        "Missed by ours: " + (", ".join(missed) or "none"),
+        "",
+        "### Cost per sample (medians)",
+        "",
+        f"ours / slow {s['medians']['ours'] / s['medians']['slow']:.2f}x, fast / slow "
+        f"{s['medians']['fast'] / s['medians']['slow']:.2f}x (ratios in the same run)",
+        "",
+    ]
     return lines
 
 
 def markdown(data: dict) -> str:
     """The full report: per family and over all, the matrix, every disagreement, the operators apart, detection and cost."""
-    lines = ["# OpInfo sweep: every disagreement", "",
-             f"{len(data['results'])} samples in {len(FAMILIES)} families ({', '.join(FAMILIES)}), swept in "
-             f"{data['seconds']:.0f} s. Generated by `python -m benchmarks.bench_opinfo`; see docs/accuracy.md.", ""]
+    lines = [
+        "# OpInfo sweep: every disagreement",
+        "",
+        f"{len(data['results'])} samples in {len(FAMILIES)} families ({', '.join(FAMILIES)}), swept in "
+        f"{data['seconds']:.0f} s. Generated by `python -m benchmarks.bench_opinfo`; see docs/accuracy.md.",
+        "",
+    ]
     for family in FAMILIES:
         part = of_family(data, family)
         if part["results"]:
@@ -321,7 +450,10 @@ def main() -> int:
     named = tuple(sys.argv[k + 1] for k, arg in enumerate(sys.argv[:-1]) if arg == "--family")
     unknown = [f for f in named if f not in FAMILIES]
     if unknown:
-        print(f"bench_opinfo: no family {', '.join(map(repr, unknown))} (families: {', '.join(FAMILIES)})", file=sys.stderr)
+        print(
+            f"bench_opinfo: no family {', '.join(map(repr, unknown))} (families: {', '.join(FAMILIES)})",
+            file=sys.stderr,
+        )
         return 2
     data = sweep(quick, progress=lambda text: print(text, file=sys.stderr, flush=True), families=named or FAMILIES)
     if "--save" in sys.argv:  # the raw verdicts, for a look at one family's disagreements

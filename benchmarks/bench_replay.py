@@ -111,8 +111,9 @@ def variant_checks(k: int) -> list[dict]:
     out = []
     for check in checks:
         written = check["analytical_gradient"]
-        symbolic = isinstance(written, str) or (isinstance(written, dict) and all(isinstance(v, str)
-                                                                                   for v in written.values()))
+        symbolic = isinstance(written, str) or (
+            isinstance(written, dict) and all(isinstance(v, str) for v in written.values())
+        )
         out.append({**check, "inputs": _moved(check["inputs"], SHIFT * k)} if symbolic else check)
     return out
 
@@ -134,8 +135,9 @@ def run_variant(folder: Path, k: int) -> Path:
     for record in variant_checks(k):
         result = check_record(record, notebook=str(notebook))
         cell = nbformat.v4.new_code_cell(f"check_record({json.dumps(record)})", execution_count=len(cells))
-        cell.outputs = [nbformat.v4.new_output("display_data", data={MIME_TYPE: result.attestation,
-                                                                      "text/plain": result.summary()})]
+        cell.outputs = [
+            nbformat.v4.new_output("display_data", data={MIME_TYPE: result.attestation, "text/plain": result.summary()})
+        ]
         cells.append(cell)
     nbformat.write(nbformat.v4.new_notebook(cells=cells), str(notebook))
     update_binding(notebook, Ledger(notebook.with_name(notebook.stem + ".gradcheck.jsonl")))
@@ -186,10 +188,14 @@ def replay_once(folder: Path, jobs: int, expected: int) -> dict:
     cpu, idle = time.process_time() - cpu, _idle_cores(ticks, _cpu_ticks(), os.cpu_count() or 1)
     reports = result["reports"]
     replays = [r["replay"] for r in reports]
-    found = {"submissions": len(reports), "ok": sum(r["ok"] for r in reports),
-             "observations": sum(r["observations"] for r in replays),
-             "reproduced": sum(r["reproduced"] for r in replays), "differ": sum(len(r["differs"]) for r in replays),
-             "skipped": sum(len(r["skipped"]) for r in replays)}
+    found = {
+        "submissions": len(reports),
+        "ok": sum(r["ok"] for r in reports),
+        "observations": sum(r["observations"] for r in replays),
+        "reproduced": sum(r["reproduced"] for r in replays),
+        "differ": sum(len(r["differs"]) for r in replays),
+        "skipped": sum(len(r["skipped"]) for r in replays),
+    }
     if found["submissions"] != expected or found["ok"] != expected or found["reproduced"] != found["observations"]:
         raise RuntimeError(f"replay with --jobs {jobs} did not verify every submission: {found}")
     return {"seconds": seconds, "cpu": cpu, "idle_cores": idle, **found}
@@ -199,12 +205,20 @@ def cli_once(folder: Path, jobs: int) -> tuple[float, int, int, int]:
     """The real command line over the folder: (seconds, exit code, reports OK, reports FAIL)."""
     script = Path(sys.executable).with_name("jupyter-gradcheck")
     started = time.perf_counter()
-    done = subprocess.run([str(script), "verify", "--replay", str(folder), "--jobs", str(jobs)],
-                          capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [str(script), "verify", "--replay", str(folder), "--jobs", str(jobs)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     seconds = time.perf_counter() - started
     lines = done.stdout.splitlines()
-    return seconds, done.returncode, sum(line.startswith("OK ") for line in lines), sum(
-        line.startswith("FAIL") for line in lines)
+    return (
+        seconds,
+        done.returncode,
+        sum(line.startswith("OK ") for line in lines),
+        sum(line.startswith("FAIL") for line in lines),
+    )
 
 
 def burn(_: int) -> float:
@@ -269,52 +283,108 @@ def run(quick: bool) -> list[dict]:
                 timings[jobs].append(replay_once(folder, jobs, submissions))
                 controls[jobs].append(control_rate(jobs))
         first = timings[jobs_list[0]][0]
-        rows.append(row(f"B8 replay: {submissions} submissions generated", submissions, "submissions", "-", "INFO",
-                        f"{variants} student variants of the course notebook's {made['checks']} checks really run "
-                        f"through check_record in {made['run_seconds']:.1f} s, copied under {submissions} student "
-                        f"names in submitted/<student>/{ASSIGNMENT}/; {first['observations']} observations in all"))
-        rows.append(row("B8 replay: worker fork server start (once per command)",
-                        "-" if server is None else round(server, 2), "s", "-", "INFO",
-                        "workers are spawned here (no fork server)" if server is None else
-                        "imports torch and the engine once; every --jobs N > 1 figure below forks its workers from it "
-                        "(the command line pays this once, included in its end-to-end figure)"))
+        rows.append(
+            row(
+                f"B8 replay: {submissions} submissions generated",
+                submissions,
+                "submissions",
+                "-",
+                "INFO",
+                f"{variants} student variants of the course notebook's {made['checks']} checks really run "
+                f"through check_record in {made['run_seconds']:.1f} s, copied under {submissions} student "
+                f"names in submitted/<student>/{ASSIGNMENT}/; {first['observations']} observations in all",
+            )
+        )
+        rows.append(
+            row(
+                "B8 replay: worker fork server start (once per command)",
+                "-" if server is None else round(server, 2),
+                "s",
+                "-",
+                "INFO",
+                "workers are spawned here (no fork server)"
+                if server is None
+                else "imports torch and the engine once; every --jobs N > 1 figure below forks its workers from it "
+                "(the command line pays this once, included in its end-to-end figure)",
+            )
+        )
         rates = {}
         for jobs, runs in timings.items():
             seconds = statistics.median(r["seconds"] for r in runs)
             rates[jobs] = submissions / seconds
             last = runs[-1]
-            cpu = (f"; CPU {1000 * statistics.median(r['cpu'] for r in runs) / submissions:.0f} ms per submission"
-                   if jobs == 1 else "")
-            rows.append(row(f"B8 replay --jobs {jobs}: submissions per second", round(rates[jobs], 2),
-                            "submissions/s", "-", "INFO",
-                            f"{seconds:.1f} s for {submissions} (median of {len(runs)}){cpu}; {_idle_text(runs)}; "
-                            f"{last['ok']} of {last['submissions']} verified, {last['reproduced']} of "
-                            f"{last['observations']} observations reproduced, {last['differ']} differ, "
-                            f"{last['skipped']} skipped"))
+            cpu = (
+                f"; CPU {1000 * statistics.median(r['cpu'] for r in runs) / submissions:.0f} ms per submission"
+                if jobs == 1
+                else ""
+            )
+            rows.append(
+                row(
+                    f"B8 replay --jobs {jobs}: submissions per second",
+                    round(rates[jobs], 2),
+                    "submissions/s",
+                    "-",
+                    "INFO",
+                    f"{seconds:.1f} s for {submissions} (median of {len(runs)}){cpu}; {_idle_text(runs)}; "
+                    f"{last['ok']} of {last['submissions']} verified, {last['reproduced']} of "
+                    f"{last['observations']} observations reproduced, {last['differ']} differ, "
+                    f"{last['skipped']} skipped",
+                )
+            )
         control = {jobs: statistics.median(values) for jobs, values in controls.items()}
         for jobs in jobs_list[1:]:
             ratio, machine = rates[jobs] / rates[1], control[jobs] / control[1]
-            rows.append(row(f"B8 replay scaling: --jobs {jobs} / --jobs 1", round(ratio, 2), "x", "-", "INFO",
-                            f"{rates[jobs]:.2f} vs {rates[1]:.2f} submissions/s, same folder, same run; {cores} cores"
-                            f"; --jobs 1 left {_idle_text(timings[1])}, --jobs {jobs} {_idle_text(timings[jobs])}"
-                            + (f"; more workers than the {cores} cores" if jobs > cores else "")))
-            rows.append(row(f"B8 control: pure CPU work, {jobs} workers / 1", round(machine, 2), "x", "-", "INFO",
-                            f"what this machine gave {jobs} processes meanwhile: {control[jobs]:.1f} vs "
-                            f"{control[1]:.1f} tasks/s of pure-Python arithmetic in the same kind of pool, measured "
-                            f"just before and after each replay run (median of {len(controls[jobs])})"))
+            rows.append(
+                row(
+                    f"B8 replay scaling: --jobs {jobs} / --jobs 1",
+                    round(ratio, 2),
+                    "x",
+                    "-",
+                    "INFO",
+                    f"{rates[jobs]:.2f} vs {rates[1]:.2f} submissions/s, same folder, same run; {cores} cores"
+                    f"; --jobs 1 left {_idle_text(timings[1])}, --jobs {jobs} {_idle_text(timings[jobs])}"
+                    + (f"; more workers than the {cores} cores" if jobs > cores else ""),
+                )
+            )
+            rows.append(
+                row(
+                    f"B8 control: pure CPU work, {jobs} workers / 1",
+                    round(machine, 2),
+                    "x",
+                    "-",
+                    "INFO",
+                    f"what this machine gave {jobs} processes meanwhile: {control[jobs]:.1f} vs "
+                    f"{control[1]:.1f} tasks/s of pure-Python arithmetic in the same kind of pool, measured "
+                    f"just before and after each replay run (median of {len(controls[jobs])})",
+                )
+            )
             efficiency = ratio / machine
-            rows.append(graded(f"B8 replay scaling / the machine's, --jobs {jobs}", round(efficiency, 2), "x",
-                               f">= {EFFICIENCY_GOAL}", efficiency >= EFFICIENCY_GOAL,
-                               f"replay {ratio:.2f}x against pure CPU work {machine:.2f}x: the share of the "
-                               "parallelism the machine gave that replay turned into throughput"))
+            rows.append(
+                graded(
+                    f"B8 replay scaling / the machine's, --jobs {jobs}",
+                    round(efficiency, 2),
+                    "x",
+                    f">= {EFFICIENCY_GOAL}",
+                    efficiency >= EFFICIENCY_GOAL,
+                    f"replay {ratio:.2f}x against pure CPU work {machine:.2f}x: the share of the "
+                    "parallelism the machine gave that replay turned into throughput",
+                )
+            )
         if not quick:
             best = max(rates, key=rates.get)
             seconds, code, passed, failed = cli_once(folder, best)
-            rows.append(row(f"B8 jupyter gradcheck verify --replay over {submissions}, --jobs {best}",
-                            round(seconds, 1), "s", "exit 0", "PASS" if code == 0 else "MISS",
-                            f"the real command end to end (start, fork server, discovery, replay, {submissions} "
-                            f"reports printed); exit {code}, {passed} OK and {failed} FAIL; "
-                            f"{submissions / seconds:.2f} submissions/s"))
+            rows.append(
+                row(
+                    f"B8 jupyter gradcheck verify --replay over {submissions}, --jobs {best}",
+                    round(seconds, 1),
+                    "s",
+                    "exit 0",
+                    "PASS" if code == 0 else "MISS",
+                    f"the real command end to end (start, fork server, discovery, replay, {submissions} "
+                    f"reports printed); exit {code}, {passed} OK and {failed} FAIL; "
+                    f"{submissions / seconds:.2f} submissions/s",
+                )
+            )
     return rows
 
 

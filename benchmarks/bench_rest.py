@@ -65,24 +65,54 @@ def run(quick: bool) -> list[dict]:
     p50, p99 = statistics.median(rest), percentile(rest, 0.99)
     engine_p50 = statistics.median(engine)
     quarter = max(1, count // 4)
-    growth = (f"p50 of the first {quarter}: {statistics.median(rest[:quarter]):.1f} ms, of the last "
-              f"{quarter}: {statistics.median(rest[-quarter:]):.1f} ms (each check reads the ledger's history)")
+    growth = (
+        f"p50 of the first {quarter}: {statistics.median(rest[:quarter]):.1f} ms, of the last "
+        f"{quarter}: {statistics.median(rest[-quarter:]):.1f} ms (each check reads the ledger's history)"
+    )
     note = f"{count} sequential POSTs after {warm} warm-up, 2 workers, one keep-alive connection"
     return [
-        {"name": "rest_round_trip_p50", "value": round(p50, 2), "unit": "ms", "goal": f"<= {P50_GOAL_MS:g}",
-         "status": "PASS" if p50 <= P50_GOAL_MS else "MISS", "note": f"{note}; {growth}"},
-        {"name": "rest_round_trip_p99", "value": round(p99, 2), "unit": "ms", "goal": f"<= {P99_GOAL_MS:g}",
-         "status": "PASS" if p99 <= P99_GOAL_MS else "MISS",
-         "note": f"{note}; the ledger ended with {entries} entries"},
-        {"name": "engine_in_process_p50", "value": round(engine_p50, 2), "unit": "ms", "goal": "baseline",
-         "status": "PASS", "note": "core.check.engine.run_check on the seed record in this process, same run"},
-        {"name": "rest_over_engine_p50_ratio", "value": round(p50 / engine_p50, 2), "unit": "x",
-         "goal": "reported", "status": "PASS",
-         "note": "what HTTP, auth, validation, the worker pipe and two fsynced ledger appends add"},
-        {"name": "server_process_torch_libraries", "value": torch_in_server, "unit": "libraries",
-         "goal": "0", "status": "PASS" if torch_in_server == 0 else "MISS",
-         "note": "libtorch mapped into the jupyter server process after the run (checks run in workers)"
-                 if torch_in_server is not None else "not measured: no /proc on this system"},
+        {
+            "name": "rest_round_trip_p50",
+            "value": round(p50, 2),
+            "unit": "ms",
+            "goal": f"<= {P50_GOAL_MS:g}",
+            "status": "PASS" if p50 <= P50_GOAL_MS else "MISS",
+            "note": f"{note}; {growth}",
+        },
+        {
+            "name": "rest_round_trip_p99",
+            "value": round(p99, 2),
+            "unit": "ms",
+            "goal": f"<= {P99_GOAL_MS:g}",
+            "status": "PASS" if p99 <= P99_GOAL_MS else "MISS",
+            "note": f"{note}; the ledger ended with {entries} entries",
+        },
+        {
+            "name": "engine_in_process_p50",
+            "value": round(engine_p50, 2),
+            "unit": "ms",
+            "goal": "baseline",
+            "status": "PASS",
+            "note": "core.check.engine.run_check on the seed record in this process, same run",
+        },
+        {
+            "name": "rest_over_engine_p50_ratio",
+            "value": round(p50 / engine_p50, 2),
+            "unit": "x",
+            "goal": "reported",
+            "status": "PASS",
+            "note": "what HTTP, auth, validation, the worker pipe and two fsynced ledger appends add",
+        },
+        {
+            "name": "server_process_torch_libraries",
+            "value": torch_in_server,
+            "unit": "libraries",
+            "goal": "0",
+            "status": "PASS" if torch_in_server == 0 else "MISS",
+            "note": "libtorch mapped into the jupyter server process after the run (checks run in workers)"
+            if torch_in_server is not None
+            else "not measured: no /proc on this system",
+        },
     ]
 
 

@@ -84,22 +84,33 @@ def measure(function, n: int, quick: bool) -> dict:
         slow_seconds, slow_cpu = again["median"], again["cpu_median"]
     fast_peak, _, _, _ = peak_memory(fast)
     return {
-        "n": n, "ours": times["ours"]["median"], "fast": times["fast"]["median"], "slow": slow_seconds,
-        "general": times["general"]["median"], "general_peak": general_peak, "general_verdict": general_verdict,
-        "ours_cpu": times["ours"]["cpu_median"], "slow_cpu": slow_cpu,
-        "slow_calls": slow_calls, "rounds": rounds, "ours_peak": ours_peak, "slow_peak": slow_peak,
-        "fast_peak": fast_peak, "verdict": verdict, "slow_passed": slow_passed,
+        "n": n,
+        "ours": times["ours"]["median"],
+        "fast": times["fast"]["median"],
+        "slow": slow_seconds,
+        "general": times["general"]["median"],
+        "general_peak": general_peak,
+        "general_verdict": general_verdict,
+        "ours_cpu": times["ours"]["cpu_median"],
+        "slow_cpu": slow_cpu,
+        "slow_calls": slow_calls,
+        "rounds": rounds,
+        "ours_peak": ours_peak,
+        "slow_peak": slow_peak,
+        "fast_peak": fast_peak,
+        "verdict": verdict,
+        "slow_passed": slow_passed,
     }
 
 
 #: What bounds the general path's speed-up, per workload (docs/benchmarks.md, B2).
 WHY_GENERAL = {
     "elementwise": "slow mode's cost is 2n forward calls plus one backward per output; the general path makes "
-                   "the same 2n forward evaluations batched, so its ratio is set by how much cheaper a batched "
-                   "evaluation is",
+    "the same 2n forward evaluations batched, so its ratio is set by how much cheaper a batched "
+    "evaluation is",
     "reduction": "with one output, slow mode needs a single backward, and both make 2n forward evaluations of "
-                 "an n-element function (O(n^2) work): without the observed structure a finite difference "
-                 "cannot skip it",
+    "an n-element function (O(n^2) work): without the observed structure a finite difference "
+    "cannot skip it",
 }
 
 
@@ -112,22 +123,32 @@ def _why_not_passed(function, verdict: dict, n: int) -> str:
     x = torch.linspace(-2.0, 2.0, n, dtype=torch.float64, device=device())
     magnitude = float(function(x).abs().sum())
     bound = defaults.EPS["float64"] * magnitude / verdict["step"]
-    return (f"not passed: the function's own sum rounds by ~eps*|phi|/h = {bound:.2g}, above the default "
-            f"tolerance {verdict['atol']:.2g}; the engine diagnoses this precision_limited")
+    return (
+        f"not passed: the function's own sum rounds by ~eps*|phi|/h = {bound:.2g}, above the default "
+        f"tolerance {verdict['atol']:.2g}; the engine diagnoses this precision_limited"
+    )
 
 
 def _general_row(label: str, function, m: dict, n: int) -> dict:
     """The same comparison forced onto the general path: the cost without the observed structure."""
     general = m["general_verdict"]
     worst = general["worst"]
-    note = (f"ours on the general path {format_seconds(m['general'])}, slow {format_seconds(m['slow'])}; "
-            f"{general['finite_difference']['inputs']['x']['forward_evaluations']} forward evaluations, batched; "
-            f"worst element x[{worst['index'][0] if worst['index'] else ''}] abs err {worst['abs_err']:.2g} "
-            f"(passed={general['passed']}); peak {_mib(m['general_peak'])}; {WHY_GENERAL[function.__name__]}")
+    note = (
+        f"ours on the general path {format_seconds(m['general'])}, slow {format_seconds(m['slow'])}; "
+        f"{general['finite_difference']['inputs']['x']['forward_evaluations']} forward evaluations, batched; "
+        f"worst element x[{worst['index'][0] if worst['index'] else ''}] abs err {worst['abs_err']:.2g} "
+        f"(passed={general['passed']}); peak {_mib(m['general_peak'])}; {WHY_GENERAL[function.__name__]}"
+    )
     if not general["passed"]:
         note += "; " + _why_not_passed(function, general, n)
-    return row(f"B2 {label}, n={n}: gradcheck slow / ours, general path", round(m["slow"] / m["general"], 1),
-               "x", "-", "INFO", note)
+    return row(
+        f"B2 {label}, n={n}: gradcheck slow / ours, general path",
+        round(m["slow"] / m["general"], 1),
+        "x",
+        "-",
+        "INFO",
+        note,
+    )
 
 
 def _profile_ours(function, n: int) -> str:
@@ -136,8 +157,9 @@ def _profile_ours(function, n: int) -> str:
     from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
     x = torch.linspace(-2.0, 2.0, n, dtype=torch.float64, device=device())
-    return profile_text(lambda: numerical_verdict(function, {"x": x}), 1,
-                        f"B2 numerical_verdict on {function.__name__} at n={n}")
+    return profile_text(
+        lambda: numerical_verdict(function, {"x": x}), 1, f"B2 numerical_verdict on {function.__name__} at n={n}"
+    )
 
 
 def _growth(points: list[dict], key: str) -> str:
@@ -168,14 +190,18 @@ def run(quick: bool) -> list[dict]:
                 f"and names no element; CPU-time ratio slow/ours {m['slow_cpu'] / max(m['ours_cpu'], 1e-9):.3g}"
             )
             info = m["verdict"]["finite_difference"]["inputs"]["x"]
-            note += (f"; path: {info['structure']} ({info['forward_evaluations']} forward evaluations"
-                     f"{', every element shifted at once' if info['structure'] != 'general' else ''})")
+            note += (
+                f"; path: {info['structure']} ({info['forward_evaluations']} forward evaluations"
+                f"{', every element shifted at once' if info['structure'] != 'general' else ''})"
+            )
             if not m["verdict"]["passed"]:
                 note += "; " + _why_not_passed(function, m["verdict"], n)
             name = f"B2 {label}, n={n}: gradcheck slow / ours"
             if n == 10000:
-                note += (f"; cost ~ n^{_growth(points, 'ours')} (ours), n^{_growth(points, 'general')} (ours, "
-                         f"general path), n^{_growth(points, 'slow')} (slow) from 10^3 to 10^4")
+                note += (
+                    f"; cost ~ n^{_growth(points, 'ours')} (ours), n^{_growth(points, 'general')} (ours, "
+                    f"general path), n^{_growth(points, 'slow')} (slow) from 10^3 to 10^4"
+                )
                 met = speedup >= SPEEDUP_GOAL
                 speed_row = graded(name, round(speedup, 1), "x", f">= {SPEEDUP_GOAL:g}x", met, note)
                 if not met and not quick:
@@ -184,14 +210,23 @@ def run(quick: bool) -> list[dict]:
             else:
                 rows.append(row(name, round(speedup, 1), "x", "-", "INFO", note))
             rows.append(_general_row(label, function, m, n))
-            peak_note = f"ours {_mib(m['ours_peak'])}, gradcheck slow {_mib(m['slow_peak'])}, fast {_mib(m['fast_peak'])}"
+            peak_note = (
+                f"ours {_mib(m['ours_peak'])}, gradcheck slow {_mib(m['slow_peak'])}, fast {_mib(m['fast_peak'])}"
+            )
             peak_name = f"B2 {label}, n={n}: peak memory (ours)"
             peak_value = "n/a" if m["ours_peak"] is None else round(m["ours_peak"] / 2**20, 1)
             if n == 10000:
                 measured = m["ours_peak"] is not None
-                rows.append(graded(peak_name, peak_value, "MiB", "<= 1024 MiB",
-                                   measured and m["ours_peak"] <= PEAK_GOAL_BYTES,
-                                   peak_note if measured else "no peak-memory counter on this platform"))
+                rows.append(
+                    graded(
+                        peak_name,
+                        peak_value,
+                        "MiB",
+                        "<= 1024 MiB",
+                        measured and m["ours_peak"] <= PEAK_GOAL_BYTES,
+                        peak_note if measured else "no peak-memory counter on this platform",
+                    )
+                )
             else:
                 rows.append(row(peak_name, peak_value, "MiB", "-", "INFO", peak_note))
     return rows

@@ -117,22 +117,40 @@ def sparse_rows(label: str, function, n: int, quick: bool) -> list[dict]:
     slow_seconds, _, slow_passed = timed_once(lambda: _gradcheck(function, x, False))
     info = verdict["finite_difference"]["inputs"]["x"]
     worst = verdict["worst"]
-    note = (f"ours {format_seconds(times['ours']['median'])}, "
-            f"gradcheck fast {format_seconds(times['fast']['median'])}, "
-            f"slow {format_seconds(slow_seconds)} (one call, passed={slow_passed}); path {info['structure']}"
-            f"{', ' + str(info.get('colours')) + ' colours' if 'colours' in info else ''}, "
-            f"{info['forward_evaluations']} forward evaluations for {n} elements, every one compared; worst "
-            f"x[{worst['index'][0]}] abs err {worst['abs_err']:.2g} (passed={verdict['passed']})")
+    note = (
+        f"ours {format_seconds(times['ours']['median'])}, "
+        f"gradcheck fast {format_seconds(times['fast']['median'])}, "
+        f"slow {format_seconds(slow_seconds)} (one call, passed={slow_passed}); path {info['structure']}"
+        f"{', ' + str(info.get('colours')) + ' colours' if 'colours' in info else ''}, "
+        f"{info['forward_evaluations']} forward evaluations for {n} elements, every one compared; worst "
+        f"x[{worst['index'][0]}] abs err {worst['abs_err']:.2g} (passed={verdict['passed']})"
+    )
     slow_ratio = slow_seconds / times["ours"]["median"]
     fast_ratio = times["ours"]["median"] / times["fast"]["median"]
     name = f"B9 {label}, n={n}"
     if quick:
-        return [row(f"{name}: gradcheck slow / ours", round(slow_ratio, 1), "x", "-", "INFO", note),
-                row(f"{name}: ours / gradcheck fast", round(fast_ratio, 2), "x", "-", "INFO", note)]
-    return [graded(f"{name}: gradcheck slow / ours", round(slow_ratio, 1), "x", f">= {SLOW_GOAL:g}x",
-                   slow_ratio >= SLOW_GOAL and verdict["passed"], note),
-            graded(f"{name}: ours / gradcheck fast", round(fast_ratio, 2), "x", f"<= {FAST_GOAL:g}x",
-                   fast_ratio <= FAST_GOAL and verdict["passed"], note)]
+        return [
+            row(f"{name}: gradcheck slow / ours", round(slow_ratio, 1), "x", "-", "INFO", note),
+            row(f"{name}: ours / gradcheck fast", round(fast_ratio, 2), "x", "-", "INFO", note),
+        ]
+    return [
+        graded(
+            f"{name}: gradcheck slow / ours",
+            round(slow_ratio, 1),
+            "x",
+            f">= {SLOW_GOAL:g}x",
+            slow_ratio >= SLOW_GOAL and verdict["passed"],
+            note,
+        ),
+        graded(
+            f"{name}: ours / gradcheck fast",
+            round(fast_ratio, 2),
+            "x",
+            f"<= {FAST_GOAL:g}x",
+            fast_ratio <= FAST_GOAL and verdict["passed"],
+            note,
+        ),
+    ]
 
 
 def projected_rows(n: int, quick: bool) -> list[dict]:
@@ -146,23 +164,44 @@ def projected_rows(n: int, quick: bool) -> list[dict]:
     verdict = ours()
     times = interleaved_medians({"ours": ours, "fast": fast}, 5 if quick else 15, warmup=1)
     ratio = times["ours"]["median"] / times["fast"]["median"]
-    note = (f"ours {format_seconds(times['ours']['median'])} (passed={verdict['passed']}, "
-            f"{verdict['finite_difference']['inputs']['x']['forward_evaluations']} forward evaluations), "
-            f"gradcheck fast {format_seconds(times['fast']['median'])}")
+    note = (
+        f"ours {format_seconds(times['ours']['median'])} (passed={verdict['passed']}, "
+        f"{verdict['finite_difference']['inputs']['x']['forward_evaluations']} forward evaluations), "
+        f"gradcheck fast {format_seconds(times['fast']['median'])}"
+    )
     name = f"B9 dense tanh(A @ x), n={n}, projected mode"
-    rows = [row(f"{name}: ours / gradcheck fast", round(ratio, 2), "x", "-", "INFO", note) if quick else
-            graded(f"{name}: ours / gradcheck fast", round(ratio, 2), "x", f"<= {FAST_GOAL:g}x",
-                   ratio <= FAST_GOAL and verdict["passed"], note)]
+    rows = [
+        row(f"{name}: ours / gradcheck fast", round(ratio, 2), "x", "-", "INFO", note)
+        if quick
+        else graded(
+            f"{name}: ours / gradcheck fast",
+            round(ratio, 2),
+            "x",
+            f"<= {FAST_GOAL:g}x",
+            ratio <= FAST_GOAL and verdict["passed"],
+            note,
+        )
+    ]
     buggy = wrong_at(function, gradient, WRONG_AT, 1e-3)
     seconds, _, found = timed_once(lambda: projected_verdict(buggy, {"x": x}))
     named = found["worst"]["index"]
     localisation = found["comparisons"][0]["projection"].get("localisation", {})
-    note = (f"backward 1e-3 too high at Jacobian entry ({WRONG_AT}, {WRONG_AT}); ours passed={found['passed']}, named "
-            f"x{named} in {format_seconds(seconds)}, "
-            f"{found['finite_difference']['inputs']['x']['forward_evaluations']} "
-            f"forward evaluations ({localisation.get('splits', 0)} halvings of {n} elements)")
-    rows.append(graded(f"{name}: planted one-element bug named", str(named), "index", f"[{WRONG_AT}]",
-                       not found["passed"] and named == [WRONG_AT], note))
+    note = (
+        f"backward 1e-3 too high at Jacobian entry ({WRONG_AT}, {WRONG_AT}); ours passed={found['passed']}, named "
+        f"x{named} in {format_seconds(seconds)}, "
+        f"{found['finite_difference']['inputs']['x']['forward_evaluations']} "
+        f"forward evaluations ({localisation.get('splits', 0)} halvings of {n} elements)"
+    )
+    rows.append(
+        graded(
+            f"{name}: planted one-element bug named",
+            str(named),
+            "index",
+            f"[{WRONG_AT}]",
+            not found["passed"] and named == [WRONG_AT],
+            note,
+        )
+    )
     return rows
 
 
@@ -190,22 +229,39 @@ def power_rows(n: int) -> list[dict]:
         for mode, hit in (("ours", ours == len(POSITIONS)), ("fast", fast == len(POSITIONS)), ("slow", slow)):
             if hit:
                 smallest[mode] = error
-        rows.append(row(f"B9 power, dense n={n}, one Jacobian entry off by {error:g}: caught by ours",
-                        f"{ours}/{len(POSITIONS)}", "", "-", "INFO",
-                        f"projected mode caught {ours} and named the planted element {named} of {len(POSITIONS)} "
-                        "times; "
-                        f"gradcheck fast caught {fast} of {len(POSITIONS)}; gradcheck slow "
-                        f"{'caught' if slow else 'missed'} it (at x[{WRONG_AT}])"))
-    rows.append(row(f"B9 power, dense n={n}: smallest error caught every time (ours / fast / slow)",
-                    " / ".join("none" if smallest[m] is None else f"{smallest[m]:g}" for m in ("ours", "fast", "slow")),
-                    "", "-", "INFO", "of " + ", ".join(f"{e:g}" for e in ERRORS) + f"; positions {list(POSITIONS)}"))
+        rows.append(
+            row(
+                f"B9 power, dense n={n}, one Jacobian entry off by {error:g}: caught by ours",
+                f"{ours}/{len(POSITIONS)}",
+                "",
+                "-",
+                "INFO",
+                f"projected mode caught {ours} and named the planted element {named} of {len(POSITIONS)} "
+                "times; "
+                f"gradcheck fast caught {fast} of {len(POSITIONS)}; gradcheck slow "
+                f"{'caught' if slow else 'missed'} it (at x[{WRONG_AT}])",
+            )
+        )
+    rows.append(
+        row(
+            f"B9 power, dense n={n}: smallest error caught every time (ours / fast / slow)",
+            " / ".join("none" if smallest[m] is None else f"{smallest[m]:g}" for m in ("ours", "fast", "slow")),
+            "",
+            "-",
+            "INFO",
+            "of " + ", ".join(f"{e:g}" for e in ERRORS) + f"; positions {list(POSITIONS)}",
+        )
+    )
     return rows
 
 
 def _changed(gradient: dict, wrong: dict) -> set:
     """(input, flat index) of every element a mutation changed."""
-    return {(name, int(i)) for name in gradient
-            for i in (gradient[name].reshape(-1) != wrong[name].reshape(-1)).nonzero().reshape(-1)}
+    return {
+        (name, int(i))
+        for name in gradient
+        for i in (gradient[name].reshape(-1) != wrong[name].reshape(-1)).nonzero().reshape(-1)
+    }
 
 
 def opinfo_rows(quick: bool) -> list[dict]:
@@ -244,15 +300,30 @@ def opinfo_rows(quick: bool) -> list[dict]:
                 counts["named"] += (worst["input"], worst["flat_index"]) in _changed(gradient, wrong)
             counts["fast"] += run_gradcheck(function, case.inputs, fast=True)["accepts"] is False
             counts["slow"] += run_gradcheck(function, case.inputs, fast=False)["accepts"] is False
-    rows = [row("B9 OpInfo, projected mode: correct samples passed", f"{correct['passed']}/{correct['samples']}",
-                "samples", "-", "INFO", f"{len(chosen)} OpInfo samples, one per operator taken (PyTorch's "
-                f"known-wrong ones aside), unmutated; crashed {correct['crashed']}")]
+    rows = [
+        row(
+            "B9 OpInfo, projected mode: correct samples passed",
+            f"{correct['passed']}/{correct['samples']}",
+            "samples",
+            "-",
+            "INFO",
+            f"{len(chosen)} OpInfo samples, one per operator taken (PyTorch's "
+            f"known-wrong ones aside), unmutated; crashed {correct['crashed']}",
+        )
+    ]
     for kind, counts in tally.items():
         applied = max(counts["applied"], 1)
-        rows.append(row(f"B9 OpInfo, projected mode: mutation {kind} detected",
-                        round(100 * counts["ours"] / applied, 1), "%", "-", "INFO",
-                        f"{counts['ours']} of {counts['applied']} detected, {counts['named']} with a changed element "
-                        f"named; gradcheck fast {counts['fast']}, slow {counts['slow']} of {counts['applied']}"))
+        rows.append(
+            row(
+                f"B9 OpInfo, projected mode: mutation {kind} detected",
+                round(100 * counts["ours"] / applied, 1),
+                "%",
+                "-",
+                "INFO",
+                f"{counts['ours']} of {counts['applied']} detected, {counts['named']} with a changed element "
+                f"named; gradcheck fast {counts['fast']}, slow {counts['slow']} of {counts['applied']}",
+            )
+        )
     return rows
 
 
@@ -261,8 +332,9 @@ def run(quick: bool) -> list[dict]:
     n = 1000 if quick else 10000
     rows = sparse_rows("banded tanh(x[1:] * x[:-1]).sum()", banded, n, quick)
     shape = (20, 50) if quick else (100, 100)
-    rows += sparse_rows(f"block-diagonal (softmax(X.reshape{shape}, dim=1) * W).sum()",
-                        block_diagonal(*shape), n, quick)
+    rows += sparse_rows(
+        f"block-diagonal (softmax(X.reshape{shape}, dim=1) * W).sum()", block_diagonal(*shape), n, quick
+    )
     rows += projected_rows(300 if quick else 3000, quick)
     rows += power_rows(300 if quick else 1000)
     rows += opinfo_rows(quick)

@@ -12,7 +12,6 @@ A real witness (`jupyter gradcheck witness`) runs on loopback. Measured in the s
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tempfile
@@ -54,10 +53,21 @@ def run(quick: bool) -> list[dict]:
             counter = iter(range(1, 10**9))
 
             def report_once():
-                body = json.dumps({"ledger_id": "bench", "notebook": "lab1.ipynb", "user": "bench",
-                                   "seq": next(counter), "head": "a" * 64}).encode()
-                request = urllib.request.Request(witness.url + "/heads", data=body, method="POST", headers={
-                    "Content-Type": "application/json", "Authorization": f"token {TOKEN}"})
+                body = json.dumps(
+                    {
+                        "ledger_id": "bench",
+                        "notebook": "lab1.ipynb",
+                        "user": "bench",
+                        "seq": next(counter),
+                        "head": "a" * 64,
+                    }
+                ).encode()
+                request = urllib.request.Request(
+                    witness.url + "/heads",
+                    data=body,
+                    method="POST",
+                    headers={"Content-Type": "application/json", "Authorization": f"token {TOKEN}"},
+                )
                 with urllib.request.urlopen(request, timeout=10) as answer:
                     answer.read()
 
@@ -81,14 +91,29 @@ def run(quick: bool) -> list[dict]:
             if witness.process.poll() is None:
                 witness.kill()
     return [
-        {"name": "B6 witness report round trip (loopback), median", "value": round(report, 2), "unit": "ms",
-         "goal": f"< {WITNESS_GOAL_MS:g} ms", "status": "PASS" if report < WITNESS_GOAL_MS else "MISS",
-         "note": f"{report / bare:.2f}x a bare check ({bare:.2f} ms, run_check of the seed, no ledger); "
-                 f"POST heads: validate, append, fsync, Ed25519 signature; median of {rounds}"},
-        {"name": "B6 ledgered check with a witness / without", "value": round(with_witness / without, 2),
-         "unit": "x", "goal": "-", "status": "INFO",
-         "note": f"{with_witness:.2f} ms vs {without:.2f} ms: reports go out from a background thread"},
-        {"name": "B6 ledgered check with the witness down / without", "value": round(while_down / without, 2),
-         "unit": "x", "goal": "-", "status": "INFO",
-         "note": f"{while_down:.2f} ms vs {without:.2f} ms: the check never waits for the witness"},
+        {
+            "name": "B6 witness report round trip (loopback), median",
+            "value": round(report, 2),
+            "unit": "ms",
+            "goal": f"< {WITNESS_GOAL_MS:g} ms",
+            "status": "PASS" if report < WITNESS_GOAL_MS else "MISS",
+            "note": f"{report / bare:.2f}x a bare check ({bare:.2f} ms, run_check of the seed, no ledger); "
+            f"POST heads: validate, append, fsync, Ed25519 signature; median of {rounds}",
+        },
+        {
+            "name": "B6 ledgered check with a witness / without",
+            "value": round(with_witness / without, 2),
+            "unit": "x",
+            "goal": "-",
+            "status": "INFO",
+            "note": f"{with_witness:.2f} ms vs {without:.2f} ms: reports go out from a background thread",
+        },
+        {
+            "name": "B6 ledgered check with the witness down / without",
+            "value": round(while_down / without, 2),
+            "unit": "x",
+            "goal": "-",
+            "status": "INFO",
+            "note": f"{while_down:.2f} ms vs {without:.2f} ms: the check never waits for the witness",
+        },
     ]

@@ -38,10 +38,14 @@ class LiveJupyter:
         self.port, self.token = free_port(), secrets.token_hex(16)
         config = root / "config"
         config.mkdir(parents=True)
-        (config / "jupyter_server_config.json").write_text(json.dumps({
-            "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True}},
-            "GradcheckExtension": {"workers": workers, **options},
-        }))
+        (config / "jupyter_server_config.json").write_text(
+            json.dumps(
+                {
+                    "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True}},
+                    "GradcheckExtension": {"workers": workers, **options},
+                }
+            )
+        )
         self.root = root / "root"
         (self.root / "work").mkdir(parents=True)
         import nbformat
@@ -50,11 +54,22 @@ class LiveJupyter:
         self.log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", f"--ServerApp.port={self.port}",
-             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={self.root}", "--ServerApp.open_browser=False",
-             "--ServerApp.allow_root=True", "--ServerApp.ip=127.0.0.1"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root}",
+                "--ServerApp.open_browser=False",
+                "--ServerApp.allow_root=True",
+                "--ServerApp.ip=127.0.0.1",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         self.connection = self.connect()
 
     def connect(self, timeout: float = 120) -> http.client.HTTPConnection:
@@ -65,8 +80,12 @@ class LiveJupyter:
         """(status, decoded JSON) of one request, on `connection` or the instance's own."""
         connection = connection or self.connection
         payload = None if body is None else json.dumps(body)
-        connection.request(method, f"/gradcheck/{route}", body=payload,
-                           headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
+        connection.request(
+            method,
+            f"/gradcheck/{route}",
+            body=payload,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         response = connection.getresponse()
         return response.status, json.loads(response.read() or b"null")
 
@@ -78,8 +97,11 @@ class LiveJupyter:
                 raise RuntimeError("the jupyter server exited while starting; see its log")
             try:
                 status, body = self.request("GET", "status")
-                if status == 200 and body["pool"]["state"] == "ready" and all(
-                        w["state"] == "idle" for w in body["pool"]["workers"]):
+                if (
+                    status == 200
+                    and body["pool"]["state"] == "ready"
+                    and all(w["state"] == "idle" for w in body["pool"]["workers"])
+                ):
                     return body
             except (ConnectionError, OSError, http.client.HTTPException):
                 self.connection.close()

@@ -59,8 +59,11 @@ def vjp(function, inputs: dict, grads, only: int | None = None) -> dict:
         outputs = as_tuple(function(**leaves))
         pairs = [(o, g) for k, (o, g) in enumerate(zip(outputs, grads)) if only is None or k == only]
         pairs = [(o, g.to(o.dtype)) for o, g in pairs if o.requires_grad]
-        found = torch.autograd.grad([o for o, _ in pairs], list(leaves.values()), [g for _, g in pairs],
-                                    allow_unused=True) if pairs else [None] * len(leaves)
+        found = (
+            torch.autograd.grad([o for o, _ in pairs], list(leaves.values()), [g for _, g in pairs], allow_unused=True)
+            if pairs
+            else [None] * len(leaves)
+        )
     return {n: (torch.zeros_like(t) if g is None else g.detach()) for (n, t), g in zip(leaves.items(), found)}
 
 
@@ -78,8 +81,12 @@ def choose(parts: list[dict], grad_output, kind: str, seed: int) -> Mutation | N
     import torch
 
     rng = random.Random(seed)
-    sizes = {(k, n): float(g.abs().max()) for k, part in enumerate(parts) for n, g in part.items()
-             if g.numel() and bool(torch.isfinite(g).all())}
+    sizes = {
+        (k, n): float(g.abs().max())
+        for k, part in enumerate(parts)
+        for n, g in part.items()
+        if g.numel() and bool(torch.isfinite(g).all())
+    }
     largest = max(sizes.values(), default=0.0)
     pairs = [pair for pair, size in sizes.items() if size > 0 and size >= PART_FLOOR * largest]
     if not pairs:

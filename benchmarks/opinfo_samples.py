@@ -88,8 +88,14 @@ def _tracked(parts) -> list[int]:
     samples with an empty input out), so it is not part of the function's tuple."""
     import torch
 
-    return [k for k, part in enumerate(parts) if isinstance(part, torch.Tensor) and part.requires_grad
-            and (part.is_floating_point() or part.is_complex()) and part.numel() > 0]
+    return [
+        k
+        for k, part in enumerate(parts)
+        if isinstance(part, torch.Tensor)
+        and part.requires_grad
+        and (part.is_floating_point() or part.is_complex())
+        and part.numel() > 0
+    ]
 
 
 def weights_like(outputs) -> object:
@@ -209,8 +215,14 @@ def _shaped(op, sample, tensors: list, names: list, inputs: dict, shape: str):
     return probe_function, weights_like(output.detach())
 
 
-def cases(*, ops: list[str] | None = None, limit_ops: int | None = None, samples_per_op: int = SAMPLES_PER_OP,
-          max_elements: int = MAX_ELEMENTS, family: str = "float64") -> tuple[list[Case], dict]:
+def cases(
+    *,
+    ops: list[str] | None = None,
+    limit_ops: int | None = None,
+    samples_per_op: int = SAMPLES_PER_OP,
+    max_elements: int = MAX_ELEMENTS,
+    family: str = "float64",
+) -> tuple[list[Case], dict]:
     """(cases, counts) of one family over op_db; `ops` picks operators by name, `limit_ops` takes every k-th one."""
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
@@ -263,9 +275,18 @@ def cases(*, ops: list[str] | None = None, limit_ops: int | None = None, samples
                         continue
                     if probe is None or not probe.requires_grad:
                         continue
-                result.append(Case(_name(op), index, function, inputs, _marked_wrong(op, dtype),
-                                   float(getattr(op, "gradcheck_nondet_tol", 0.0) or 0.0),
-                                   family=family, grad_output=grad_output))
+                result.append(
+                    Case(
+                        _name(op),
+                        index,
+                        function,
+                        inputs,
+                        _marked_wrong(op, dtype),
+                        float(getattr(op, "gradcheck_nondet_tol", 0.0) or 0.0),
+                        family=family,
+                        grad_output=grad_output,
+                    )
+                )
                 taken += 1
         except Exception:
             counts["sample_errors"] += 1

@@ -48,7 +48,7 @@ def autograd_gradient(function, inputs: dict) -> dict:
 
 def _held(expectation: dict) -> dict:
     """An expectation for the record: input name -> a callable returning the tensor."""
-    return {n: (lambda g: (lambda **_: g))(g) for n, g in expectation.items()}
+    return {n: (lambda g: lambda **_: g)(g) for n, g in expectation.items()}
 
 
 def run_ours(function, inputs: dict, expectation, *, dtype: str = "float64", grad_output=None) -> dict:
@@ -64,18 +64,22 @@ def run_ours(function, inputs: dict, expectation, *, dtype: str = "float64", gra
     else:
         record["analytical_gradient"] = _held(expectation)
     if grad_output is not None:
-        record["grad_output"] = ([w.tolist() for w in grad_output] if isinstance(grad_output, list)
-                                 else grad_output.tolist())
+        record["grad_output"] = (
+            [w.tolist() for w in grad_output] if isinstance(grad_output, list) else grad_output.tolist()
+        )
     started = time.perf_counter()
     try:
         result = run_check(record)
     except Exception as exc:  # a crash is a finding of its own
-        return {"accepts": None, "seconds": time.perf_counter() - started, "failure": None,
-                "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
+        return {
+            "accepts": None,
+            "seconds": time.perf_counter() - started,
+            "failure": None,
+            "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}",
+        }
     seconds = time.perf_counter() - started
     failure = result["failure"]
-    return {"accepts": failure is None, "seconds": seconds, "failure": failure, "error": "",
-            "record": result}
+    return {"accepts": failure is None, "seconds": seconds, "failure": failure, "error": "", "record": result}
 
 
 def run_gradcheck(function, inputs: dict, *, fast: bool, nondet_tol: float = 0.0) -> dict:
@@ -120,8 +124,16 @@ def mutated_gradient(gradient: dict, kind: str, seed: int) -> dict | None:
         flat[i] = flat[i] + 1e-4 * scale
     else:
         values = flat.tolist()
-        pairs = [(i, j) for i in range(len(values)) for j in range(i + 1, len(values))
-                 if abs(values[i] - values[j]) >= 0.1 * scale] if len(values) <= 200 else None
+        pairs = (
+            [
+                (i, j)
+                for i in range(len(values))
+                for j in range(i + 1, len(values))
+                if abs(values[i] - values[j]) >= 0.1 * scale
+            ]
+            if len(values) <= 200
+            else None
+        )
         if pairs is None:  # large: draw until a pair differs enough
             pairs = []
             for _ in range(2000):
@@ -176,21 +188,30 @@ def run_case(case, *, with_timing: bool = True) -> dict:
     order = ["ours", "slow", "fast"]
     shift = case.index % 3
     order = order[shift:] + order[:shift]
-    out = {"case": case.label, "op": case.op, "numel": case.numel, "marked_wrong": case.marked_wrong,
-           "family": case.family, "outputs": case.outputs}
+    out = {
+        "case": case.label,
+        "op": case.op,
+        "numel": case.numel,
+        "marked_wrong": case.marked_wrong,
+        "family": case.family,
+        "outputs": case.outputs,
+    }
     for who in order:
         if who == "ours":
-            out["ours"] = run_ours(case.function, case.inputs, gradient, dtype=case.dtype,
-                                   grad_output=case.grad_output)
+            out["ours"] = run_ours(case.function, case.inputs, gradient, dtype=case.dtype, grad_output=case.grad_output)
         else:
             out[who] = run_gradcheck(case.function, case.inputs, fast=who == "fast", nondet_tol=case.nondet_tol)
     return out
 
 
 def _detected(ours: dict, slow: dict, fast: dict) -> dict:
-    return {"ours": ours["accepts"] is False, "ours_crashed": ours["accepts"] is None,
-            "ours_diagnosis": (ours["failure"] or {}).get("diagnosis"),
-            "slow": slow["accepts"] is False, "fast": fast["accepts"] is False}
+    return {
+        "ours": ours["accepts"] is False,
+        "ours_crashed": ours["accepts"] is None,
+        "ours_diagnosis": (ours["failure"] or {}).get("diagnosis"),
+        "slow": slow["accepts"] is False,
+        "fast": fast["accepts"] is False,
+    }
 
 
 def run_shaped_mutations(case, seed: int) -> dict:

@@ -44,8 +44,11 @@ class ClassListAuthenticator(Authenticator):
     uses its institution's authenticator, e.g. OAuthenticator or LTI)."""
 
     passwords = Dict(
-        key_trait=None, value_trait=None, config=True,
-        help="Each student's login name -> password; only these names may log in.")
+        key_trait=None,
+        value_trait=None,
+        config=True,
+        help="Each student's login name -> password; only these names may log in.",
+    )
 
     async def authenticate(self, handler, data):
         name, password = data.get("username", ""), data.get("password", "")

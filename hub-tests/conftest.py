@@ -10,14 +10,14 @@ from __future__ import annotations
 import secrets
 
 import pytest
-
 from hub import PASSWORDS, PROXY, HubProcess, Student, log_in, start_servers, stop_servers
 
 #: Each student's lab1.ipynb; its kernelspec spares the browser JupyterLab's kernel dialog.
 NOTEBOOK = {
     "cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# Lab 1: gradients of x*x"]}],
     "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
-    "nbformat": 4, "nbformat_minor": 5,
+    "nbformat": 4,
+    "nbformat_minor": 5,
 }
 
 
@@ -26,8 +26,10 @@ def hub(tmp_path_factory):
     """A JupyterHub from examples/jupyterhub_config.py on ports 18000-18003, stopped with everything
     it started at the end of the session, even when a test failed."""
     if not PROXY.exists():
-        pytest.fail(f"configurable-http-proxy is not installed at {PROXY.relative_to(PROXY.parents[2])}: "
-                    "run `bash scripts/hub-tests.sh` (it runs `npm ci` in hub-tests/)")
+        pytest.fail(
+            f"configurable-http-proxy is not installed at {PROXY.relative_to(PROXY.parents[2])}: "
+            "run `bash scripts/hub-tests.sh` (it runs `npm ci` in hub-tests/)"
+        )
     running = HubProcess(tmp_path_factory.mktemp("hub"), instructor_token=secrets.token_hex(24))
     try:
         running.start()
@@ -52,8 +54,9 @@ def students(hub):
         hub.ready_seconds = start_servers(logged_in)
         print("\nhub test: servers ready after " + ", ".join(f"{n} {s:.1f} s" for n, s in hub.ready_seconds.items()))
         for student in logged_in:
-            made = student.server_call("PUT", "api/contents/lab1.ipynb",
-                                       {"type": "notebook", "format": "json", "content": NOTEBOOK})
+            made = student.server_call(
+                "PUT", "api/contents/lab1.ipynb", {"type": "notebook", "format": "json", "content": NOTEBOOK}
+            )
             assert made.status == 201, made
         yield {student.name: student for student in logged_in}
     finally:

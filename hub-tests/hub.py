@@ -94,34 +94,46 @@ class HubProcess:
         self.log_path = folder / "hub.log"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 90.0) -> "HubProcess":
+    def start(self, timeout: float = 90.0) -> HubProcess:
         taken = ports_taken(PORT, 4)
         if taken:
             raise RuntimeError(f"ports {taken} are in use: another hub test or service is running there")
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "passwords.json").write_text(json.dumps(PASSWORDS), encoding="utf-8")
-        env = {key: value for key, value in os.environ.items()
-               if not key.startswith(("JUPYTERHUB_", "GRADCHECK_", "JPY_"))}
-        env.update({
-            "GRADCHECK_HUB_DIR": str(self.folder), "GRADCHECK_HUB_PORT": str(PORT),
-            "GRADCHECK_HUB_PROXY": str(PROXY), "GRADCHECK_WITNESS_TOKEN": self.instructor_token,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        })
+        env = {
+            key: value for key, value in os.environ.items() if not key.startswith(("JUPYTERHUB_", "GRADCHECK_", "JPY_"))
+        }
+        env.update(
+            {
+                "GRADCHECK_HUB_DIR": str(self.folder),
+                "GRADCHECK_HUB_PORT": str(PORT),
+                "GRADCHECK_HUB_PROXY": str(PROXY),
+                "GRADCHECK_WITNESS_TOKEN": self.instructor_token,
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            }
+        )
         log = open(self.log_path, "wb")
         # SIGINT back to its default: a hub started from a background job would otherwise pass an
         # ignored SIGINT on to the witness and the servers, and the hub stops those with SIGINT.
         self.process = subprocess.Popen(
-            [str(JUPYTERHUB), "-f", str(EXAMPLE_CONFIG)], cwd=self.folder, env=env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            [str(JUPYTERHUB), "-f", str(EXAMPLE_CONFIG)],
+            cwd=self.folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the hub exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if call("GET", "/hub/api/", timeout=5).status == 200 and \
-                        call("GET", WITNESS + "/public-key", timeout=5).status == 200:
+                if (
+                    call("GET", "/hub/api/", timeout=5).status == 200
+                    and call("GET", WITNESS + "/public-key", timeout=5).status == 200
+                ):
                     return self
             except OSError:  # not listening yet
                 pass
@@ -175,8 +187,9 @@ class Student:
 
 def log_in(name: str, password: str) -> Answer:
     """Log in through the hub's authenticator: a new API token for `name`, given her password."""
-    return call("POST", f"/hub/api/users/{name}/tokens",
-                {"auth": {"username": name, "password": password}, "note": "hub test"})
+    return call(
+        "POST", f"/hub/api/users/{name}/tokens", {"auth": {"username": name, "password": password}, "note": "hub test"}
+    )
 
 
 def start_servers(students: list[Student], timeout: float = 150.0) -> dict[str, float]:
@@ -194,8 +207,10 @@ def start_servers(students: list[Student], timeout: float = 150.0) -> dict[str, 
             if student.name in ready:
                 continue
             model = call("GET", f"/hub/api/users/{student.name}", token=student.token).json()
-            if model.get("servers", {}).get("", {}).get("ready") and \
-                    student.server_call("GET", "gradcheck/status").status == 200:
+            if (
+                model.get("servers", {}).get("", {}).get("ready")
+                and student.server_call("GET", "gradcheck/status").status == 200
+            ):
                 ready[student.name] = time.monotonic() - started
         time.sleep(0.5)
     if len(ready) < len(students):

@@ -57,8 +57,11 @@ def test_a_student_gets_a_token_with_her_own_password_only(hub):
     whoami = call("GET", "/hub/api/user", token=answer.json()["token"]).json()
     assert (whoami["kind"], whoami["name"]) == ("user", "ana")
     # (whose token is asked for, who logs in, with which password)
-    for owner, name, password in (("bob", "ana", PASSWORDS["ana"]), ("ana", "ana", PASSWORDS["bob"]),
-                                  ("eve", "eve", "anything")):
+    for owner, name, password in (
+        ("bob", "ana", PASSWORDS["ana"]),
+        ("ana", "ana", PASSWORDS["bob"]),
+        ("eve", "eve", "anything"),
+    ):
         refused = call("POST", f"/hub/api/users/{owner}/tokens", {"auth": {"username": name, "password": password}})
         assert refused.status == 403, (owner, name, refused)
 
@@ -80,8 +83,10 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
     heads = {}
     for student in (ana, bob):
         entries = _ledger(student).json()["entries"]
-        assert [(e["kind"], e["check_id"]) for e in entries if e["kind"] != "note"] == \
-            [("expectation", CHECKS[student.name]["id"]), ("observation", CHECKS[student.name]["id"])]
+        assert [(e["kind"], e["check_id"]) for e in entries if e["kind"] != "note"] == [
+            ("expectation", CHECKS[student.name]["id"]),
+            ("observation", CHECKS[student.name]["id"]),
+        ]
         assert entries[-1]["hash"] == done[student.name]["ledger"]["head"]
         heads[student.name] = (entries[-1]["seq"], entries[-1]["hash"])
 
@@ -97,9 +102,13 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
 
     # The instructor holds ana's ledger file against the witness, through the hub, with her token.
     ledger = hub.folder / "home" / "ana" / "lab1.gradcheck.jsonl"
-    verified = subprocess.run([str(JUPYTER_GRADCHECK), "verify", str(ledger), "--witness", PUBLIC_URL + WITNESS],
-                              env={**os.environ, "GRADCHECK_WITNESS_TOKEN": hub.instructor_token},
-                              capture_output=True, text=True, timeout=120)
+    verified = subprocess.run(
+        [str(JUPYTER_GRADCHECK), "verify", str(ledger), "--witness", PUBLIC_URL + WITNESS],
+        env={**os.environ, "GRADCHECK_WITNESS_TOKEN": hub.instructor_token},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "witness: saw this ledger" in verified.stdout
 
@@ -118,8 +127,11 @@ def test_one_students_token_cannot_read_or_write_the_others_ledger(hub, students
         ("GET", "gradcheck/export?path=lab1.ipynb&format=json", None),
         ("GET", "api/contents/lab1.gradcheck.jsonl", None),
         ("POST", "gradcheck/checks", {"notebook": "lab1.ipynb", "check": CHECKS["ana"]}),
-        ("POST", "gradcheck/tolerance", {"notebook": "lab1.ipynb", "check_id": "cube", "rtol": 0.5,
-                                         "justification": "written by someone else"}),
+        (
+            "POST",
+            "gradcheck/tolerance",
+            {"notebook": "lab1.ipynb", "check_id": "cube", "rtol": 0.5, "justification": "written by someone else"},
+        ),
         ("POST", "gradcheck/verify", {"path": "lab1.ipynb"}),
         ("PUT", "api/contents/lab1.gradcheck.jsonl", {"type": "file", "format": "text", "content": ""}),
     ]
@@ -141,8 +153,15 @@ def test_the_witness_takes_the_user_from_the_hub_token_not_from_the_report(hub, 
     ana, bob = students["ana"], students["bob"]
     if not any(r["user"] == "bob" for r in _witness_log(hub.instructor_token)):
         _wait_for_heads(hub.instructor_token, {"bob": _run_check(bob)["ledger"]["head"]})
-    forged = {"ledger_id": "f" * 32, "notebook": "lab1.ipynb", "user": "bob", "seq": 1, "head": "b" * 64,
-              "entry_time": "2026-01-01T00:00:00+00:00", "check_id": "cube"}
+    forged = {
+        "ledger_id": "f" * 32,
+        "notebook": "lab1.ipynb",
+        "user": "bob",
+        "seq": 1,
+        "head": "b" * 64,
+        "entry_time": "2026-01-01T00:00:00+00:00",
+        "check_id": "cube",
+    }
     answer = call("POST", WITNESS + "/heads", forged, token=ana.token)
     assert answer.status == 200, answer
     assert answer.json()["receipt"]["user"] == "ana"
@@ -189,10 +208,21 @@ def test_the_side_panel_is_served_under_the_students_base_url(hub, students):
     if not _ledger(ana).json()["entries"]:
         _run_check(ana)
     SCREENSHOT.unlink(missing_ok=True)
-    env = {**os.environ, "HUB_URL": PUBLIC_URL, "HUB_USER": "ana", "HUB_PASSWORD": PASSWORDS["ana"],
-           "SCREENSHOT": str(SCREENSHOT), "HUB_OTHER_USER": "bob"}
-    done = subprocess.run(["node", str(ROOT / "hub-tests" / "side-panel-screenshot.mjs")], env=env,
-                          capture_output=True, text=True, timeout=240)
+    env = {
+        **os.environ,
+        "HUB_URL": PUBLIC_URL,
+        "HUB_USER": "ana",
+        "HUB_PASSWORD": PASSWORDS["ana"],
+        "SCREENSHOT": str(SCREENSHOT),
+        "HUB_OTHER_USER": "bob",
+    }
+    done = subprocess.run(
+        ["node", str(ROOT / "hub-tests" / "side-panel-screenshot.mjs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["baseUrl"] == "/user/ana/"

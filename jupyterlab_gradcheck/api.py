@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .core.check.complex_values import holds_complex
 from .core.check.fixed_arguments import fixed_value
-from .core.i18n import _, checked, language as in_language, localize
+from .core.i18n import _, checked, localize
+from .core.i18n import language as in_language
 from .core.report.record_html import failure_sentence, record_html
 
 
@@ -63,14 +65,22 @@ class CheckResult:
             if not failure:
                 verdict = self.record["observations"]["torch_gradcheck"]
                 return _("{id}: failed: torch_gradcheck {reason}").format(
-                    id=self.record["id"], reason=localize(verdict.get("reason", "")))
+                    id=self.record["id"], reason=localize(verdict.get("reason", ""))
+                )
             if failure.get("index") is None and failure.get("abs_err") is None:  # no element: a backward that crashed
                 return _("{id}: failed {comparison}; diagnosis {diagnosis}: {reason}").format(
-                    id=self.record["id"], comparison=failure["comparison"], diagnosis=failure["diagnosis"],
-                    reason=localize(failure["reason"]))
+                    id=self.record["id"],
+                    comparison=failure["comparison"],
+                    diagnosis=failure["diagnosis"],
+                    reason=localize(failure["reason"]),
+                )
             return _("{id}: failed {comparison} at {where}; diagnosis {diagnosis}: {reason}").format(
-                id=self.record["id"], comparison=failure["comparison"], where=failure_sentence(failure),
-                diagnosis=failure["diagnosis"], reason=localize(failure["reason"]))
+                id=self.record["id"],
+                comparison=failure["comparison"],
+                where=failure_sentence(failure),
+                diagnosis=failure["diagnosis"],
+                reason=localize(failure["reason"]),
+            )
 
     def __repr__(self) -> str:
         return f"<CheckResult {self.summary()}>"
@@ -80,12 +90,26 @@ class CheckResult:
             return record_html(self.record, history=self.history)
 
 
-
-def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, device: str | None = None,
-          tolerance: dict | None = None, finite_difference: dict | None = None, grad_output: Any = None,
-          origin: str = "", destination: str = "", id: str | None = None, justification: str | None = None,
-          notebook: str | os.PathLike | None = None, ledger=None, language: str | None = None,
-          fixed: dict | None = None, hessian: Any = None, **inputs) -> CheckResult:
+def check(
+    fn: Callable | str,
+    grad: Any = None,
+    *,
+    dtype: str | None = None,
+    device: str | None = None,
+    tolerance: dict | None = None,
+    finite_difference: dict | None = None,
+    grad_output: Any = None,
+    origin: str = "",
+    destination: str = "",
+    id: str | None = None,
+    justification: str | None = None,
+    notebook: str | os.PathLike | None = None,
+    ledger=None,
+    language: str | None = None,
+    fixed: dict | None = None,
+    hessian: Any = None,
+    **inputs,
+) -> CheckResult:
     """Check the gradient of `fn` at `inputs` against the expectation `grad`.
 
     `fn` is a callable taking the inputs as keyword arguments, a `torch.autograd.Function`
@@ -122,10 +146,14 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
         "origin": origin,
         "destination": destination,
     }
-    for key, value in (("tolerance", tolerance), ("finite_difference", finite_difference),
-                       ("grad_output", _as_value(grad_output)), ("id", id),
-                       ("fixed", None if fixed is None else {k: fixed_value(v) for k, v in fixed.items()}),
-                       ("hessian", _as_value(hessian))):
+    for key, value in (
+        ("tolerance", tolerance),
+        ("finite_difference", finite_difference),
+        ("grad_output", _as_value(grad_output)),
+        ("id", id),
+        ("fixed", None if fixed is None else {k: fixed_value(v) for k, v in fixed.items()}),
+        ("hessian", _as_value(hessian)),
+    ):
         if value is not None:
             record[key] = value
     if grad is None and callable(record["function"]):
@@ -133,8 +161,14 @@ def check(fn: Callable | str, grad: Any = None, *, dtype: str | None = None, dev
     return check_record(record, justification=justification, notebook=notebook, ledger=ledger, language=language)
 
 
-def check_record(record: dict, *, justification: str | None = None, notebook: str | os.PathLike | None = None,
-                 ledger=None, language: str | None = None) -> CheckResult:
+def check_record(
+    record: dict,
+    *,
+    justification: str | None = None,
+    notebook: str | os.PathLike | None = None,
+    ledger=None,
+    language: str | None = None,
+) -> CheckResult:
     """Run one check record (the seed record is accepted as written) and return its result."""
     from .kernel.kernel_run import run_attested
     from .kernel.location import open_ledger
@@ -171,9 +205,16 @@ def _backward_as_expectation(record: dict, inputs: dict):
     classes = custom_functions(function, inputs, record["dtype"], device)
     if not classes:
         return None, record["origin"]
-    return (backward_expectation(function, names, classes, record.get("grad_output"),
-                                 outputs=differentiable_outputs(function, inputs, record["dtype"], device)),
-            record["origin"] or backward_name(classes))
+    return (
+        backward_expectation(
+            function,
+            names,
+            classes,
+            record.get("grad_output"),
+            outputs=differentiable_outputs(function, inputs, record["dtype"], device),
+        ),
+        record["origin"] or backward_name(classes),
+    )
 
 
 def _held(fn, input_names: list[str], fixed: dict):
@@ -248,5 +289,8 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
             devices.add(str(value.device))
     if not dtypes and any(holds_complex(value) for value in inputs.values()):
         dtypes.add("complex128")  # Python complex numbers (core/check/complex_values.py)
-    return ({name: _as_value(value) for name, value in inputs.items()},
-            dtypes.pop() if len(dtypes) == 1 else None, devices.pop() if len(devices) == 1 else None)
+    return (
+        {name: _as_value(value) for name, value in inputs.items()},
+        dtypes.pop() if len(dtypes) == 1 else None,
+        devices.pop() if len(devices) == 1 else None,
+    )

@@ -39,8 +39,16 @@ REPORT_HTML_ES = ROOT / "docs" / "example-report.es.html"
 REPORT_PNG = ROOT / "docs" / "example-report.png"
 #: Seconds one cell may run under nbclient (the slowest, verify --replay, takes a few).
 CELL_TIMEOUT = 120
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+)
 
 #: The checks the notebook fails on purpose, each with the diagnosis the engine must give it.
 DELIBERATE_FAILURES = {
@@ -55,9 +63,9 @@ TOLERANCE_CHANGED = "sin_step_1e-3"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import notebook_section_1  # noqa: E402,F401  (each import appends its cells, in order)
+import notebook_section_models  # noqa: E402,F401
 import notebook_sections_2_3  # noqa: E402,F401
 import notebook_sections_4_6  # noqa: E402,F401
-import notebook_section_models  # noqa: E402,F401
 from notebook_cells import CELLS  # noqa: E402
 
 
@@ -74,10 +82,12 @@ def build(lang: str) -> nbformat.NotebookNode:
         else:
             cells.append(nbformat.v4.new_code_cell(source, id=cell_id))
     notebook = nbformat.v4.new_notebook(cells=cells)
-    notebook.metadata.update({
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-    })
+    notebook.metadata.update(
+        {
+            "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        }
+    )
     return notebook
 
 
@@ -92,8 +102,9 @@ def execute(notebook, workdir: Path, name: str):
 
     path = workdir / name
     nbformat.write(notebook, path)
-    client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(workdir)}})
+    client = NotebookClient(
+        notebook, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+    )
     client.execute()
     return notebook, path
 
@@ -111,16 +122,30 @@ def screenshot(html: Path, png: Path) -> None:
     """A PNG of the report, rendered by headless Chromium."""
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={png}",
-                        "--window-size=1200,1600", html.resolve().as_uri()],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--screenshot={png}",
+                "--window-size=1200,1600",
+                html.resolve().as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-execute", action="store_true", help="write the sources only, without outputs")
-    parser.add_argument("--edition", choices=sorted(EDITIONS), action="append",
-                        help="build only this edition (repeatable; default: both)")
+    parser.add_argument(
+        "--edition",
+        choices=sorted(EDITIONS),
+        action="append",
+        help="build only this edition (repeatable; default: both)",
+    )
     args = parser.parse_args(argv)
     from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, binding_for
     from jupyterlab_gradcheck.core.ledger.store import Ledger
@@ -156,10 +181,28 @@ def _export_report(notebook: Path) -> None:
     """docs/example-report.html from the committed notebook's ledger, and its screenshot;
     docs/example-report.es.html, the same export in Spanish."""
     for language, report in (("en", REPORT_HTML), ("es", REPORT_HTML_ES)):
-        subprocess.run([sys.executable, "-m", "jupyter", "gradcheck", "export", notebook.name, "--format", "html",
-                        "--language", language, "-o", str(report)], cwd=notebook.parent, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "gradcheck",
+                "export",
+                notebook.name,
+                "--format",
+                "html",
+                "--language",
+                language,
+                "-o",
+                str(report),
+            ],
+            cwd=notebook.parent,
+            check=True,
+        )
     screenshot(REPORT_HTML, REPORT_PNG)
-    print(f"wrote {REPORT_HTML.relative_to(ROOT)}, {REPORT_HTML_ES.relative_to(ROOT)} and {REPORT_PNG.relative_to(ROOT)}")
+    print(
+        f"wrote {REPORT_HTML.relative_to(ROOT)}, {REPORT_HTML_ES.relative_to(ROOT)} and {REPORT_PNG.relative_to(ROOT)}"
+    )
 
 
 if __name__ == "__main__":

@@ -46,21 +46,37 @@ def main() -> None:
     x = torch.tensor([1.0, 2.0], dtype=torch.float64)
     with tempfile.TemporaryDirectory() as folder:
         notebook = Path(folder) / "functions.ipynb"
-        check(lambda x: Cube.apply(x).sum(), x=x, hessian="double_backward", id="cube_double_backward",
-              notebook=notebook)
-        check(lambda x: CubeWithJvp.apply(x).sum(), x=x, hessian=torch.diag(6 * x), id="cube_jvp_hessian",
-              notebook=notebook)
+        check(
+            lambda x: Cube.apply(x).sum(), x=x, hessian="double_backward", id="cube_double_backward", notebook=notebook
+        )
+        check(
+            lambda x: CubeWithJvp.apply(x).sum(),
+            x=x,
+            hessian=torch.diag(6 * x),
+            id="cube_jvp_hessian",
+            notebook=notebook,
+        )
         CubeWithJvp.jvp_scale = 1.01
         try:
             check(lambda x: CubeWithJvp.apply(x).sum(), x=x, id="cube_jvp_wrong", notebook=notebook)
         finally:
             CubeWithJvp.jvp_scale = 1.0
-        check(lambda x: (x ** 2, x ** 3, torch.ones(2, dtype=torch.int64)), {"outputs": ["2*x", "3*x", None]}, x=x,
-              id="two_outputs", notebook=notebook)
+        check(
+            lambda x: (x**2, x**3, torch.ones(2, dtype=torch.int64)),
+            {"outputs": ["2*x", "3*x", None]},
+            x=x,
+            id="two_outputs",
+            notebook=notebook,
+        )
         z = torch.tensor([1 + 2j, 0.5 - 1j], dtype=torch.complex128)
         check(lambda z: (z * z.conj()).real.sum(), 2 * z, z=z, id="complex_norm", notebook=notebook)
-        check(lambda x: CubeDetachedBackward.apply(x).sum(), x=x, hessian="double_backward", id="cube_detached",
-              notebook=notebook)
+        check(
+            lambda x: CubeDetachedBackward.apply(x).sum(),
+            x=x,
+            hessian="double_backward",
+            id="cube_detached",
+            notebook=notebook,
+        )
         lines = (Path(folder) / "functions.gradcheck.jsonl").read_text(encoding="utf-8").splitlines()
     entries = [entry for entry in map(json.loads, lines) if entry["check_id"]]
     OUT.parent.mkdir(parents=True, exist_ok=True)

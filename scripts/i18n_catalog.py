@@ -98,8 +98,10 @@ def printed_text(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call) and call_name(node) == "print":
             for arg in node.args:
                 parts = [arg] if isinstance(arg, ast.Constant) else arg.values if isinstance(arg, ast.JoinedStr) else []
-                if any(isinstance(p, ast.Constant) and isinstance(p.value, str) and any(c.isalpha() for c in p.value)
-                       for p in parts):
+                if any(
+                    isinstance(p, ast.Constant) and isinstance(p.value, str) and any(c.isalpha() for c in p.value)
+                    for p in parts
+                ):
                     found.append((node.lineno, f"print({ast.unparse(arg)[:60]})"))
     return found
 
@@ -211,8 +213,9 @@ def update(catalog: dict | None = None) -> int:
             entry = {"comments": [], "msgid": msgid, "msgid_plural": plural, "msgstr": {}}
             entries.append(entry)
             added += 1
-        entry["comments"] = [c for c in entry["comments"] if not c.startswith("#:")] + \
-            [f"#: {place}" for place in places[:3]]
+        entry["comments"] = [c for c in entry["comments"] if not c.startswith("#:")] + [
+            f"#: {place}" for place in places[:3]
+        ]
     write_po(entries)
     return added
 
@@ -248,13 +251,18 @@ def compile_mo(entries: list[dict]) -> bytes:
 def problems() -> list[str]:
     """What keeps the catalog from being complete and honest (empty: nothing)."""
     entries = read_po()
-    translated = {(e["msgid"], e.get("msgid_plural")) for e in entries
-                  if e["msgid"] and e["msgstr"] and all(e["msgstr"].values())}
-    found = [f"no Spanish for {msgid!r} ({places[0]})" for (msgid, plural), places in extract().items()
-             if (msgid, plural) not in translated]
+    translated = {
+        (e["msgid"], e.get("msgid_plural")) for e in entries if e["msgid"] and e["msgstr"] and all(e["msgstr"].values())
+    }
+    found = [
+        f"no Spanish for {msgid!r} ({places[0]})"
+        for (msgid, plural), places in extract().items()
+        if (msgid, plural) not in translated
+    ]
     if not MO.is_file() or MO.read_bytes() != compile_mo(entries):
-        found.append(f"{MO.relative_to(ROOT).as_posix()} is not the compiled {PO.name}: "
-                     "run python scripts/i18n_catalog.py")
+        found.append(
+            f"{MO.relative_to(ROOT).as_posix()} is not the compiled {PO.name}: run python scripts/i18n_catalog.py"
+        )
     return found + [f"not through the catalog: {place}" for place in unrouted()]
 
 

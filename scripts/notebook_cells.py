@@ -28,4 +28,3 @@ CELLS: list[tuple[str, tuple]] = []
 def cell(cell_id: str, content: tuple) -> None:
     """Append a cell, with its stable id, to the notebook being built."""
     CELLS.append((cell_id, content))
-

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from notebook_cells import SEED_TEXT, cell, code, md  # noqa: F401  (registers cells in order)
 
-
-cell("title", md(
-    """# A gradient-check notebook, executed
+cell(
+    "title",
+    md(
+        """# A gradient-check notebook, executed
 
 The course *Qué es PyTorch: tensores, diferenciación automática y modelos* asks the student to
 build a notebook that compares derivatives worked out by hand with what PyTorch computes,
@@ -27,7 +28,7 @@ Section 6 re-runs the whole ledger and exports it for grading.
 | 5. finite differences with a chosen step and tolerance; no exact equality | §3 |
 | 6. keep the failures; justify every tolerance change | §4 |
 | 7. proof of done is reproducibility; every derivative's origin and destination | §5, §6 |""",
-    """# Un cuaderno de comprobación de gradientes, ejecutado
+        """# Un cuaderno de comprobación de gradientes, ejecutado
 
 El curso *Qué es PyTorch: tensores, diferenciación automática y modelos* pide construir un
 cuaderno que compare derivadas calculadas a mano con lo que calcula PyTorch, *sin ocultar los
@@ -48,22 +49,26 @@ por su hash. La sección 6 vuelve a ejecutar todo el registro y lo exporta para 
 | 5. diferencias finitas con paso y tolerancia elegidos; sin igualdad exacta | §3 |
 | 6. conservar los fallos; justificar cada cambio de tolerancia | §4 |
 | 7. la prueba de que está terminado es la reproducibilidad; origen y destino de cada derivada | §5, §6 |""",
-))
+    ),
+)
 
-cell("setup-intro", md(
-    """## Before you start
+cell(
+    "setup-intro",
+    md(
+        """## Before you start
 
 Python, basic calculus, and this package installed (`make lab` does it). No model, no data set,
 no download, no GPU. The next cell names the notebook whose ledger we write: inside JupyterLab
 the kernel is told (`JPY_SESSION_NAME`); a kernel started by `nbclient` or `nbconvert` is not,
 so we fall back to this notebook's file name in the working folder.""",
-    """## Antes de empezar
+        """## Antes de empezar
 
 Python, cálculo básico y este paquete instalado (`make lab` lo hace). Ni modelos, ni conjuntos
 de datos, ni descargas, ni GPU. La celda siguiente nombra el cuaderno cuyo registro escribimos:
 dentro de JupyterLab el kernel lo sabe (`JPY_SESSION_NAME`); un kernel lanzado por `nbclient` o
 `nbconvert` no, así que usamos el nombre de este cuaderno en la carpeta de trabajo.""",
-))
+    ),
+)
 
 SETUP = '''import json
 import os
@@ -120,30 +125,42 @@ def show_ledger(*check_ids):
 
 print(f"torch {{torch.__version__}} · python {{sys.version.split()[0]}} · {ledger_word} {{LEDGER.path.name}}")'''
 
-cell("setup", code(
-    SETUP.format(
-        comment_session="Inside JupyterLab the kernel knows its notebook; under nbclient or nbconvert it does not.",
-        notebook_name="gradient-check-notebook.ipynb",
-        comment_ledger="read here to show the entries; checks write it",
-        doc_show="The expectation beside the observation (value, shape, dtype, device), and any diagnosis.",
-        doc_show_ledger="The ledger entries so far (of the given checks), one row each, in order.",
-        justification_word="why", what_word="what", ledger_word="ledger"),
-    SETUP.format(
-        comment_session="Dentro de JupyterLab el kernel conoce su cuaderno; con nbclient o nbconvert no.",
-        notebook_name="cuaderno-comprobacion-gradientes.ipynb",
-        comment_ledger="se lee aquí para mostrar las entradas; las comprobaciones lo escriben",
-        doc_show="La expectativa junto a la observación (valor, forma, tipo, dispositivo) y el diagnóstico si lo hay.",
-        doc_show_ledger="Las entradas del registro hasta ahora (de las comprobaciones dadas), una por fila, en orden.",
-        justification_word="por qué", what_word="qué", ledger_word="registro").replace(
-        "from jupyterlab_gradcheck.widget import GradcheckPanel\n",
-        "from jupyterlab_gradcheck.widget import GradcheckPanel\nfrom jupyterlab_gradcheck import set_language\n\n"
-        "set_language(\"es\")  # mensajes, tablas y panel en español; los registros siguen en inglés\n"
-        "os.environ[\"LANGUAGE\"] = \"es\"  # y los comandos `jupyter gradcheck` que lanza este cuaderno\n"),
-))
+cell(
+    "setup",
+    code(
+        SETUP.format(
+            comment_session="Inside JupyterLab the kernel knows its notebook; under nbclient or nbconvert it does not.",
+            notebook_name="gradient-check-notebook.ipynb",
+            comment_ledger="read here to show the entries; checks write it",
+            doc_show="The expectation beside the observation (value, shape, dtype, device), and any diagnosis.",
+            doc_show_ledger="The ledger entries so far (of the given checks), one row each, in order.",
+            justification_word="why",
+            what_word="what",
+            ledger_word="ledger",
+        ),
+        SETUP.format(
+            comment_session="Dentro de JupyterLab el kernel conoce su cuaderno; con nbclient o nbconvert no.",
+            notebook_name="cuaderno-comprobacion-gradientes.ipynb",
+            comment_ledger="se lee aquí para mostrar las entradas; las comprobaciones lo escriben",
+            doc_show="La expectativa junto a la observación (valor, forma, tipo, dispositivo) y el diagnóstico si lo hay.",
+            doc_show_ledger="Las entradas del registro hasta ahora (de las comprobaciones dadas), una por fila, en orden.",
+            justification_word="por qué",
+            what_word="qué",
+            ledger_word="registro",
+        ).replace(
+            "from jupyterlab_gradcheck.widget import GradcheckPanel\n",
+            "from jupyterlab_gradcheck.widget import GradcheckPanel\nfrom jupyterlab_gradcheck import set_language\n\n"
+            'set_language("es")  # mensajes, tablas y panel en español; los registros siguen en inglés\n'
+            'os.environ["LANGUAGE"] = "es"  # y los comandos `jupyter gradcheck` que lanza este cuaderno\n',
+        ),
+    ),
+)
 
 # ------------------------------------------------------------------ 1. small functions
-cell("s1-intro", md(
-    """## 1. Choose small functions
+cell(
+    "s1-intro",
+    md(
+        """## 1. Choose small functions
 
 Two functions small enough to differentiate by hand, on the CPU, in float64:
 
@@ -154,7 +171,7 @@ Two functions small enough to differentiate by hand, on the CPU, in float64:
 The derivatives are written down now, as ledger **expectations**, before any cell computes a
 gradient. Each record also says where the derivative comes from (`origin`: which output, which
 hand derivation) and where it lands (`destination`: which input's gradient).""",
-    """## 1. Elegir funciones pequeñas
+        """## 1. Elegir funciones pequeñas
 
 Dos funciones lo bastante pequeñas para derivarlas a mano, en CPU y en float64:
 
@@ -165,10 +182,13 @@ Dos funciones lo bastante pequeñas para derivarlas a mano, en CPU y en float64:
 Las derivadas se escriben ahora, como **expectativas** en el registro, antes de que ninguna
 celda calcule un gradiente. Cada registro dice además de dónde viene la derivada (`origin`: qué
 salida, qué derivación a mano) y adónde llega (`destination`: el gradiente de qué entrada).""",
-))
+    ),
+)
 
-cell("s1-expectations", code(
-    '''SQUARE = {
+cell(
+    "s1-expectations",
+    code(
+        """SQUARE = {
     "id": "square", "function": "x*x", "x": 3.0, "dtype": "float64", "device": "cpu",
     "analytical_gradient": "2*x",
     "origin": "output f = x*x (a scalar); by hand f'(x) = 2x, so 6 at x = 3",
@@ -183,8 +203,8 @@ VECTOR_SUM = {
 # The expectations go into the ledger now, before anything is computed.
 for spec in (SQUARE, VECTOR_SUM):
     LEDGER.record_expectation(ledger_spec_dict(parse_spec(spec)))
-show_ledger("square", "vector_sum")''',
-    '''SQUARE = {
+show_ledger("square", "vector_sum")""",
+        """SQUARE = {
     "id": "square", "function": "x*x", "x": 3.0, "dtype": "float64", "device": "cpu",
     "analytical_gradient": "2*x",
     "origin": "salida f = x*x (un escalar); a mano f'(x) = 2x, es decir 6 en x = 3",
@@ -199,49 +219,62 @@ VECTOR_SUM = {
 # Las expectativas entran en el registro ahora, antes de calcular nada.
 for spec in (SQUARE, VECTOR_SUM):
     LEDGER.record_expectation(ledger_spec_dict(parse_spec(spec)))
-show_ledger("square", "vector_sum")''',
-))
+show_ledger("square", "vector_sum")""",
+    ),
+)
 
-cell("s1-run-intro", md(
-    """Now the checks run. Running a check writes its expectation once more, immediately before the
+cell(
+    "s1-run-intro",
+    md(
+        """Now the checks run. Running a check writes its expectation once more, immediately before the
 run, and the observation points at that entry (`expectation at seq`): a check cannot be
 observed without an expectation in front of it. The table keeps the two kinds of evidence in
 separate columns, and every observed value carries its shape, dtype and device.""",
-    """Ahora se ejecutan las comprobaciones. Ejecutar una comprobación vuelve a escribir su
+        """Ahora se ejecutan las comprobaciones. Ejecutar una comprobación vuelve a escribir su
 expectativa justo antes de la ejecución, y la observación apunta a esa entrada (`expectation at
 seq`): no se puede observar una comprobación sin una expectativa delante. La tabla mantiene los
 dos tipos de evidencia en columnas separadas, y cada valor observado lleva su forma, su tipo y
 su dispositivo.""",
-))
+    ),
+)
 
-cell("s1-run", code(
-    '''square = check_record(SQUARE, notebook=NOTEBOOK)
+cell(
+    "s1-run",
+    code(
+        """square = check_record(SQUARE, notebook=NOTEBOOK)
 show(square)
 vector_sum = check_record(VECTOR_SUM, notebook=NOTEBOOK)
-show(vector_sum)''',
-))
+show(vector_sum)""",
+    ),
+)
 
 cell("s1-ledger", code('show_ledger("square", "vector_sum")'))
 
-cell("s1-seed-intro", md(
-    """### The course's own record
+cell(
+    "s1-seed-intro",
+    md(
+        """### The course's own record
 
 The course gives one record to copy. It runs exactly as written: the text below is parsed as
 JSON, nothing added. It comes back with `observed_gradient` filled in and `executed` true,
 plus everything that was observed. The record names no `id`, so one is made from its function.""",
-    """### El registro del propio curso
+        """### El registro del propio curso
 
 El curso da un registro para copiar. Se ejecuta tal cual está escrito: el texto de abajo se
 interpreta como JSON, sin añadir nada. Vuelve con `observed_gradient` relleno y `executed` a
 true, junto con todo lo observado. El registro no trae `id`, así que se genera uno a partir de
 su función.""",
-))
+    ),
+)
 
-cell("s1-seed", code(
-    f'''SEED = json.loads('{SEED_TEXT}')
+cell(
+    "s1-seed",
+    code(
+        f"""SEED = json.loads('{SEED_TEXT}')
 seed = check_record(SEED, notebook=NOTEBOOK)
 print("id:", seed.record["id"])
 print("observed_gradient:", seed.record["observed_gradient"], "· executed:", seed.record["executed"],
       "· passed:", seed.record["passed"])
-seed''',
-))
+seed""",
+    ),
+)

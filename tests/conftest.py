@@ -45,7 +45,12 @@ def gradcheck_cli():
 
     def run(*args: str, stdin: str | None = None, cwd: str | os.PathLike | None = None):
         completed = subprocess.run(
-            [str(SCRIPT), *args], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=240,
+            [str(SCRIPT), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            timeout=240,
         )
         return completed.returncode, completed.stdout, completed.stderr
 

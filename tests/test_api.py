@@ -11,7 +11,6 @@ from jupyterlab_gradcheck.api import check, check_record
 from jupyterlab_gradcheck.core.errors import JustificationRequired, SpecError
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing
-
 from support.functions import Cube
 from support.html_tables import column, tables_in
 from support.ledger import check_entries
@@ -150,7 +149,7 @@ def test_bad_input_and_missing_location_write_nothing(tmp_path, monkeypatch):
     anything."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="analytical_gradient is missing"):
-        check(lambda x: (x ** 3).sum(), x=X, ledger=tmp_path / "a.gradcheck.jsonl")
+        check(lambda x: (x**3).sum(), x=X, ledger=tmp_path / "a.gradcheck.jsonl")
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     with pytest.raises(LedgerLocationMissing, match="pass notebook="):
         check(Cube, grad=EXPECTED, x=X)

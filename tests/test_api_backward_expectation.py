@@ -12,7 +12,6 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.errors import SpecError
-
 from support.functions import Cube
 
 #: The backward wrong at one element: x1.01 at flat index 3, where 3 x^2 = 0.75 is far from 0.
@@ -54,7 +53,7 @@ def test_a_correct_backward_passes_with_no_grad_and_names_itself(tmp_path):
     assert through.record["origin"] == direct.record["origin"]
     # the finite differences are what tested the backward: every element of the x^3 derivative
     fd = through.record["observations"]["finite_difference"]["gradients"]["x"]["value"]
-    assert fd == pytest.approx((3 * X ** 2).tolist(), abs=1e-8)  # central differences of x^3: error ~h^2 ~ 1e-11
+    assert fd == pytest.approx((3 * X**2).tolist(), abs=1e-8)  # central differences of x^3: error ~h^2 ~ 1e-11
 
 
 def test_a_backward_wrong_at_one_element_fails_naming_it(tmp_path):
@@ -67,7 +66,10 @@ def test_a_backward_wrong_at_one_element_fails_naming_it(tmp_path):
     assert not result.passed
     failure = result.failure
     assert (failure["comparison"], failure["index"], failure["diagnosis"]) == (
-        "autograd_vs_finite_difference", [3], "probable_bug")
+        "autograd_vs_finite_difference",
+        [3],
+        "probable_bug",
+    )
     assert failure["right"] == pytest.approx(0.7575, rel=1e-12)  # the backward's own value, exact up to rounding
     assert failure["left"] == pytest.approx(0.75, abs=1e-8)  # central differences of x^3: error ~h^2
 
@@ -92,7 +94,7 @@ def test_a_plain_callable_without_grad_is_still_refused():
     """Given a function that goes through no custom Function,
     when it is checked with no grad=, the missing expectation is refused in one line."""
     with pytest.raises(SpecError, match="^analytical_gradient is missing"):
-        check(lambda x: (x ** 3).sum(), x=X, ledger=False)
+        check(lambda x: (x**3).sum(), x=X, ledger=False)
 
 
 def test_bad_input_is_refused_before_the_probe_runs_the_function():
@@ -102,7 +104,7 @@ def test_bad_input_is_refused_before_the_probe_runs_the_function():
 
     def counted(x):
         calls.append(x)
-        return (x ** 3).sum()
+        return (x**3).sum()
 
     with pytest.raises(SpecError, match="dtype 'float128'"):
         check(counted, x=[1.0, 2.0], dtype="float128", ledger=False)

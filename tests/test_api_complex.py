@@ -18,7 +18,6 @@ from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger.replay import replay_lines
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
-
 from support.complex_functions import Square, SquareForgetsConj
 
 #: Three complex points; only the last has an imaginary part, so a backward that forgets the conj
@@ -112,7 +111,9 @@ def test_a_backward_that_forgets_the_conj_fails_naming_the_element():
     # the summary and the table write complex values as the side panel does, a+bi
     assert "autograd_grad 1.0-6.0i" in result.summary()
     assert "1.0-6.0i" in result._repr_html_()
-    assert [r["passed"] for r in result.record["comparisons"] if r["name"] == "autograd_vs_finite_difference"] == [False]
+    assert [r["passed"] for r in result.record["comparisons"] if r["name"] == "autograd_vs_finite_difference"] == [
+        False
+    ]
     assert result.record["observations"]["torch_gradcheck"]["status"] == "failed"
 
 
@@ -126,8 +127,10 @@ def test_a_complex_expectation_given_as_a_tensor_is_held_against_autograd():
     assert result.passed, result.summary()
     assert result.record["dtype"] == "complex128"
     assert result.record["analytical_gradient"] == parts((2 * Z_ONE_IMAGINARY).conj())
-    assert result.record["analytical"]["z"]["value"] == \
-        result.record["observations"]["autograd_grad"]["gradients"]["z"]["value"]
+    assert (
+        result.record["analytical"]["z"]["value"]
+        == result.record["observations"]["autograd_grad"]["gradients"]["z"]["value"]
+    )
 
     wrong = check(lambda z: Square.apply(z), grad=2 * Z_ONE_IMAGINARY, z=as_numbers, ledger=False)
     assert not wrong.passed
@@ -188,26 +191,45 @@ def test_complex64_runs_at_float32s_tolerances_and_skips_gradcheck():
     record = result.record
     assert result.passed, result.summary()
     assert record["dtype"] == "complex64"
-    assert record["tolerance"] == check(lambda x: x ** 2, grad=lambda x: 2 * x, x=torch.ones(1, dtype=torch.float32),
-                                        ledger=False).record["tolerance"]
+    assert (
+        record["tolerance"]
+        == check(lambda x: x**2, grad=lambda x: 2 * x, x=torch.ones(1, dtype=torch.float32), ledger=False).record[
+            "tolerance"
+        ]
+    )
     gradcheck = record["observations"]["torch_gradcheck"]
     assert gradcheck["status"] == "skipped" and "complex64" in gradcheck["reason"]
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"fn": "z*z", "grad": 1.0, "z": 1 + 2j},
-     "dtype complex128 needs a Python callable: expressions are real-valued"),
-    ({"fn": lambda z: z * z, "grad": 1.0, "z": [1 + 2j], "dtype": "float64"},
-     "inputs.z is complex but dtype float64 is real: use complex128 or complex64"),
-    ({"fn": lambda z: z * z, "grad": "2*z", "z": [1 + 2j]},
-     "analytical_gradient: with dtype complex128 write a value or a callable, not an expression"),
-    ({"fn": lambda z: z * z, "grad": [1.0], "z": [1 + 2j], "finite_difference": {"scheme": "complex_step"}},
-     "finite_difference.scheme is for real inputs; with dtype complex128 leave it out"),
-    ({"fn": lambda z: z * z, "grad": {"real": [1.0], "imag": [1.0, 2.0]}, "z": [1 + 2j]},
-     "analytical_gradient: the real part has shape [1] but the imaginary part has shape [2]"),
-    ({"fn": lambda x: x * x, "grad": [2.0], "x": [1.0], "grad_output": [1 + 1j]},
-     "grad_output is complex but the output is real (float64)"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            {"fn": "z*z", "grad": 1.0, "z": 1 + 2j},
+            "dtype complex128 needs a Python callable: expressions are real-valued",
+        ),
+        (
+            {"fn": lambda z: z * z, "grad": 1.0, "z": [1 + 2j], "dtype": "float64"},
+            "inputs.z is complex but dtype float64 is real: use complex128 or complex64",
+        ),
+        (
+            {"fn": lambda z: z * z, "grad": "2*z", "z": [1 + 2j]},
+            "analytical_gradient: with dtype complex128 write a value or a callable, not an expression",
+        ),
+        (
+            {"fn": lambda z: z * z, "grad": [1.0], "z": [1 + 2j], "finite_difference": {"scheme": "complex_step"}},
+            "finite_difference.scheme is for real inputs; with dtype complex128 leave it out",
+        ),
+        (
+            {"fn": lambda z: z * z, "grad": {"real": [1.0], "imag": [1.0, 2.0]}, "z": [1 + 2j]},
+            "analytical_gradient: the real part has shape [1] but the imaginary part has shape [2]",
+        ),
+        (
+            {"fn": lambda x: x * x, "grad": [2.0], "x": [1.0], "grad_output": [1 + 1j]},
+            "grad_output is complex but the output is real (float64)",
+        ),
+    ],
+)
 def test_what_a_complex_check_cannot_do_is_refused_in_one_line(tmp_path, arguments, message):
     """Given a complex check written wrongly (an expression, a real dtype for complex values, an
     expression as expectation, the complex step, ragged parts, a complex grad_output of a real output),
@@ -272,13 +294,19 @@ def test_several_complex_outputs_take_one_complex_grad_output_each():
     v0 = torch.tensor([1 + 1j, 2 - 1j], dtype=torch.complex128)
     v1 = torch.tensor([0.5j, 1.0], dtype=torch.complex128)
     z = Z[:2]
-    result = check(lambda z: (z * z, 3 * z), grad=(v0 * (2 * z).conj(), 3 * v1), z=z, grad_output=[v0, v1],
-                   ledger=False)
+    result = check(
+        lambda z: (z * z, 3 * z), grad=(v0 * (2 * z).conj(), 3 * v1), z=z, grad_output=[v0, v1], ledger=False
+    )
     assert result.passed, result.summary()
     assert result.record["grad_output"] == {"real": [[1.0, 2.0], [0.0, 1.0]], "imag": [[1.0, -1.0], [0.5, 0.0]]}
     assert [entry["grad_output_used"]["value"] for entry in result.record["outputs"]] == [parts(v0), parts(v1)]
 
-    ones_for_the_sum = check(lambda z: (z * z, (3 * z).real.sum()), grad=(v0 * (2 * z).conj(), torch.full_like(z, 3)),
-                             z=z, grad_output=[v0, None], ledger=False)
+    ones_for_the_sum = check(
+        lambda z: (z * z, (3 * z).real.sum()),
+        grad=(v0 * (2 * z).conj(), torch.full_like(z, 3)),
+        z=z,
+        grad_output=[v0, None],
+        ledger=False,
+    )
     assert ones_for_the_sum.passed, ones_for_the_sum.summary()
     assert ones_for_the_sum.record["grad_output"] == [parts(v0), None]

@@ -40,7 +40,7 @@ def test_a_function_with_held_arguments_is_checked_on_its_tensor_input_alone():
     assert {row["input"] for row in result.record["comparisons"]} == {"x"}
     fd = result.record["observations"]["finite_difference"]["gradients"]["x"]["value"]
     # 6 x^2 at X: central differences of x^3 err by ~h^2 ~ 4e-11
-    assert fd == pytest.approx((6 * X ** 2).tolist(), abs=1e-8)
+    assert fd == pytest.approx((6 * X**2).tolist(), abs=1e-8)
 
 
 def test_a_tensor_that_does_not_require_grad_is_held_and_the_id_follows_the_held_values():
@@ -48,10 +48,10 @@ def test_a_tensor_that_does_not_require_grad_is_held_and_the_id_follows_the_held
     when it is checked with w and then with 2w,
     then both pass, the record keeps w as a list, and the two checks have different ids (a
     check evaluated with other held values is another check)."""
-    first = check(lambda x, w: ((x * w) ** 2).sum(), grad=lambda x: 2 * x * W ** 2, x=X, fixed={"w": W},
-                  ledger=False)
-    second = check(lambda x, w: ((x * w) ** 2).sum(), grad=lambda x: 8 * x * W ** 2, x=X, fixed={"w": 2 * W},
-                   ledger=False)
+    first = check(lambda x, w: ((x * w) ** 2).sum(), grad=lambda x: 2 * x * W**2, x=X, fixed={"w": W}, ledger=False)
+    second = check(
+        lambda x, w: ((x * w) ** 2).sum(), grad=lambda x: 8 * x * W**2, x=X, fixed={"w": 2 * W}, ledger=False
+    )
     assert first.passed and second.passed
     assert first.record["fixed"] == {"w": W.tolist()}
     assert first.record["id"] != second.record["id"]

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-
 from support.functions import Cube, CubeWithJvp
 
 X = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64)
@@ -54,7 +53,7 @@ def test_a_function_without_a_jvp_is_skipped_with_pytorchs_reason():
 def test_a_function_without_custom_functions_has_no_function_modes():
     """Given a plain callable, when it is checked, there is no function_modes block (nothing of a
     custom Function to observe)."""
-    result = check(lambda x: (x ** 3).sum(), grad=lambda x: 3 * x ** 2, x=X, ledger=False)
+    result = check(lambda x: (x**3).sum(), grad=lambda x: 3 * x**2, x=X, ledger=False)
     assert result.passed and "function_modes" not in result.record
 
 
@@ -63,5 +62,6 @@ def test_the_forward_mode_failure_reads_in_spanish(monkeypatch, language):
     """Given the wrong jvp, when the failure's reason is shown in Spanish, it still names the jvp."""
     monkeypatch.setattr(CubeWithJvp, "jvp_scale", 1.01)
     result = check(lambda x: CubeWithJvp.apply(x).sum(), x=X, ledger=False)
-    assert "jvp" in result.failure["reason"].localized(language) and result.failure["reason"].localized(language) != \
-        str(result.failure["reason"])
+    assert "jvp" in result.failure["reason"].localized(language) and result.failure["reason"].localized(
+        language
+    ) != str(result.failure["reason"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.api import check
-
 from support.functions import save_inputs_for_both_modes
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
@@ -38,7 +37,9 @@ class Product(torch.autograd.Function):
 
 def _rows(record: dict) -> dict:
     modes = record["function_modes"]
-    return {(row["name"], row["input"]): row for key in ("forward_ad", "batched_grad") for row in modes[key]["comparisons"]}
+    return {
+        (row["name"], row["input"]): row for key in ("forward_ad", "batched_grad") for row in modes[key]["comparisons"]
+    }
 
 
 def test_a_function_of_two_inputs_is_observed_in_forward_mode_and_batched_for_each_input():
@@ -52,8 +53,12 @@ def test_a_function_of_two_inputs_is_observed_in_forward_mode_and_batched_for_ea
     assert modes["input"] == "x, y"
     assert modes["forward_ad"]["direction"] == "u: standard normal for each input, drawn in the order x, y, seed 17"
     rows = _rows(result.record)
-    assert set(rows) == {("forward_ad_vs_finite_difference", "x, y"), ("forward_ad_vs_backward", "x, y"),
-                         ("batched_grad_vs_one_at_a_time", "x"), ("batched_grad_vs_one_at_a_time", "y")}
+    assert set(rows) == {
+        ("forward_ad_vs_finite_difference", "x, y"),
+        ("forward_ad_vs_backward", "x, y"),
+        ("batched_grad_vs_one_at_a_time", "x"),
+        ("batched_grad_vs_one_at_a_time", "y"),
+    }
     assert all(row["passed"] for row in rows.values())
     # the directional derivative summed two ways (jvp, and the backward's gradients dotted with u): equal
     # to rounding; a bilinear function's central difference along u is exact up to rounding too
@@ -82,10 +87,14 @@ def test_a_jvp_wrong_for_the_second_input_fails_naming_forward_mode():
 def test_an_input_the_output_does_not_reach_is_batched_as_zeros():
     """Given a function of x and y through a Function of x alone, when it is checked, then the batched
     gradients of y are zeros one at a time and batched, and forward mode is observed."""
-    result = check(lambda x, y: Product.apply(x, x).sum() + 0 * y.detach().sum(), x=X, y=Y,
-                   grad={"x": 2 * X, "y": torch.zeros_like(Y)}, ledger=False)
+    result = check(
+        lambda x, y: Product.apply(x, x).sum() + 0 * y.detach().sum(),
+        x=X,
+        y=Y,
+        grad={"x": 2 * X, "y": torch.zeros_like(Y)},
+        ledger=False,
+    )
     rows = _rows(result.record)
     assert rows[("batched_grad_vs_one_at_a_time", "y")]["passed"]
     assert rows[("batched_grad_vs_one_at_a_time", "y")]["max_abs_err"] == 0.0
     assert result.record["function_modes"]["forward_ad"]["status"] == "observed"
-

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from jupyterlab_gradcheck.api import check
-
 from support.html_tables import tables_in
 
 
@@ -28,8 +27,11 @@ def test_a_failing_check_summarised_and_tabled_in_spanish():
 def test_the_same_check_in_english_by_default():
     result = check("x*x", grad=6, x=3.0, ledger=False)
     assert result.summary() == f"{result.record['id']}: passed"
-    assert tables_in(result._repr_html_())["jp-gradcheck-expectation-observation"]["header"] == \
-        ["", "Expectation", "Observation"]
+    assert tables_in(result._repr_html_())["jp-gradcheck-expectation-observation"]["header"] == [
+        "",
+        "Expectation",
+        "Observation",
+    ]
 
 
 def test_an_unknown_language_is_refused_before_anything_runs():

@@ -9,7 +9,6 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.check.engine import run_check
-
 from support.functions import save_inputs_for_both_modes
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
@@ -75,7 +74,8 @@ def test_each_output_is_observed_in_forward_mode_and_each_input_batched():
     assert [(row["name"], row["left"]) for row in forward] == [
         ("forward_ad_vs_finite_difference", "finite_difference_along_u (output 0)"),
         ("forward_ad_vs_finite_difference", "finite_difference_along_u (output 1)"),
-        ("forward_ad_vs_backward", "grad . u (backward)")]
+        ("forward_ad_vs_backward", "grad . u (backward)"),
+    ]
     assert all(row["passed"] and row["input"] == "x, y" for row in forward)
     assert [row.get("output") for row in forward] == [0, 1, None]  # the backward's row sums over both outputs
     # central differences of sin along u err by h^2/6 |u|^3 ~ 1e-11 at h ~ 6e-6; x * x's exactly up to rounding
@@ -101,8 +101,10 @@ def test_a_jvp_wrong_in_one_output_fails_naming_that_output():
     assert not result.passed
     assert all(row["passed"] for row in result.record["comparisons"])
     failed = [(f["comparison"], f["left_label"]) for f in result.record["failures"]]
-    assert failed == [("forward_ad_vs_finite_difference", "finite_difference_along_u (output 1)"),
-                      ("forward_ad_vs_backward", "grad . u (backward)")]
+    assert failed == [
+        ("forward_ad_vs_finite_difference", "finite_difference_along_u (output 1)"),
+        ("forward_ad_vs_backward", "grad . u (backward)"),
+    ]
     assert result.record["failures"][0]["output"] == 1 and "output" not in result.record["failures"][1]
     assert "suspect the jvp" in result.record["failures"][0]["reason"]
     # output 1's tangent is 2 x u_x where 2 x u_x was right: the difference is the whole tangent, ~1
@@ -112,6 +114,7 @@ def test_a_jvp_wrong_in_one_output_fails_naming_that_output():
 def test_an_output_that_is_not_differentiable_is_left_out():
     """Given a function returning a Function's output and an integer index, when it is checked, then forward
     mode compares output 0 alone, and the batched gradients take grad_outputs for output 0 alone."""
+
     def with_index(x, y):
         first, _ = ScaledSine.apply(x, y)
         return first, torch.argmax(x)
@@ -120,7 +123,9 @@ def test_an_output_that_is_not_differentiable_is_left_out():
     assert result.passed
     forward = _rows(result.record, "forward_ad")
     assert [row["left"] for row in forward] == ["finite_difference_along_u (output 0)", "grad . u (backward)"]
-    assert result.record["function_modes"]["batched_grad"]["note"].startswith("three grad_outputs for each of outputs 0;")
+    assert result.record["function_modes"]["batched_grad"]["note"].startswith(
+        "three grad_outputs for each of outputs 0;"
+    )
 
 
 def test_a_function_without_a_jvp_is_skipped_in_forward_mode_and_still_batched():
@@ -138,8 +143,12 @@ def test_a_record_of_policy_6_keeps_both_skipped():
     """Given the two-output Function declared with policy 6 (as a ledger of that time holds it), when it is
     run, then forward mode and batched gradients are recorded as skipped, as they were then, and undefined
     gradients are observed: a replay reproduces what was recorded."""
-    held = {"outputs": [{"x": lambda **_: torch.cos(X) * Y, "y": lambda **_: torch.sin(X)},
-                        {"x": lambda **_: 2 * X, "y": lambda **_: torch.zeros_like(Y)}]}
+    held = {
+        "outputs": [
+            {"x": lambda **_: torch.cos(X) * Y, "y": lambda **_: torch.sin(X)},
+            {"x": lambda **_: 2 * X, "y": lambda **_: torch.zeros_like(Y)},
+        ]
+    }
     declared = {"function": _both, "inputs": {"x": X, "y": Y}, "analytical_gradient": held}
     before, current = run_check({**declared, "policy": 6}, sweep=False), run_check(declared, sweep=False)
     reason = "observed for a function of one output; this one has 2 outputs"

@@ -8,7 +8,6 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.errors import SpecError
-
 from support.functions import Cube, CubeDetachedBackward
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
@@ -41,7 +40,11 @@ def test_a_wrong_hessian_fails_naming_the_entry():
     assert not result.passed
     failure = result.failure
     assert (failure["comparison"], failure["index"], failure["left"], failure["right"]) == (
-        "hessian_analytical_vs_autograd", [0, 0], -5.0, -6.0)
+        "hessian_analytical_vs_autograd",
+        [0, 0],
+        -5.0,
+        -6.0,
+    )
 
 
 def test_a_backward_that_is_not_differentiable_fails_saying_so():
@@ -68,8 +71,9 @@ def test_a_linear_function_has_a_zero_hessian_not_a_broken_backward():
 def test_a_hessian_of_the_wrong_size_is_refused():
     """Given a 1 x 1 matrix for two inputs of 4 elements, or a 3 x 3 matrix for 4 elements,
     when checked with hessian=, each is refused in one line naming the problem."""
-    with pytest.raises(SpecError, match="^hessian for the inputs x, y has 1 elements; their 8 elements together "
-                                        "have an 8 x 8 Hessian"):
+    with pytest.raises(
+        SpecError, match="^hessian for the inputs x, y has 1 elements; their 8 elements together have an 8 x 8 Hessian"
+    ):
         check(lambda x, y: (x * y).sum(), grad={"x": X, "y": X}, x=X, y=X, hessian=[[0.0]], ledger=False)
     with pytest.raises(SpecError, match="has 9 elements; an input of 4 elements has an 4 x 4 Hessian"):
         check(lambda x: Cube.apply(x).sum(), x=X, hessian=torch.zeros(3, 3), ledger=False)

@@ -14,7 +14,7 @@ W = torch.tensor([1.5, 0.25, -0.75], dtype=torch.float64)
 
 
 def _weighted_square(x, w):
-    return (x ** 2 * w).sum()
+    return (x**2 * w).sum()
 
 
 def _exact_hessian(x, w):
@@ -42,8 +42,9 @@ def test_a_right_hessian_of_two_inputs_passes_three_ways_with_its_layout():
     """Given sum(x^2 w) and its 6 x 6 Hessian over (x, w), when it is checked with hessian=, then the
     expectation, autograd's double backward and the finite differences of the gradient agree, gradgradcheck
     passes, and the record says where x and w lie in z."""
-    result = check(_weighted_square, grad={"x": 2 * X * W, "w": X ** 2}, x=X, w=W,
-                   hessian=_exact_hessian(X, W), ledger=False)
+    result = check(
+        _weighted_square, grad={"x": 2 * X * W, "w": X**2}, x=X, w=W, hessian=_exact_hessian(X, W), ledger=False
+    )
     block = result.record["second_order"]
     assert result.passed and block["passed"]
     assert block["input"] == "x, w" and block["shape"] == [6, 6]
@@ -61,7 +62,7 @@ def test_a_wrong_mixed_entry_fails_naming_it_and_its_inputs():
     order fails at H[1, 4], which the reason names as x[1] and w[1]."""
     wrong = _exact_hessian(X, W)
     wrong[1, 4] = 0.0
-    result = check(_weighted_square, grad={"x": 2 * X * W, "w": X ** 2}, x=X, w=W, hessian=wrong, ledger=False)
+    result = check(_weighted_square, grad={"x": 2 * X * W, "w": X**2}, x=X, w=W, hessian=wrong, ledger=False)
     [failure] = result.record["second_order"]["failures"]
     assert not result.passed
     assert (failure["comparison"], failure["index"]) == ("hessian_analytical_vs_autograd", [1, 4])
@@ -87,17 +88,26 @@ def test_an_input_whose_gradient_is_constant_is_taken_as_zero_rows_and_the_check
     """Given sum(x) + sum(w^2) (x's gradient is constant, so it carries no graph), when it is checked with its
     Hessian, then x's rows are taken as 0, the note says why, and the finite differences agree."""
     hessian = torch.block_diag(torch.zeros(3, 3, dtype=torch.float64), 2 * torch.eye(3, dtype=torch.float64))
-    result = check(lambda x, w: x.sum() + (w ** 2).sum(), grad={"x": torch.ones(3, dtype=torch.float64), "w": 2 * W},
-                   x=X, w=W, hessian=hessian, ledger=False)
+    result = check(
+        lambda x, w: x.sum() + (w**2).sum(),
+        grad={"x": torch.ones(3, dtype=torch.float64), "w": 2 * W},
+        x=X,
+        w=W,
+        hessian=hessian,
+        ledger=False,
+    )
     assert result.passed
-    assert "the gradient of x carries no graph" in str(result.record["second_order"]["observations"]["autograd"]["note"])
+    assert "the gradient of x carries no graph" in str(
+        result.record["second_order"]["observations"]["autograd"]["note"]
+    )
 
 
 def test_a_one_input_record_keeps_its_fields():
     """Given a one-input check with hessian=, when it runs, then its block has no layout and keeps the
     one-input convention and shape."""
-    block = check(lambda x: (x ** 3).sum(), grad=3 * X ** 2, x=X, hessian=torch.diag(6 * X), ledger=False
-                  ).record["second_order"]
+    block = check(lambda x: (x**3).sum(), grad=3 * X**2, x=X, hessian=torch.diag(6 * X), ledger=False).record[
+        "second_order"
+    ]
     assert "layout" not in block and block["input"] == "x" and block["shape"] == [3, 3]
     assert block["convention"] == "H[i, j] = d^2 sum(grad_output * f) / dx_i dx_j over the flattened input"
 
@@ -106,6 +116,12 @@ def test_a_wrong_sized_hessian_of_two_inputs_is_refused_before_anything_is_writt
     """Given a notebook's ledger and a 3 x 3 Hessian for two inputs of 3 elements, when the check is called,
     then it is refused in one line and the ledger is not created."""
     with pytest.raises(SpecError, match="^hessian for the inputs x, w has 9 elements; their 6 elements together"):
-        check(_weighted_square, grad={"x": 2 * X * W, "w": X ** 2}, x=X, w=W, hessian=torch.zeros(3, 3),
-              notebook=tmp_path / "lab.ipynb")
+        check(
+            _weighted_square,
+            grad={"x": 2 * X * W, "w": X**2},
+            x=X,
+            w=W,
+            hessian=torch.zeros(3, 3),
+            notebook=tmp_path / "lab.ipynb",
+        )
     assert not (tmp_path / "lab.gradcheck.jsonl").exists()

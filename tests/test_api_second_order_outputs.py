@@ -46,6 +46,7 @@ def test_a_hessian_that_forgets_one_outputs_part_fails_at_that_entry():
     """Given the same function with a Hessian written without x^2's second derivative, when the check runs, then
     the first order passes and the second order fails on x's diagonal (each of its entries is off by the same 2),
     naming the element of x twice."""
+
     def without_square(x, y):
         return hessian(x, y, square_term=0.0)
 
@@ -62,22 +63,36 @@ def test_a_hessian_that_forgets_one_outputs_part_fails_at_that_entry():
 def test_a_complex_output_leaves_the_second_order_skipped_saying_why():
     """Given a real input with a complex output beside a real one, when a Hessian is asked for, then the second
     order is skipped, saying it is for real outputs, and the first order still passes."""
+
     def rotated_and_square(x):
         return x.to(torch.complex128) * (1 + 2j), x * x
 
-    result = check(rotated_and_square, grad=({"x": torch.ones(4, dtype=torch.float64)}, {"x": 2 * X}),
-                   hessian=2 * torch.eye(4, dtype=torch.float64), x=X, ledger=False)
+    result = check(
+        rotated_and_square,
+        grad=({"x": torch.ones(4, dtype=torch.float64)}, {"x": 2 * X}),
+        hessian=2 * torch.eye(4, dtype=torch.float64),
+        x=X,
+        ledger=False,
+    )
     assert result.passed
-    assert result.record["second_order"] == {"status": "skipped", "passed": True, "failures": [],
-                                             "reason": "the second order of several outputs is checked for real outputs"}
+    assert result.record["second_order"] == {
+        "status": "skipped",
+        "passed": True,
+        "failures": [],
+        "reason": "the second order of several outputs is checked for real outputs",
+    }
 
 
 def test_a_record_of_policy_6_keeps_the_second_order_skipped():
     """Given the two-output function declared with policy 6 and a wrong Hessian, when it runs, then the second
     order is skipped as it was then and the record passes, while the current policy fails it."""
     held = {"outputs": [{n: (lambda g: lambda **_: g)(g) for n, g in part.items()} for part in GRAD]}
-    declared = {"function": sine_and_square, "inputs": {"x": X, "y": Y}, "analytical_gradient": held,
-                "hessian": lambda x, y: hessian(x, y, square_term=0.0)}
+    declared = {
+        "function": sine_and_square,
+        "inputs": {"x": X, "y": Y},
+        "analytical_gradient": held,
+        "hessian": lambda x, y: hessian(x, y, square_term=0.0),
+    }
     before, current = run_check({**declared, "policy": 6}, sweep=False), run_check(declared, sweep=False)
     assert before["second_order"]["status"] == "skipped" and before["passed"]
     assert not current["passed"] and current["second_order"]["failures"]

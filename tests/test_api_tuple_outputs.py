@@ -56,8 +56,10 @@ def test_a_function_of_two_outputs_with_a_right_backward_passes_with_no_grad():
     record = result.record
     assert result.passed, result.summary()
     assert record["origin"].startswith("the backward of test_api_tuple_outputs.SinAndProduct [sha256 ")
-    assert [(o["index"], o["shape"], o["dtype"], o["differentiable"]) for o in record["outputs"]] == \
-        [(0, [4], "float64", True), (1, [4], "float64", True)]
+    assert [(o["index"], o["shape"], o["dtype"], o["differentiable"]) for o in record["outputs"]] == [
+        (0, [4], "float64", True),
+        (1, [4], "float64", True),
+    ]
     fd_y = record["outputs"][1]["observations"]["finite_difference"]["gradients"]["y"]["value"]
     assert fd_y == pytest.approx(X.tolist(), abs=1e-8)  # central differences of the linear x*y: exact to rounding
     assert sorted({row["output"] for row in record["comparisons"]}) == [0, 1]
@@ -91,10 +93,17 @@ def test_an_expectation_count_that_does_not_match_the_outputs_is_refused_before_
     when it is checked into a notebook's ledger, it is refused in one line naming both counts,
     and no ledger is written."""
     with pytest.raises(SpecError) as refused:
-        check(lambda x, y: SinAndProduct.apply(x, y), grad=({"x": lambda x, y: torch.cos(x), "y": 0.0},),
-              x=X, y=Y, notebook=tmp_path / "lab.ipynb")
-    assert str(refused.value) == "analytical_gradient.outputs gives 1 entries but the function returns 2 outputs: " \
-                                 "give one per output"
+        check(
+            lambda x, y: SinAndProduct.apply(x, y),
+            grad=({"x": lambda x, y: torch.cos(x), "y": 0.0},),
+            x=X,
+            y=Y,
+            notebook=tmp_path / "lab.ipynb",
+        )
+    assert (
+        str(refused.value) == "analytical_gradient.outputs gives 1 entries but the function returns 2 outputs: "
+        "give one per output"
+    )
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "lab.gradcheck.jsonl").exists()
 
@@ -117,8 +126,15 @@ def test_bad_input_that_comes_with_a_justified_tolerance_change_writes_not_even_
     ledger = tmp_path / "lab.gradcheck.jsonl"
     before = ledger.read_bytes()
     with pytest.raises(SpecError, match="grad_output gives 3 entries but the function returns 2 outputs"):
-        check(SinAndProduct, x=X, y=Y, grad_output=[1.0, 1.0, 1.0], notebook=notebook,
-              tolerance={"rtol": 1e-3, "atol": 1e-3}, justification="a wider tolerance for a test")
+        check(
+            SinAndProduct,
+            x=X,
+            y=Y,
+            grad_output=[1.0, 1.0, 1.0],
+            notebook=notebook,
+            tolerance={"rtol": 1e-3, "atol": 1e-3},
+            justification="a wider tolerance for a test",
+        )
     assert ledger.read_bytes() == before
 
 
@@ -130,7 +146,7 @@ def test_list_outputs_with_written_expectations_and_grad_outputs():
     is d sum(v_k * f_k) / d input, grad_output included, as for one output.)"""
     v = torch.tensor([1.0, -1.0, 0.5, 2.0], dtype=torch.float64)
     right = ({"x": lambda x, y: 2 * 2 * x, "y": 0.0}, {"x": lambda x, y: v * y, "y": lambda x, y: v * x})
-    result = check(lambda x, y: [x ** 2, x * y], grad=right, grad_output=[2.0, v], x=X, y=Y, ledger=False)
+    result = check(lambda x, y: [x**2, x * y], grad=right, grad_output=[2.0, v], x=X, y=Y, ledger=False)
     assert result.passed, result.summary()
     used = [o["grad_output_used"]["value"] for o in result.record["outputs"]]
     assert used == [[2.0] * 4, v.tolist()]
@@ -138,7 +154,7 @@ def test_list_outputs_with_written_expectations_and_grad_outputs():
     pass_1 = result.record["outputs"][0]["observations"]["backward_pass_1"]["gradients"]["x"]["value"]
     assert pass_1 == pytest.approx((4 * X).tolist(), abs=0)  # 2 * (2x): exact in binary floating point
     wrong = ({"x": lambda x, y: 2 * 3 * x, "y": 0.0}, right[1])
-    failed = check(lambda x, y: [x ** 2, x * y], grad=wrong, grad_output=[2.0, v], x=X, y=Y, ledger=False)
+    failed = check(lambda x, y: [x**2, x * y], grad=wrong, grad_output=[2.0, v], x=X, y=Y, ledger=False)
     assert not failed.passed and failed.failure["output"] == 0 and failed.failure["input"] == "x"
 
 
@@ -147,8 +163,7 @@ def test_a_non_differentiable_output_is_listed_and_not_checked():
     when it is checked with the expectation of output 0 and None for output 1,
     then output 1 is listed (shape, dtype int64, not differentiable) with no observations, no
     comparison names it, and the check passes."""
-    result = check(lambda x: (torch.sin(x), (x > 0.4).long()), grad=(lambda x: torch.cos(x), None), x=X,
-                   ledger=False)
+    result = check(lambda x: (torch.sin(x), (x > 0.4).long()), grad=(lambda x: torch.cos(x), None), x=X, ledger=False)
     counts = result.record["outputs"][1]
     assert result.passed, result.summary()
     assert counts == {"index": 1, "shape": [4], "dtype": "int64", "device": "cpu", "differentiable": False}
@@ -165,7 +180,7 @@ def test_an_expectation_for_a_non_differentiable_output_is_refused():
 def test_a_one_output_record_is_unchanged():
     """Given a one-output function, when it is checked, its record has no `outputs` and its rows and
     failures no `output`: old records and their readers keep their meaning."""
-    record = check(lambda x: (x ** 3).sum(), grad=lambda x: 3 * x ** 2, x=X, ledger=False).record
+    record = check(lambda x: (x**3).sum(), grad=lambda x: 3 * x**2, x=X, ledger=False).record
     assert "outputs" not in record
     assert all("output" not in row for row in record["comparisons"])
 

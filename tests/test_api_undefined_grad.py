@@ -8,7 +8,6 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.report.record_html import record_html
-
 from support.functions import Cube
 
 X = torch.tensor([0.1, 0.5, 1.0], dtype=torch.float64)
@@ -61,13 +60,18 @@ def test_a_backward_that_crashes_on_an_undefined_gradient_fails_saying_so():
     undefined = result.record["function_modes"]["undefined_grad"]
     assert all(row["passed"] for row in result.record["comparisons"])
     assert not result.passed
-    assert [(case["undefined"], case["status"]) for case in undefined["cases"]] == \
-        [("all", "crashed"), (0, "crashed"), (1, "crashed")]
+    assert [(case["undefined"], case["status"]) for case in undefined["cases"]] == [
+        ("all", "crashed"),
+        (0, "crashed"),
+        (1, "crashed"),
+    ]
     failure = result.failure
     assert failure["comparison"] == "undefined_grad" and failure["diagnosis"] == "probable_bug"
     assert failure["reason"].startswith("the backward crashed with every output's gradient undefined (None): TypeError")
-    assert "output 1 was undefined (None) and the others zero: TypeError: unsupported operand type(s) for +" in \
-        result.record["failures"][2]["reason"]
+    assert (
+        "output 1 was undefined (None) and the others zero: TypeError: unsupported operand type(s) for +"
+        in result.record["failures"][2]["reason"]
+    )
     assert result.summary().endswith(str(failure["reason"]))
     assert "Undefined gradients" in record_html(result.record)
 
@@ -115,5 +119,6 @@ def test_a_function_of_two_inputs_is_observed_in_every_mode_that_applies():
     assert modes["undefined_grad"]["status"] == "observed"
     assert [(row["input"], row["passed"]) for row in modes["batched_grad"]["comparisons"]] == [("x", True), ("y", True)]
     assert modes["forward_ad"]["status"] == "skipped"
-    assert modes["forward_ad"]["reason"].startswith("forward-mode AD does not apply: NotImplementedError: You must "
-                                                    "implement the jvp function")
+    assert modes["forward_ad"]["reason"].startswith(
+        "forward-mode AD does not apply: NotImplementedError: You must implement the jvp function"
+    )

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.imports import (cycles, imports_of_test_modules, private_imports, private_uses_in_tests,
-                             read_package)
+from support.imports import cycles, imports_of_test_modules, private_imports, private_uses_in_tests, read_package
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jupyterlab_gradcheck"
@@ -109,36 +108,48 @@ def test_a_cycle_hidden_in_a_method_is_found(tmp_path):
     """Given a ledger module whose method imports verify, which imports the chain check, which
     imports the ledger (the cycle closed only by a function-level import),
     then the cycle is reported with all three modules."""
-    root = _write(tmp_path, {
-        "jupyterlab_gradcheck/__init__.py": "",
-        "jupyterlab_gradcheck/core/__init__.py": "",
-        "jupyterlab_gradcheck/core/ledger.py": "class Ledger:\n    def verify(self):\n"
-                                               "        from .verify import verify_path\n",
-        "jupyterlab_gradcheck/core/verify.py": "from .chain import verify_lines\n",
-        "jupyterlab_gradcheck/core/chain.py": "from .ledger import _line_sha\n",
-    })
+    root = _write(
+        tmp_path,
+        {
+            "jupyterlab_gradcheck/__init__.py": "",
+            "jupyterlab_gradcheck/core/__init__.py": "",
+            "jupyterlab_gradcheck/core/ledger.py": "class Ledger:\n    def verify(self):\n"
+            "        from .verify import verify_path\n",
+            "jupyterlab_gradcheck/core/verify.py": "from .chain import verify_lines\n",
+            "jupyterlab_gradcheck/core/chain.py": "from .ledger import _line_sha\n",
+        },
+    )
     modules = read_package(root)
-    assert cycles(modules) == [["jupyterlab_gradcheck.core.chain", "jupyterlab_gradcheck.core.ledger",
-                                "jupyterlab_gradcheck.core.verify"]]
+    assert cycles(modules) == [
+        ["jupyterlab_gradcheck.core.chain", "jupyterlab_gradcheck.core.ledger", "jupyterlab_gradcheck.core.verify"]
+    ]
     assert private_imports(modules) == [
-        "jupyterlab_gradcheck.core.chain:1 imports _line_sha from jupyterlab_gradcheck.core.ledger"]
+        "jupyterlab_gradcheck.core.chain:1 imports _line_sha from jupyterlab_gradcheck.core.ledger"
+    ]
 
 
 def test_handlers_that_import_their_route_table_are_a_cycle(tmp_path):
     """Given a route table that imports a handler whose base class reads a setting name from
     the route table inside a property, then the cycle is reported."""
-    root = _write(tmp_path, {
-        "jupyterlab_gradcheck/__init__.py": "",
-        "jupyterlab_gradcheck/server/__init__.py": "",
-        "jupyterlab_gradcheck/server/routes.py": "from .handlers.status import StatusHandler\nSETTING = 's'\n",
-        "jupyterlab_gradcheck/server/handlers/__init__.py": "",
-        "jupyterlab_gradcheck/server/handlers/status.py": "from .base import Base\nclass StatusHandler(Base): ...\n",
-        "jupyterlab_gradcheck/server/handlers/base.py": "class Base:\n    @property\n    def service(self):\n"
-                                                        "        from ..routes import SETTING\n",
-    })
-    assert cycles(read_package(root)) == [[
-        "jupyterlab_gradcheck.server.handlers.base", "jupyterlab_gradcheck.server.handlers.status",
-        "jupyterlab_gradcheck.server.routes"]]
+    root = _write(
+        tmp_path,
+        {
+            "jupyterlab_gradcheck/__init__.py": "",
+            "jupyterlab_gradcheck/server/__init__.py": "",
+            "jupyterlab_gradcheck/server/routes.py": "from .handlers.status import StatusHandler\nSETTING = 's'\n",
+            "jupyterlab_gradcheck/server/handlers/__init__.py": "",
+            "jupyterlab_gradcheck/server/handlers/status.py": "from .base import Base\nclass StatusHandler(Base): ...\n",
+            "jupyterlab_gradcheck/server/handlers/base.py": "class Base:\n    @property\n    def service(self):\n"
+            "        from ..routes import SETTING\n",
+        },
+    )
+    assert cycles(read_package(root)) == [
+        [
+            "jupyterlab_gradcheck.server.handlers.base",
+            "jupyterlab_gradcheck.server.handlers.status",
+            "jupyterlab_gradcheck.server.routes",
+        ]
+    ]
 
 
 def test_a_module_that_imports_the_package_root_closes_a_cycle_through_its_hooks(tmp_path):
@@ -148,13 +159,14 @@ def test_a_module_that_imports_the_package_root_closes_a_cycle_through_its_hooks
     hook alone makes none."""
     files = {
         "jupyterlab_gradcheck/__init__.py": "__version__ = '1'\n\ndef _jupyter_server_extension_points():\n"
-                                            "    from .server.extension import App\n",
+        "    from .server.extension import App\n",
         "jupyterlab_gradcheck/server/__init__.py": "",
         "jupyterlab_gradcheck/server/extension.py": "from .service import Service\n",
         "jupyterlab_gradcheck/server/service.py": "from .. import __version__\n",
     }
-    assert cycles(read_package(_write(tmp_path / "with", files))) == [[
-        "jupyterlab_gradcheck", "jupyterlab_gradcheck.server.extension", "jupyterlab_gradcheck.server.service"]]
+    assert cycles(read_package(_write(tmp_path / "with", files))) == [
+        ["jupyterlab_gradcheck", "jupyterlab_gradcheck.server.extension", "jupyterlab_gradcheck.server.service"]
+    ]
     files["jupyterlab_gradcheck/server/service.py"] = "VERSION = '1'\n"
     assert cycles(read_package(_write(tmp_path / "without", files))) == []
 
@@ -163,9 +175,12 @@ def test_a_test_that_imports_another_or_reaches_a_private_name_is_reported(tmp_p
     """Given a test file that imports a helper from another test module and reaches a private
     attribute of a package module, then both are reported by file and line."""
     path = tmp_path / "test_story.py"
-    path.write_text("from test_verdict import CubeWrongAt\nfrom jupyterlab_gradcheck.core.check import spec\n"
-                    "from jupyterlab_gradcheck.core.ledger.store import _LockedFd\n\nPATTERN = spec._DEVICE\n")
+    path.write_text(
+        "from test_verdict import CubeWrongAt\nfrom jupyterlab_gradcheck.core.check import spec\n"
+        "from jupyterlab_gradcheck.core.ledger.store import _LockedFd\n\nPATTERN = spec._DEVICE\n"
+    )
     assert imports_of_test_modules(path) == ["test_story.py imports test_verdict"]
     assert private_uses_in_tests(path, "jupyterlab_gradcheck") == [
         "test_story.py:3 imports _LockedFd from jupyterlab_gradcheck.core.ledger.store",
-        "test_story.py:5 reaches spec._DEVICE"]
+        "test_story.py:5 reaches spec._DEVICE",
+    ]

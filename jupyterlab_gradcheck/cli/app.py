@@ -17,8 +17,9 @@ COMMANDS = ("run_command", "tolerance_command", "verify_command", "export_comman
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jupyter gradcheck",
-        description=_("Check PyTorch gradients: the expectation written first, every observation "
-                      "kept in a tamper-evident ledger."),
+        description=_(
+            "Check PyTorch gradients: the expectation written first, every observation kept in a tamper-evident ledger."
+        ),
     )
     add_language_argument(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -13,9 +13,11 @@ EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT = 0, 1, 2
 
 def add_witness_argument(parser, what: str) -> None:
     """`--witness URL|LOG`, the same for verify and export (`what` marked with N_)."""
-    parser.add_argument("--witness", metavar="URL|LOG",
-                        help=_("{what}: its URL (token in GRADCHECK_WITNESS_TOKEN) or its log file").format(
-                            what=_(what)))
+    parser.add_argument(
+        "--witness",
+        metavar="URL|LOG",
+        help=_("{what}: its URL (token in GRADCHECK_WITNESS_TOKEN) or its log file").format(what=_(what)),
+    )
 
 
 def _language(value: str) -> str:
@@ -23,14 +25,22 @@ def _language(value: str) -> str:
         return checked(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            _("language {value!r} is not one of {choices}").format(value=value, choices=", ".join(LANGUAGES))) from None
+            _("language {value!r} is not one of {choices}").format(value=value, choices=", ".join(LANGUAGES))
+        ) from None
 
 
 def add_language_argument(parser) -> None:
     """`--language en|es`, accepted before or after the subcommand."""
-    parser.add_argument("--language", metavar="LANG", type=_language, default=argparse.SUPPRESS,
-                        help=_("language of the messages: en or es (default: from LANGUAGE, LC_ALL, "
-                               "LC_MESSAGES or LANG, else en); records and ledgers stay English"))
+    parser.add_argument(
+        "--language",
+        metavar="LANG",
+        type=_language,
+        default=argparse.SUPPRESS,
+        help=_(
+            "language of the messages: en or es (default: from LANGUAGE, LC_ALL, "
+            "LC_MESSAGES or LANG, else en); records and ledgers stay English"
+        ),
+    )
 
 
 def language_in(argv: list[str]) -> str | None:
@@ -38,8 +48,13 @@ def language_in(argv: list[str]) -> str | None:
     for number, word in enumerate(argv):
         if word == "--":
             break
-        value = argv[number + 1] if word == "--language" and number + 1 < len(argv) else \
-            word.partition("=")[2] if word.startswith("--language=") else None
+        value = (
+            argv[number + 1]
+            if word == "--language" and number + 1 < len(argv)
+            else word.partition("=")[2]
+            if word.startswith("--language=")
+            else None
+        )
         if value is not None:
             return normalize(value)
     return None

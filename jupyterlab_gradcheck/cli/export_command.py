@@ -23,20 +23,33 @@ FORMATS = ("csv", "submission-csv", "json", "html", "notebook")
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "export", help=_("export ledgers for grading: csv, json, html, or a notebook with its ledger"),
+        "export",
+        help=_("export ledgers for grading: csv, json, html, or a notebook with its ledger"),
         description=_("Export ledgers. Exit 0: written; 2: bad input (unknown path, wrong format)."),
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=_("ledgers, notebooks or folders"))
     parser.add_argument("--format", required=True, choices=FORMATS, help=_("what to write"))
-    add_witness_argument(parser, N_("hold every submission against what the witness saw, adding the "
-                                            "witnessed column"))
-    parser.add_argument("--replay", action="store_true",
-                        help=_("csv/json/html: also re-run every observation (as verify --replay) and "
-                        "report it (CSV column replay_ok)"))
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help=_("with --replay: worker processes sharing the submissions (default: one per CPU)"))
-    parser.add_argument("-o", "--output", metavar="OUT",
-                        help=_("file to write (default: standard output; for notebook, NAME.submission.ipynb)"))
+    add_witness_argument(parser, N_("hold every submission against what the witness saw, adding the witnessed column"))
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help=_(
+            "csv/json/html: also re-run every observation (as verify --replay) and report it (CSV column replay_ok)"
+        ),
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=_("with --replay: worker processes sharing the submissions (default: one per CPU)"),
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help=_("file to write (default: standard output; for notebook, NAME.submission.ipynb)"),
+    )
     parser.set_defaults(handler=run)
 
 
@@ -52,8 +65,11 @@ def run(args) -> int:
         if len(args.paths) != 1:
             raise SpecError("--format notebook takes exactly one notebook", field="path")
         if args.replay:
-            raise SpecError("--replay applies to csv, json and html; verify the notebook export with "
-                            "`jupyter gradcheck verify --replay`", field="replay")
+            raise SpecError(
+                "--replay applies to csv, json and html; verify the notebook export with "
+                "`jupyter gradcheck verify --replay`",
+                field="replay",
+            )
         source = Path(args.paths[0])
         out = Path(args.output) if args.output else source.with_name(source.stem + ".submission.ipynb")
         export_notebook(source, out)
@@ -73,8 +89,12 @@ def run(args) -> int:
     text = render(submissions, language=active_language()) if args.format == "html" else render(submissions)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8", newline="")
-        print(ngettext("wrote {path} ({count} submission)", "wrote {path} ({count} submissions)",
-                       len(submissions)).format(path=args.output, count=len(submissions)), file=sys.stderr)
+        print(
+            ngettext(
+                "wrote {path} ({count} submission)", "wrote {path} ({count} submissions)", len(submissions)
+            ).format(path=args.output, count=len(submissions)),
+            file=sys.stderr,
+        )
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -49,7 +49,8 @@ class ProgressBar:
         left = (total - done) / rate if rate > 0 else 0.0
         filled = BAR_WIDTH * done // total if total else BAR_WIDTH
         line = _("{done} of {total} verified, {rate:.1f} per second, {left} left").format(
-            done=done, total=total, rate=rate, left=_clock(left))
+            done=done, total=total, rate=rate, left=_clock(left)
+        )
         self.stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {line}\033[K")
         self.stream.flush()
 
@@ -59,7 +60,8 @@ class ProgressBar:
             return
         elapsed = max(self.clock() - self.started, 1e-9)
         line = _("{total} verified in {seconds:.1f} s ({rate:.1f} per second)").format(
-            total=self.done, seconds=elapsed, rate=self.done / elapsed)
+            total=self.done, seconds=elapsed, rate=self.done / elapsed
+        )
         self.stream.write(f"\r{line}\033[K\n")
         self.stream.flush()
 

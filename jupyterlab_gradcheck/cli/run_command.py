@@ -19,14 +19,19 @@ from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "run", help=_("run check records and print the completed records as JSON"),
-        description=_("Run one check record, a JSON list of records, or JSON Lines. "
-        "Exit 0: every comparison passed; 1: some failed (recorded); 2: bad input (nothing run)."),
+        "run",
+        help=_("run check records and print the completed records as JSON"),
+        description=_(
+            "Run one check record, a JSON list of records, or JSON Lines. "
+            "Exit 0: every comparison passed; 1: some failed (recorded); 2: bad input (nothing run)."
+        ),
     )
     parser.add_argument("spec", help=_("a JSON file, or - for standard input"))
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--ledger", help=_("append expectation and observation to this ledger file"))
-    where.add_argument("--notebook", help=_("append to the ledger beside this notebook (lab1.ipynb -> lab1.gradcheck.jsonl)"))
+    where.add_argument(
+        "--notebook", help=_("append to the ledger beside this notebook (lab1.ipynb -> lab1.gradcheck.jsonl)")
+    )
     parser.add_argument("--no-sweep", action="store_true", help=_("leave the step sweep out of the records"))
     parser.set_defaults(handler=run)
 
@@ -35,14 +40,17 @@ def _summary_line(record: dict) -> str:
     """One line per check on standard error: the verdict and, for a failure, its reason."""
     failure = record.get("failure")
     if record["passed"]:
-        return _("PASS {id}: observed {observed}").format(id=record["id"],
-                                                          observed=json.dumps(record["observed_gradient"]))
+        return _("PASS {id}: observed {observed}").format(
+            id=record["id"], observed=json.dumps(record["observed_gradient"])
+        )
     if failure:
-        return _("FAIL ({diagnosis}) {id}: {reason}").format(diagnosis=failure["diagnosis"], id=record["id"],
-                                                            reason=localize(failure["reason"]))
+        return _("FAIL ({diagnosis}) {id}: {reason}").format(
+            diagnosis=failure["diagnosis"], id=record["id"], reason=localize(failure["reason"])
+        )
     verdict = record["observations"]["torch_gradcheck"]
-    return _("FAIL {id}: torch gradcheck {status}: {reason}").format(id=record["id"], status=verdict["status"],
-                                                                    reason=localize(verdict["reason"]))
+    return _("FAIL {id}: torch gradcheck {status}: {reason}").format(
+        id=record["id"], status=verdict["status"], reason=localize(verdict["reason"])
+    )
 
 
 def run(args) -> int:

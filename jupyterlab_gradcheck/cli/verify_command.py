@@ -21,23 +21,45 @@ from .progress import progress_bar
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "verify", help=_("check a ledger's hash chain and notebook binding; --replay re-runs it"),
-        description=_("Verify ledgers: hash chain, order, recorded flags and the notebook binding. "
-        "Exit 0: intact; 1: a difference was found (each is named); 2: bad input."),
+        "verify",
+        help=_("check a ledger's hash chain and notebook binding; --replay re-runs it"),
+        description=_(
+            "Verify ledgers: hash chain, order, recorded flags and the notebook binding. "
+            "Exit 0: intact; 1: a difference was found (each is named); 2: bad input."
+        ),
     )
     parser.add_argument("path", help=_("a ledger (.gradcheck.jsonl), a notebook (.ipynb) or a folder"))
-    parser.add_argument("--replay", action="store_true",
-                        help=_("also re-run every recorded observation in its recorded dtype and device "
-                        "(CPU when absent) and confirm each value within the recorded tolerance"))
-    parser.add_argument("--deep", action="store_true",
-                        help=_("also decode every record and check each line is in canonical form "
-                        "(implied by --replay)"))
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help=_("with --replay over a folder: worker processes sharing the submissions "
-                        "(default: one per CPU; 1 replays in this process)"))
-    parser.add_argument("--ledger-only", action="store_true",
-                        help=_("verify a ledger file alone, without the notebook beside it: for a check from "
-                        "inside the running notebook, whose saved copy is older than its kernel"))
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help=_(
+            "also re-run every recorded observation in its recorded dtype and device "
+            "(CPU when absent) and confirm each value within the recorded tolerance"
+        ),
+    )
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help=_("also decode every record and check each line is in canonical form (implied by --replay)"),
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=_(
+            "with --replay over a folder: worker processes sharing the submissions "
+            "(default: one per CPU; 1 replays in this process)"
+        ),
+    )
+    parser.add_argument(
+        "--ledger-only",
+        action="store_true",
+        help=_(
+            "verify a ledger file alone, without the notebook beside it: for a check from "
+            "inside the running notebook, whose saved copy is older than its kernel"
+        ),
+    )
     add_witness_argument(parser, N_("hold every ledger against what the witness saw"))
     parser.add_argument("--json", action="store_true", help=_("print the full report as JSON"))
     parser.set_defaults(handler=run)
@@ -45,36 +67,56 @@ def add_parser(subparsers) -> None:
 
 def _lines(report: dict) -> list[str]:
     status = "OK  " if report["ok"] else "FAIL"
-    out = [_("{status} {path}: {entries} entries, head {head}").format(
-        status=status, path=report["path"], entries=report["entries"], head=report["head"][:16])]
+    out = [
+        _("{status} {path}: {entries} entries, head {head}").format(
+            status=status, path=report["path"], entries=report["entries"], head=report["head"][:16]
+        )
+    ]
     for error in report["errors"]:
         where = _("line {line}: ").format(line=error["line"]) if error.get("line") else ""
         out.append(_("  error: {where}{reason}").format(where=where, reason=localize(error["reason"])))
     for warning in report["warnings"]:
         out.append(_("  warning: {warning}").format(warning=localize(warning)))
     for flag in report.get("flags") or []:
-        out.append(_("  flag: {check_id}: {flag} (seq {seqs})").format(
-            check_id=flag["check_id"], flag=flag["flag"], seqs=", ".join(map(str, flag["seqs"]))))
+        out.append(
+            _("  flag: {check_id}: {flag} (seq {seqs})").format(
+                check_id=flag["check_id"], flag=flag["flag"], seqs=", ".join(map(str, flag["seqs"]))
+            )
+        )
     witness = report.get("witness")
     if witness is not None:
-        out.append(_("  witness: saw this ledger ({count} heads)").format(count=witness["seen"]) if witness["seen"]
-                   else _("  witness: never saw this ledger"))
+        out.append(
+            _("  witness: saw this ledger ({count} heads)").format(count=witness["seen"])
+            if witness["seen"]
+            else _("  witness: never saw this ledger")
+        )
         for flag in witness["flags"]:
             out.append(_("  witness flag: {flag}: {reason}").format(flag=flag["flag"], reason=localize(flag["reason"])))
     replay = report.get("replay")
     if replay is not None:
-        out.append(_("  replay: {reproduced} of {observations} observations reproduced, {differ} differ, "
-                     "{skipped} skipped").format(reproduced=replay["reproduced"], observations=replay["observations"],
-                                                 differ=len(replay["differs"]), skipped=len(replay["skipped"])))
+        out.append(
+            _(
+                "  replay: {reproduced} of {observations} observations reproduced, {differ} differ, {skipped} skipped"
+            ).format(
+                reproduced=replay["reproduced"],
+                observations=replay["observations"],
+                differ=len(replay["differs"]),
+                skipped=len(replay["skipped"]),
+            )
+        )
         for item in replay["differs"]:
             for difference in item["differences"]:
-                out.append(_("  replay: line {line} ({check_id}): {difference}").format(
-                    line=item["line"], check_id=item["check_id"], difference=localize(difference)))
+                out.append(
+                    _("  replay: line {line} ({check_id}): {difference}").format(
+                        line=item["line"], check_id=item["check_id"], difference=localize(difference)
+                    )
+                )
         for item in replay["notes"]:
             out.append(_("  replay note: line {line}: {note}").format(line=item["line"], note=localize(item["note"])))
         for item in replay["skipped"]:
-            out.append(_("  replay skipped: line {line}: {reason}").format(line=item["line"],
-                                                                           reason=localize(item["reason"])))
+            out.append(
+                _("  replay skipped: line {line}: {reason}").format(line=item["line"], reason=localize(item["reason"]))
+            )
             out.extend(_source_lines(item.get("source")))
     return out
 
@@ -86,8 +128,11 @@ def _source_lines(source: dict | None) -> list[str]:
     out = [_("    recorded source (sha256 {sha256}):").format(sha256=source["sha256"])]
     out += [f"      | {line}" for line in source["text"].splitlines()]
     if source.get("truncated_from"):
-        out.append(_("      ... (the first {kept} of {chars} characters)").format(
-            kept=len(source["text"]), chars=source["truncated_from"]))
+        out.append(
+            _("      ... (the first {kept} of {chars} characters)").format(
+                kept=len(source["text"]), chars=source["truncated_from"]
+            )
+        )
     return out
 
 
@@ -96,8 +141,15 @@ def run(args) -> int:
         raise SpecError("--jobs must be at least 1, got {jobs}", jobs=args.jobs, field="jobs")
     bar = progress_bar() if Path(args.path).is_dir() else None
     try:
-        result = verify_path(args.path, replay=args.replay, deep=args.deep, jobs=args.jobs,
-                             ledger_only=args.ledger_only, witness=args.witness, progress=bar)
+        result = verify_path(
+            args.path,
+            replay=args.replay,
+            deep=args.deep,
+            jobs=args.jobs,
+            ledger_only=args.ledger_only,
+            witness=args.witness,
+            progress=bar,
+        )
     finally:
         if bar is not None:
             bar.close()

@@ -17,13 +17,20 @@ from .common import EXIT_OK
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "witness", help=_("run the witness service that signs every ledger head it is told of"),
-        description=_("Run the witness: a small HTTP service (POST heads, GET log, GET public-key) "
-        "whose signed log lets a grader catch a rewritten, truncated, swapped or deleted ledger."),
+        "witness",
+        help=_("run the witness service that signs every ledger head it is told of"),
+        description=_(
+            "Run the witness: a small HTTP service (POST heads, GET log, GET public-key) "
+            "whose signed log lets a grader catch a rewritten, truncated, swapped or deleted ledger."
+        ),
     )
     parser.add_argument("--log", required=True, help=_("the witness's log file (JSON Lines); its key is LOG.key"))
-    parser.add_argument("--port", type=int, default=None,
-                        help=_("port to listen on (default: from JUPYTERHUB_SERVICE_URL under a hub, else 8765)"))
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=_("port to listen on (default: from JUPYTERHUB_SERVICE_URL under a hub, else 8765)"),
+    )
     parser.add_argument("--ip", default="127.0.0.1", help=_("address to listen on (default 127.0.0.1)"))
     parser.set_defaults(handler=run)
 
@@ -46,7 +53,9 @@ def run(args) -> int:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
     app = make_app(args.log, token, prefix=prefix, hub_auth=hub_auth)
     app.listen(port, address=args.ip)
-    print(_("witness listening on {url} (log {log})").format(url=f"http://{args.ip}:{port}{prefix}", log=args.log),
-          flush=True)
+    print(
+        _("witness listening on {url} (log {log})").format(url=f"http://{args.ip}:{port}{prefix}", log=args.log),
+        flush=True,
+    )
     tornado.ioloop.IOLoop.current().start()
     return EXIT_OK

@@ -19,9 +19,9 @@ import contextlib
 import contextvars
 import gettext
 import os
-from functools import lru_cache
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
-from typing import Iterator
 
 DOMAIN = "jupyterlab_gradcheck"
 LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
@@ -90,7 +90,7 @@ def language(name: str | None) -> Iterator[str]:
         _chosen.reset(token)
 
 
-@lru_cache(maxsize=None)
+@cache
 def translations(name: str) -> gettext.NullTranslations:
     """The catalog of one language (English has none: its messages are the source)."""
     return gettext.translation(DOMAIN, str(LOCALE_DIR), languages=[name], fallback=True)
@@ -130,7 +130,7 @@ class Message(str):
         return self
 
     @staticmethod
-    def one_line(template: str, /, **params) -> "Message":
+    def one_line(template: str, /, **params) -> Message:
         return _OneLine(template, **params)
 
     def localized(self, lang: str | None = None) -> str:
@@ -147,8 +147,10 @@ class _OneLine(Message):
 def _fill(template: str, params: dict, lang: str | None, fold: bool) -> str:
     """The template with its parameters; the English text when `lang` is None."""
     if params:
-        shown = {key: (value.localized(lang) if lang and isinstance(value, Message) else value)
-                 for key, value in params.items()}
+        shown = {
+            key: (value.localized(lang) if lang and isinstance(value, Message) else value)
+            for key, value in params.items()
+        }
         template = template.format(**shown)
     return " ".join(template.split()) if fold else template
 

@@ -23,8 +23,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
             raise SpecError("duplicate key {key!r} in JSON object", key=key, field=key)
         for text in (key, value):
             if isinstance(text, str) and not encodable(text):
-                raise SpecError("the JSON string {text!r} holds a lone surrogate, which is not Unicode text",
-                                text=text[:40], field=key)
+                raise SpecError(
+                    "the JSON string {text!r} holds a lone surrogate, which is not Unicode text",
+                    text=text[:40],
+                    field=key,
+                )
         result[key] = value
     return result
 

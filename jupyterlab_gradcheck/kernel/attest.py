@@ -16,8 +16,11 @@ from ..core.ledger.attestation import MIME_TYPE
 def text_of(attestation: dict) -> str:
     """The one-line fallback a front end without the extension shows, in the active language."""
     return _("gradcheck: {check_id} recorded at seq {seq} (hash {hash}) in {ledger}").format(
-        check_id=attestation.get("check_id"), seq=attestation["seq"], hash=attestation["hash"][:12],
-        ledger=attestation.get("ledger"))
+        check_id=attestation.get("check_id"),
+        seq=attestation["seq"],
+        hash=attestation["hash"][:12],
+        ledger=attestation.get("ledger"),
+    )
 
 
 def publish(attestation: dict | None) -> bool:

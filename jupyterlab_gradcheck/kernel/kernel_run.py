@@ -21,8 +21,9 @@ from .location import session_notebook
 from .tolerance_gate import justify_tolerance_changes
 
 
-def run_attested(record, ledger: Ledger | None, *, justification: str | None = None,
-                 notebook=None) -> tuple[dict, dict | None]:
+def run_attested(
+    record, ledger: Ledger | None, *, justification: str | None = None, notebook=None
+) -> tuple[dict, dict | None]:
     """The completed record and the attestation of its observation entry (None without a ledger).
 
     `notebook` names the notebook a run without a ledger belongs to, for the witness (default:

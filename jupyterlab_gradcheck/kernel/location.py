@@ -22,8 +22,7 @@ from ..core.ledger.store import Ledger
 SESSION_VARIABLE = "JPY_SESSION_NAME"
 
 HOW_TO_GIVE_ONE = Message(
-    "pass notebook='lab1.ipynb' (its ledger is lab1.gradcheck.jsonl beside it) "
-    "or ledger='lab1.gradcheck.jsonl'"
+    "pass notebook='lab1.ipynb' (its ledger is lab1.gradcheck.jsonl beside it) or ledger='lab1.gradcheck.jsonl'"
 )
 
 
@@ -50,16 +49,24 @@ def open_ledger(notebook: str | os.PathLike | None = None, ledger: str | os.Path
     if notebook is not None:
         path = Path(notebook).expanduser()
         if path.suffix != ".ipynb":
-            raise LedgerLocationMissing(Message("notebook={notebook!r} is not a notebook (.ipynb); {how}",
-                                                notebook=str(notebook), how=HOW_TO_GIVE_ONE))
+            raise LedgerLocationMissing(
+                Message(
+                    "notebook={notebook!r} is not a notebook (.ipynb); {how}",
+                    notebook=str(notebook),
+                    how=HOW_TO_GIVE_ONE,
+                )
+            )
         return Ledger.for_notebook(path, bind=False)
     if open_notebook is not None:
         return Ledger.for_notebook(open_notebook, bind=False)
     session = os.environ.get(SESSION_VARIABLE, "").strip()
     if session:
-        reason = Message("{variable}={session!r} is not a notebook (.ipynb)", variable=SESSION_VARIABLE,
-                         session=session)
+        reason = Message(
+            "{variable}={session!r} is not a notebook (.ipynb)", variable=SESSION_VARIABLE, session=session
+        )
     else:
-        reason = Message("{variable} is unset, so this kernel was not started for a notebook by Jupyter Server",
-                         variable=SESSION_VARIABLE)
+        reason = Message(
+            "{variable} is unset, so this kernel was not started for a notebook by Jupyter Server",
+            variable=SESSION_VARIABLE,
+        )
     raise LedgerLocationMissing(Message("no ledger location: {reason}; {how}", reason=reason, how=HOW_TO_GIVE_ONE))

@@ -59,14 +59,20 @@ def justify_tolerance_changes(spec: CheckSpec, ledger: Ledger, justification: st
         raise JustificationRequired(
             "the run is refused: {what} differs from the tolerance the ledger holds for check "
             "{id!r}; write why (the panel's justification box, or justification= in check()); it "
-            "is kept in the ledger. Nothing was run or written", what=what, id=spec.id,
+            "is kept in the ledger. Nothing was run or written",
+            what=what,
+            id=spec.id,
             field="justification",
         )
     entries = []
     for target, (old, new) in changes.items():
-        entries.append(ledger.change_tolerance(
-            spec.id, rtol=new["rtol"] if new["rtol"] != old["rtol"] else None,
-            atol=new["atol"] if new["atol"] != old["atol"] else None,
-            target=target, justification=justification,
-        ))
+        entries.append(
+            ledger.change_tolerance(
+                spec.id,
+                rtol=new["rtol"] if new["rtol"] != old["rtol"] else None,
+                atol=new["atol"] if new["atol"] != old["atol"] else None,
+                target=target,
+                justification=justification,
+            )
+        )
     return entries

@@ -19,13 +19,17 @@ from .score import VERDICT_KEY
 
 def comments_by_cell(nb, verdict: dict) -> dict[str, list[str]]:
     """{solution cell grade_id: comment lines} for one notebook's verdict."""
-    solutions = {number: cell.metadata["nbgrader"]["grade_id"]
-                 for number, cell in enumerate(nb.cells, start=1)
-                 if cell.metadata.get("nbgrader", {}).get("solution")}
+    solutions = {
+        number: cell.metadata["nbgrader"]["grade_id"]
+        for number, cell in enumerate(nb.cells, start=1)
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
     if not solutions:
         return {}
     first = solutions[min(solutions)]
-    cell_of_check = {check_id: solutions[number] for check_id, number in verdict["cells"].items() if number in solutions}
+    cell_of_check = {
+        check_id: solutions[number] for check_id, number in verdict["cells"].items() if number in solutions
+    }
     lines = verdict["lines"]
     flag_texts = {localize(flag["text"], verdict["language"]) for flag in verdict["result"]["flags"]}
     comments: dict[str, list[str]] = {first: [line for line in lines if line not in flag_texts]}

@@ -34,9 +34,20 @@ GRADE_CELL_SOURCE = (
 
 def grade_cell(points: float = 2, grade_id: str = GRADE_CELL_ID):
     """The gradcheck grade cell for a source notebook: a locked, autograded code cell."""
-    return nbformat.v4.new_code_cell(GRADE_CELL_SOURCE, metadata={"nbgrader": {
-        "grade": True, "grade_id": grade_id, "locked": True, "points": points, "schema_version": 3,
-        "solution": False, "task": False}})
+    return nbformat.v4.new_code_cell(
+        GRADE_CELL_SOURCE,
+        metadata={
+            "nbgrader": {
+                "grade": True,
+                "grade_id": grade_id,
+                "locked": True,
+                "points": points,
+                "schema_version": 3,
+                "solution": False,
+                "task": False,
+            }
+        },
+    )
 
 
 def ledgers_in_source(course_root: str | os.PathLike) -> dict[str, list[str]]:
@@ -75,8 +86,13 @@ def configure(c, course_root: str | os.PathLike | None = None) -> None:
 
     c.GenerateAssignment.preprocessors = default(GenerateAssignment, "preprocessors") + [StripReleaseLedger]
     c.Autograde.sanitize_preprocessors = [VerifySubmittedLedger] + default(Autograde, "sanitize_preprocessors")
-    c.Autograde.autograde_preprocessors = _with(default(Autograde, "autograde_preprocessors"), {
-        ("before", "Execute"): IsolateRerun, ("after", "Execute"): ScoreLedger,
-        ("after", "SaveAutoGrades"): CommentLedgerFlags})
+    c.Autograde.autograde_preprocessors = _with(
+        default(Autograde, "autograde_preprocessors"),
+        {
+            ("before", "Execute"): IsolateRerun,
+            ("after", "Execute"): ScoreLedger,
+            ("after", "SaveAutoGrades"): CommentLedgerFlags,
+        },
+    )
     root = course_root if course_root is not None else (c.CourseDirectory.get("root") or os.getcwd())
     c.Autograde.exclude_overwriting = ledgers_in_source(root)

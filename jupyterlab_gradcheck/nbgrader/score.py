@@ -44,21 +44,31 @@ def _share(name: str, text: str) -> Float:
 class ScoreLedger(NbGraderPreprocessor):
     """Writes the ledger's verdict into the notebook and scores the gradcheck grade cell."""
 
-    grade_id = Unicode(GRADE_CELL_ID, help="The nbgrader grade_id of the grade cell that receives the "
-                                           "ledger's verdict and score.").tag(config=True)
+    grade_id = Unicode(
+        GRADE_CELL_ID, help="The nbgrader grade_id of the grade cell that receives the ledger's verdict and score."
+    ).tag(config=True)
     language = Unicode("en", help="Language of the verdict and the comments: 'en' or 'es'.").tag(config=True)
-    widened_after_failure = _share("widened_after_failure", "Share of the grade cell's points lost per check "
-                                   "whose tolerance was widened right after it failed.")
+    widened_after_failure = _share(
+        "widened_after_failure",
+        "Share of the grade cell's points lost per check whose tolerance was widened right after it failed.",
+    )
     expectation_revised_after_observation = _share(
         "expectation_revised_after_observation",
-        "Share of the points lost per check whose expectation was revised after it had run.")
-    witness_gap = _share("witness_gap", "Share of the points lost per witness flag (entries the witness never "
-                         "saw, private runs).")
-    rerun_mismatch = _share("rerun_mismatch", "Share of the points lost per disagreement between the "
-                            "autograder's re-run and the submitted ledger.")
-    unverified = _share("unverified", "Share of the points for a ledger that does not verify (broken chain or "
-                        "binding, attested entries missing, an observation that does not replay, ledger "
-                        "deleted).")
+        "Share of the points lost per check whose expectation was revised after it had run.",
+    )
+    witness_gap = _share(
+        "witness_gap", "Share of the points lost per witness flag (entries the witness never saw, private runs)."
+    )
+    rerun_mismatch = _share(
+        "rerun_mismatch",
+        "Share of the points lost per disagreement between the autograder's re-run and the submitted ledger.",
+    )
+    unverified = _share(
+        "unverified",
+        "Share of the points for a ledger that does not verify (broken chain or "
+        "binding, attested entries missing, an observation that does not replay, ledger "
+        "deleted).",
+    )
     no_checks = _share("no_checks", "Share of the points for a notebook that recorded no checks at all.")
 
     def rubric(self) -> Rubric:
@@ -70,16 +80,25 @@ class ScoreLedger(NbGraderPreprocessor):
             resources["metadata"]["path"] = rerun["folder"]
         state = nb.metadata.get(AUTOGRADE_KEY)
         if state is None:
-            self.log.error("gradcheck: no verify report in the notebook: put VerifySubmittedLedger first in "
-                           "c.Autograde.sanitize_preprocessors (jupyterlab_gradcheck.nbgrader.configure does)")
+            self.log.error(
+                "gradcheck: no verify report in the notebook: put VerifySubmittedLedger first in "
+                "c.Autograde.sanitize_preprocessors (jupyterlab_gradcheck.nbgrader.configure does)"
+            )
             return nb, resources
         info = resources["nbgrader"]
         submitted = course_folder(self, "submitted", info["student"], info["assignment"])
         autograded = course_folder(self, "autograded", info["student"], info["assignment"])
         submission = load("notebook", submitted / f"{info['notebook']}.ipynb", state["report"])
         if file_sha256(autograded / state["ledger"]) != state["ledger_sha256"]:
-            submission["verify"]["errors"].append({"line": None, "scope": "autograde", "reason": Message(
-                "{name} in autograded/ changed during autograding; put back as submitted", name=state["ledger"])})
+            submission["verify"]["errors"].append(
+                {
+                    "line": None,
+                    "scope": "autograde",
+                    "reason": Message(
+                        "{name} in autograded/ changed during autograding; put back as submitted", name=state["ledger"]
+                    ),
+                }
+            )
             if state["ledger_sha256"] is not None:
                 shutil.copyfile(submitted / state["ledger"], autograded / state["ledger"])
         findings = []
@@ -93,15 +112,22 @@ class ScoreLedger(NbGraderPreprocessor):
         cell = next((c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == self.grade_id), None)
         score = None
         if cell is None:
-            self.log.warning("gradcheck: no grade cell %r in %s: the verdict is in the metadata only",
-                             self.grade_id, info["notebook"])
+            self.log.warning(
+                "gradcheck: no grade cell %r in %s: the verdict is in the metadata only",
+                self.grade_id,
+                info["notebook"],
+            )
         else:
             points = float(cell.metadata["nbgrader"].get("points", 0))
             score = score_of(result, points)
             lines.append(localize(score_line(score, points), language))
             cell.outputs = _outputs(lines, score, cell.get("execution_count"))
-        nb.metadata[AUTOGRADE_KEY] = {**state, "verdict": json_safe(result), "rerun": json_safe(findings),
-                                      "score": score}
+        nb.metadata[AUTOGRADE_KEY] = {
+            **state,
+            "verdict": json_safe(result),
+            "rerun": json_safe(findings),
+            "score": score,
+        }
         cells = {item["check_id"]: item["cell"] for item in reversed(notebook_attestations(nb))}  # first cell wins
         resources[VERDICT_KEY] = {"result": result, "lines": lines, "language": language, "cells": cells}
         drop_attestations(nb)  # they name the re-run's discarded ledger: autograded/ keeps the student's
@@ -113,6 +139,7 @@ def _outputs(lines: list[str], score: float, execution_count) -> list:
     result between 0 and the cell's points as its partial credit."""
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[1:])
     markup = f'<div class="gradcheck-verdict"><p><b>{html.escape(lines[0])}</b></p><ul>{items}</ul></div>'
-    return [nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": "\n".join(lines)}),
-            nbformat.v4.new_output("execute_result", data={"text/plain": repr(score)},
-                                   execution_count=execution_count)]
+    return [
+        nbformat.v4.new_output("display_data", data={"text/html": markup, "text/plain": "\n".join(lines)}),
+        nbformat.v4.new_output("execute_result", data={"text/plain": repr(score)}, execution_count=execution_count),
+    ]

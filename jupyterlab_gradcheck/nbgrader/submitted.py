@@ -41,7 +41,9 @@ def json_safe(value):
 def keep_students_ledgers(submitted: Path, autograded: Path, log) -> list[str]:
     """Make every ledger in `autograded` the student's own: the bytes in `submitted`, or none.
     Returns the names that had to be put back or removed."""
-    names = {p.name for p in submitted.glob("*" + LEDGER_SUFFIX)} | {p.name for p in autograded.glob("*" + LEDGER_SUFFIX)}
+    names = {p.name for p in submitted.glob("*" + LEDGER_SUFFIX)} | {
+        p.name for p in autograded.glob("*" + LEDGER_SUFFIX)
+    }
     fixed = []
     for name in sorted(names):
         theirs, copy = submitted / name, autograded / name
@@ -52,22 +54,31 @@ def keep_students_ledgers(submitted: Path, autograded: Path, log) -> list[str]:
         else:
             continue
         fixed.append(name)
-        log.warning("%s in autograded/ was not the student's (nbgrader copies the source's files over a "
-                    "submission): put back as submitted. Name it in c.Autograde.exclude_overwriting "
-                    "(jupyterlab_gradcheck.nbgrader.configure does)", name)
+        log.warning(
+            "%s in autograded/ was not the student's (nbgrader copies the source's files over a "
+            "submission): put back as submitted. Name it in c.Autograde.exclude_overwriting "
+            "(jupyterlab_gradcheck.nbgrader.configure does)",
+            name,
+        )
     return fixed
 
 
 class VerifySubmittedLedger(NbGraderPreprocessor):
     """Verifies the submitted notebook's ledger before nbgrader clears outputs or re-executes."""
 
-    replay = Bool(True, help="Re-run every recorded observation while verifying (as `jupyter gradcheck "
-                             "verify --replay`): catches a value edited with its hashes recomputed. "
-                             "Costs one check's run time per observation.").tag(config=True)
-    witness = Unicode(None, allow_none=True,
-                      help="A witness URL or witness log file (`jupyter gradcheck witness`) to hold each "
-                           "submission against; its gaps become the witness_gap flag. None: no "
-                           "witness.").tag(config=True)
+    replay = Bool(
+        True,
+        help="Re-run every recorded observation while verifying (as `jupyter gradcheck "
+        "verify --replay`): catches a value edited with its hashes recomputed. "
+        "Costs one check's run time per observation.",
+    ).tag(config=True)
+    witness = Unicode(
+        None,
+        allow_none=True,
+        help="A witness URL or witness log file (`jupyter gradcheck witness`) to hold each "
+        "submission against; its gaps become the witness_gap flag. None: no "
+        "witness.",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
@@ -75,11 +86,20 @@ class VerifySubmittedLedger(NbGraderPreprocessor):
         autograded = course_folder(self, "autograded", info["student"], info["assignment"])
         notebook = submitted / f"{info['notebook']}.ipynb"
         restored = keep_students_ledgers(submitted, autograded, self.log)
-        report = verify_item("notebook", notebook, replay=self.replay,
-                             witness=load_witness(self.witness) if self.witness else None)
+        report = verify_item(
+            "notebook", notebook, replay=self.replay, witness=load_witness(self.witness) if self.witness else None
+        )
         ledger = Path(str(report.get("ledger") or ledger_path_for(notebook))).name
-        self.log.info("gradcheck: %s verified before re-execution: ok=%s, %d errors", notebook.name,
-                      report["ok"], len(report["errors"]))
-        nb.metadata[AUTOGRADE_KEY] = {"report": json_safe(report), "ledger": ledger,
-                                      "ledger_sha256": file_sha256(submitted / ledger), "restored": restored}
+        self.log.info(
+            "gradcheck: %s verified before re-execution: ok=%s, %d errors",
+            notebook.name,
+            report["ok"],
+            len(report["errors"]),
+        )
+        nb.metadata[AUTOGRADE_KEY] = {
+            "report": json_safe(report),
+            "ledger": ledger,
+            "ledger_sha256": file_sha256(submitted / ledger),
+            "restored": restored,
+        }
         return nb, resources

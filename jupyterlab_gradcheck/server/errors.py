@@ -137,12 +137,17 @@ def error_response(error: BaseException) -> tuple[int, dict, dict]:
         message = error.log_message or phrase
         if error.log_message and error.args:
             message = error.log_message % error.args
-        body = {"code": _HTTP_CODES.get(status, phrase.lower().replace(" ", "_")),
-                "message": " ".join(str(message).split()), "field": None}
+        body = {
+            "code": _HTTP_CODES.get(status, phrase.lower().replace(" ", "_")),
+            "message": " ".join(str(message).split()),
+            "field": None,
+        }
     else:
-        body = {"code": "internal_error",
-                "message": f"internal error: {type(error).__name__}: {' '.join(str(error).split())}",
-                "field": None}
+        body = {
+            "code": "internal_error",
+            "message": f"internal error: {type(error).__name__}: {' '.join(str(error).split())}",
+            "field": None,
+        }
     return status, body, headers
 
 

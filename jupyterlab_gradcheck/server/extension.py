@@ -96,8 +96,7 @@ class GradcheckExtension(ExtensionApp):
 
     startup_timeout = Float(
         120.0,
-        help="Seconds a new worker may take to import torch and say hello before it is "
-        "treated as failed.",
+        help="Seconds a new worker may take to import torch and say hello before it is treated as failed.",
     ).tag(config=True)
 
     witness_url = Unicode(
@@ -152,11 +151,15 @@ class GradcheckExtension(ExtensionApp):
         """Start the worker pool (torch loads in the workers while the server starts)."""
         limits = Limits(max_input_elements=self.max_input_elements, max_rtol=self.max_rtol)
         self.pool = WorkerPool(
-            size=self.workers, timeout=self.timeout, queue_size=self.queue_size,
+            size=self.workers,
+            timeout=self.timeout,
+            queue_size=self.queue_size,
             startup_timeout=self.startup_timeout,
-            options={"limits": {"max_input_elements": self.max_input_elements, "max_rtol": self.max_rtol},
-                     "slow_functions": dict(self.test_slow_functions),
-                     "memory_limit": self.worker_memory_limit},
+            options={
+                "limits": {"max_input_elements": self.max_input_elements, "max_rtol": self.max_rtol},
+                "slow_functions": dict(self.test_slow_functions),
+                "memory_limit": self.worker_memory_limit,
+            },
         )
         self.pool.start()
         if self.witness_url:
@@ -166,15 +169,27 @@ class GradcheckExtension(ExtensionApp):
         runtime = self.serverapp.runtime_dir if self.serverapp is not None else jupyter_runtime_dir()
         self.journal = InFlightJournal(runtime, root)
         for note in self.journal.recover():
-            self.log.warning("gradcheck: check %s was interrupted when a server stopped; noted in its ledger "
-                             "at seq %d", note["check_id"], note["seq"])
+            self.log.warning(
+                "gradcheck: check %s was interrupted when a server stopped; noted in its ledger at seq %d",
+                note["check_id"],
+                note["seq"],
+            )
         self.settings[SERVICE_SETTING] = GradcheckService(
-            root=root, pool=self.pool, ledgers=self.ledger_io, limits=limits,
-            default_device=self.default_device, admission_rate=self.admission_rate,
-            heavy_seconds=self.heavy_seconds, journal=self.journal,
+            root=root,
+            pool=self.pool,
+            ledgers=self.ledger_io,
+            limits=limits,
+            default_device=self.default_device,
+            admission_rate=self.admission_rate,
+            heavy_seconds=self.heavy_seconds,
+            journal=self.journal,
         )
-        self.log.info("gradcheck: %d worker process(es) starting, timeout %g s, queue %d",
-                      self.workers, self.timeout, self.queue_size)
+        self.log.info(
+            "gradcheck: %d worker process(es) starting, timeout %g s, queue %d",
+            self.workers,
+            self.timeout,
+            self.queue_size,
+        )
 
     def initialize_handlers(self):
         """Add the route table under `{base_url}/gradcheck/`."""

@@ -118,6 +118,9 @@ def _note_if_open(item: dict, pid: int) -> list[dict]:
         return []
     note = Ledger(path, bind=False).note(
         f"the server (process {pid}) stopped while this check ran (expectation seq {item['seq']}); "
-        "its outcome was never recorded", item.get("check_id"), event=INTERRUPTED_EVENT,
-        expectation_seq=item["seq"])
+        "its outcome was never recorded",
+        item.get("check_id"),
+        event=INTERRUPTED_EVENT,
+        expectation_seq=item["seq"],
+    )
     return [note]

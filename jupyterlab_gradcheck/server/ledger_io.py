@@ -18,7 +18,8 @@ class LedgerIO:
 
     def __init__(self, threads: int = 2):
         self._threads = concurrent.futures.ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="gradcheck-ledger")
+            max_workers=threads, thread_name_prefix="gradcheck-ledger"
+        )
         # A lock lives as long as some request holds it; idle ledgers leave no trace.
         self._locks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 

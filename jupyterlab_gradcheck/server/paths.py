@@ -20,49 +20,54 @@ NAME_MAX = 255
 PATH_MAX = 4096
 
 
-def resolve(root: str | os.PathLike, api_path, *, field: str, must_exist: bool = True,
-            suffix: str | None = None) -> Path:
+def resolve(
+    root: str | os.PathLike, api_path, *, field: str, must_exist: bool = True, suffix: str | None = None
+) -> Path:
     """The real file an API path names, checked to lie inside `root`."""
     if not isinstance(api_path, str) or not api_path.strip():
-        raise BadPath(f"{field} must be a path relative to the server root, like work/lab1.ipynb",
-                      field=field)
+        raise BadPath(f"{field} must be a path relative to the server root, like work/lab1.ipynb", field=field)
     if "\x00" in api_path:
         raise BadPath(f"{field} contains a NUL character", field=field)
     text = api_path.replace("\\", "/")
     if text.startswith("/") or _DRIVE.match(text):
-        raise BadPath(f"{field} {api_path!r} is absolute: give a path relative to the server root",
-                      field=field)
+        raise BadPath(f"{field} {api_path!r} is absolute: give a path relative to the server root", field=field)
     parts = PurePosixPath(text).parts
     if ".." in parts:
-        raise BadPath(f"{field} {api_path!r} contains '..': paths may not leave the server root",
-                      field=field)
+        raise BadPath(f"{field} {api_path!r} contains '..': paths may not leave the server root", field=field)
     for part in parts:  # the filesystem would answer ENAMETOOLONG; the request is bad input
         if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
-            raise BadPath(f"{field} has a path component of {len(part.encode('utf-8', 'surrogatepass'))} "
-                          f"bytes; the limit is {NAME_MAX}", field=field)
+            raise BadPath(
+                f"{field} has a path component of {len(part.encode('utf-8', 'surrogatepass'))} "
+                f"bytes; the limit is {NAME_MAX}",
+                field=field,
+            )
     if suffix is not None and not text.endswith(suffix):
         raise BadPath(f"{field} {api_path!r} does not end in {suffix}", field=field)
     real_root = Path(os.path.realpath(root))
     size = len(str(real_root.joinpath(*parts)).encode("utf-8", "surrogatepass"))
     if size >= PATH_MAX:  # the system calls would answer ENAMETOOLONG as well
-        raise BadPath("{name} is too long: {size} bytes under the server root; the limit is {limit}",
-                      field=field, name=field, size=size - len(str(real_root).encode("utf-8", "surrogatepass")) - 1,
-                      limit=PATH_MAX - 1 - len(str(real_root).encode("utf-8", "surrogatepass")))
+        raise BadPath(
+            "{name} is too long: {size} bytes under the server root; the limit is {limit}",
+            field=field,
+            name=field,
+            size=size - len(str(real_root).encode("utf-8", "surrogatepass")) - 1,
+            limit=PATH_MAX - 1 - len(str(real_root).encode("utf-8", "surrogatepass")),
+        )
     target = ensure_inside(real_root, real_root.joinpath(*parts), field=field, shown=api_path)
     if must_exist and not target.exists():
         raise NotFound(f"{field} {api_path!r} does not exist under the server root", field=field)
     return target
 
 
-def ensure_inside(root: str | os.PathLike, path: str | os.PathLike, *, field: str,
-                  shown: str | None = None) -> Path:
+def ensure_inside(root: str | os.PathLike, path: str | os.PathLike, *, field: str, shown: str | None = None) -> Path:
     """`path` with its links resolved; PathForbidden when that leaves `root`."""
     real_root = Path(os.path.realpath(root))
     real = Path(os.path.realpath(path))
     if real != real_root and real_root not in real.parents:
         raise PathForbidden(
-            f"{field} {shown or to_api_path(real_root, path)!r} leads outside the server root "
-            f"through a symbolic link", field=field)
+            f"{field} {shown or to_api_path(real_root, path)!r} leads outside the server root through a symbolic link",
+            field=field,
+        )
     return real
 
 

@@ -58,7 +58,8 @@ class WorkerPool:
         # Blocking pipe waits run here: one per slot for tasks, one per slot for a start-up,
         # and one for the first hello.
         self._threads = concurrent.futures.ThreadPoolExecutor(
-            max_workers=2 * self.size + 1, thread_name_prefix="gradcheck-pool")
+            max_workers=2 * self.size + 1, thread_name_prefix="gradcheck-pool"
+        )
         self._slots: list[_Slot] = []
         self._scheduler = FairScheduler(heavy_limit=self.size - self.light_reserve)
         self._in_flight = 0  #: reserved places: running or waiting for a worker
@@ -89,7 +90,7 @@ class WorkerPool:
                     self._replace(slot)
             raise
 
-    def reserve(self, key: str = "", heavy: bool = False) -> "Place":
+    def reserve(self, key: str = "", heavy: bool = False) -> Place:
         """A place for one request of `key` (its notebook), or PoolBusy when every worker and
         queue place is taken. `heavy` requests never take the workers kept for light ones.
 
@@ -101,7 +102,9 @@ class WorkerPool:
         if self._in_flight >= self.size + self.queue_size:
             raise PoolBusy(
                 f"all {self.size} workers are busy and the queue of {self.queue_size} waiting "
-                f"requests is full; retry later", retry_after=self._retry_after())
+                f"requests is full; retry later",
+                retry_after=self._retry_after(),
+            )
         self._in_flight += 1
         return Place(self, key, heavy)
 
@@ -134,13 +137,20 @@ class WorkerPool:
         else:
             overall = "failed"
         return {
-            "state": overall, "size": self.size, "timeout": self.timeout,
-            "queue": {"waiting": self._in_flight - states.count("busy"), "limit": self.queue_size,
-                      "heavy_running": self._scheduler.heavy_running(),
-                      "heavy_limit": self._scheduler.heavy_limit},
+            "state": overall,
+            "size": self.size,
+            "timeout": self.timeout,
+            "queue": {
+                "waiting": self._in_flight - states.count("busy"),
+                "limit": self.queue_size,
+                "heavy_running": self._scheduler.heavy_running(),
+                "heavy_limit": self._scheduler.heavy_limit,
+            },
             "restarts": self.restarts,
-            "workers": [{"index": slot.index, "pid": slot.worker.pid, "state": state, "tasks": slot.tasks}
-                        for slot, state in zip(self._slots, states)],
+            "workers": [
+                {"index": slot.index, "pid": slot.worker.pid, "state": state, "tasks": slot.tasks}
+                for slot, state in zip(self._slots, states)
+            ],
         }
 
     def stop(self, grace: float = 2.0) -> None:
@@ -208,8 +218,7 @@ class WorkerPool:
                 if attempt:
                     break
             self._replace(slot)
-        raise WorkerFailed(f"worker {slot.index} died right after starting "
-                           f"({slot.worker.exit_reason()})")
+        raise WorkerFailed(f"worker {slot.index} died right after starting ({slot.worker.exit_reason()})")
 
     def _first_hello(self) -> dict:
         pending = {slot.ready for slot in self._slots}
@@ -238,7 +247,7 @@ class Place:
         self._heavy = heavy
         self._slot: _Slot | None = None
 
-    def __enter__(self) -> "Place":
+    def __enter__(self) -> Place:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -63,16 +63,17 @@ class GradcheckService:
         """The version handshake: package, torch, devices and the pool."""
         try:
             hello = await self.pool.hello()
-            worker = {"torch": hello["torch"], "python": hello["python"], "devices": hello["devices"],
-                      "error": None}
+            worker = {"torch": hello["torch"], "python": hello["python"], "devices": hello["devices"], "error": None}
         except WorkerFailed as exc:
             worker = {"torch": None, "python": None, "devices": [], "error": exc.message}
         return {
             "version": package_version(),
             **worker,
             "default_device": self.default_device,
-            "limits": {"max_input_elements": self.limits.max_input_elements,
-                       "max_element_evaluations": int(self.admission_rate * self.pool.timeout)},
+            "limits": {
+                "max_input_elements": self.limits.max_input_elements,
+                "max_element_evaluations": int(self.admission_rate * self.pool.timeout),
+            },
             "pool": self.pool.state(),
         }
 
@@ -98,12 +99,16 @@ class GradcheckService:
             try:
                 completed = await place.run({"op": "check", "record": spec_dict})
             except GradcheckError as exc:
-                await self.ledgers.call(ledger.path, ledger.record_failed_to_run, spec_dict,
-                                        expectation["seq"], f"{exc.code}: {exc.message}")
+                await self.ledgers.call(
+                    ledger.path,
+                    ledger.record_failed_to_run,
+                    spec_dict,
+                    expectation["seq"],
+                    f"{exc.code}: {exc.message}",
+                )
                 self._journal("finished", ledger.path, expectation["seq"])
                 raise
-        binding = await self.ledgers.call(ledger.path, _observe, ledger, notebook_path, completed,
-                                          expectation["seq"])
+        binding = await self.ledgers.call(ledger.path, _observe, ledger, notebook_path, completed, expectation["seq"])
         self._journal("finished", ledger.path, expectation["seq"])
         return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
 
@@ -121,8 +126,13 @@ class GradcheckService:
                 "this check would need about {seconds} s ({evaluations} evaluations of up to {elements} "
                 "elements), beyond the {timeout} s timeout; inputs differenced one element at a time: "
                 "{general}; use fewer elements",
-                seconds=f"{seconds:.0f}", evaluations=cost.evaluations, elements=parsed.work_elements,
-                timeout=f"{self.pool.timeout:g}", general=", ".join(general) or "none", field="check")
+                seconds=f"{seconds:.0f}",
+                evaluations=cost.evaluations,
+                elements=parsed.work_elements,
+                timeout=f"{self.pool.timeout:g}",
+                general=", ".join(general) or "none",
+                field="check",
+            )
         return seconds
 
     # --- GET ledger ----------------------------------------------------------------
@@ -133,23 +143,31 @@ class GradcheckService:
         return {"ledger": self._api_path(ledger.path), "notebook": self._api_path(notebook_path), **view}
 
     # --- POST tolerance / expectation -------------------------------------------------
-    async def change_tolerance(self, notebook, check_id, *, rtol=None, atol=None,
-                               target="tolerance", justification=None) -> dict:
+    async def change_tolerance(
+        self, notebook, check_id, *, rtol=None, atol=None, target="tolerance", justification=None
+    ) -> dict:
         """A justified tolerance change, appended to the ledger."""
         _, ledger = self._ledger_of(notebook, field="notebook")
         _require_text(check_id, "check_id")
-        entry = await self.ledgers.call(ledger.path, ledger.change_tolerance, check_id, rtol=rtol,
-                                        atol=atol, target=target, justification=justification,
-                                        max_rtol=self.limits.max_rtol)
+        entry = await self.ledgers.call(
+            ledger.path,
+            ledger.change_tolerance,
+            check_id,
+            rtol=rtol,
+            atol=atol,
+            target=target,
+            justification=justification,
+            max_rtol=self.limits.max_rtol,
+        )
         return {"entry": entry}
 
-    async def change_expectation(self, notebook, check_id, analytical_gradient, *,
-                                 justification=None) -> dict:
+    async def change_expectation(self, notebook, check_id, analytical_gradient, *, justification=None) -> dict:
         """A justified change of a check's analytical gradient, appended to the ledger."""
         _, ledger = self._ledger_of(notebook, field="notebook")
         _require_text(check_id, "check_id")
-        entry = await self.ledgers.call(ledger.path, _change_expectation, ledger, check_id,
-                                        analytical_gradient, justification, self.limits)
+        entry = await self.ledgers.call(
+            ledger.path, _change_expectation, ledger, check_id, analytical_gradient, justification, self.limits
+        )
         return {"entry": entry}
 
     # --- GET export / POST verify -------------------------------------------------------
@@ -171,8 +189,9 @@ class GradcheckService:
                 raise SpecError(f"{name} must be true or false", field=name)
         target = paths.resolve(self.root, api_path, field="path")
         refused = await self.ledgers.run(self._confine_tree, target, "path")
-        report = await self.pool.run({"op": "verify", "path": str(target), "replay": replay, "deep": deep,
-                                      "refused": refused})
+        report = await self.pool.run(
+            {"op": "verify", "path": str(target), "replay": replay, "deep": deep, "refused": refused}
+        )
         return paths.without_root(report, self.root)
 
     # --- paths -------------------------------------------------------------------
@@ -288,4 +307,3 @@ def _require_text(value, field: str) -> None:
 def _stem(path: Path) -> str:
     name = path.name
     return name[: -len(".ipynb")] if name.endswith(".ipynb") else (name or "export")
-

@@ -65,14 +65,28 @@ def serve(conn, options: dict) -> None:
         from ..core.check.devices import available_devices
 
         options = {**options, "devices": available_devices()}
-        hello = {"ok": True, "pid": os.getpid(), "torch": torch.__version__,
-                 "python": platform.python_version(), "devices": options["devices"]}
+        hello = {
+            "ok": True,
+            "pid": os.getpid(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "devices": options["devices"],
+        }
         _run_check(dict(_WARM_UP), options)
         _limit_memory(options.get("memory_limit") or 0)
     except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
-        _send(conn, {"ok": False, "pid": os.getpid(),
-                     "error": {"code": "worker_error", "field": None,
-                               "message": f"the worker could not start: {type(exc).__name__}: {exc}"}})
+        _send(
+            conn,
+            {
+                "ok": False,
+                "pid": os.getpid(),
+                "error": {
+                    "code": "worker_error",
+                    "field": None,
+                    "message": f"the worker could not start: {type(exc).__name__}: {exc}",
+                },
+            },
+        )
         return
     _send(conn, hello)
     while True:
@@ -90,23 +104,32 @@ def _send(conn, answer: dict) -> None:
     try:
         text = json.dumps(jsonable(answer), allow_nan=False)
     except (ValueError, TypeError, GradcheckError) as exc:
-        text = json.dumps({"ok": False, "error": {"code": "worker_error", "field": None,
-                                                  "message": f"the answer is not JSON: {exc}"}})
+        text = json.dumps(
+            {"ok": False, "error": {"code": "worker_error", "field": None, "message": f"the answer is not JSON: {exc}"}}
+        )
     conn.send_bytes(text.encode("utf-8"))
 
 
 def _perform(task: dict, options: dict) -> dict:
     operation = _OPERATIONS.get(task.get("op"))
     if operation is None:
-        return {"ok": False, "error": {"code": "worker_error", "field": None,
-                                       "message": f"unknown worker operation {task.get('op')!r}"}}
+        return {
+            "ok": False,
+            "error": {"code": "worker_error", "field": None, "message": f"unknown worker operation {task.get('op')!r}"},
+        }
     try:
         return {"ok": True, "result": operation(task, options)}
     except GradcheckError as exc:
         return {"ok": False, "error": exc.to_json()}
     except Exception as exc:  # noqa: BLE001 - the server answers 500 with this reason
-        return {"ok": False, "error": {"code": "worker_error", "field": None,
-                                       "message": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}}
+        return {
+            "ok": False,
+            "error": {
+                "code": "worker_error",
+                "field": None,
+                "message": f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+            },
+        }
 
 
 def _run_check(record: dict, options: dict) -> dict:
@@ -202,8 +225,9 @@ class WorkerProcess:
         """Return once a message (or end-of-file) is there; kill and WorkerTimeout at the deadline."""
         if not self._conn.poll(max(0.0, deadline - time.monotonic())):
             self.kill()
-            raise WorkerTimeout(f"the worker did not finish within the {timeout:g} s timeout and was "
-                                f"killed; a fresh worker replaces it")
+            raise WorkerTimeout(
+                f"the worker did not finish within the {timeout:g} s timeout and was killed; a fresh worker replaces it"
+            )
 
     def _ended(self, error: type, what: str) -> Exception:
         """`error` saying how the worker ended, after making sure it has."""

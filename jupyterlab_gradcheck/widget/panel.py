@@ -69,8 +69,9 @@ class GradcheckPanel(widgets.VBox):
     ("en" or "es") is the language of the panel and its messages (default: the locale).
     """
 
-    def __init__(self, record: dict | None = None, *, notebook=None, ledger=None, language: str | None = None,
-                 **kwargs):
+    def __init__(
+        self, record: dict | None = None, *, notebook=None, ledger=None, language: str | None = None, **kwargs
+    ):
         #: The panel's language, or None to follow `set_language` and the locale.
         self.language = None if language is None else checked(language)
         with self._in_language():
@@ -80,39 +81,77 @@ class GradcheckPanel(widgets.VBox):
         return language(self.language)
 
     def _build(self, record, notebook, ledger, **kwargs) -> None:
-        self.function = widgets.Text(value="x*x", description=_("function"), style=_STYLE, layout=_WIDE,
-                                     placeholder=_("expression over the inputs, e.g. x*x or sum(sin(x))"))
-        self.inputs = widgets.Textarea(value='{"x": 3}', description=_("inputs (JSON)"), style=_STYLE,
-                                       layout=_WIDE, rows=2, placeholder='{"x": 3, "w": [1, 2]}')
+        self.function = widgets.Text(
+            value="x*x",
+            description=_("function"),
+            style=_STYLE,
+            layout=_WIDE,
+            placeholder=_("expression over the inputs, e.g. x*x or sum(sin(x))"),
+        )
+        self.inputs = widgets.Textarea(
+            value='{"x": 3}',
+            description=_("inputs (JSON)"),
+            style=_STYLE,
+            layout=_WIDE,
+            rows=2,
+            placeholder='{"x": 3, "w": [1, 2]}',
+        )
         self.analytical_gradient = widgets.Text(
-            value="", description=_("analytical gradient"), style=_STYLE, layout=_WIDE,
-            placeholder=_('your derivative, written first: 6, [2, 4], "2*x" or {"x": ..., "w": ...}'))
-        self.origin = widgets.Text(description=_("origin"), style=_STYLE, layout=_WIDE,
-                                   placeholder=_("which output, which hand derivation"))
-        self.destination = widgets.Text(description=_("destination"), style=_STYLE, layout=_WIDE,
-                                        placeholder=_("which input's gradient it lands in"))
-        self.dtype = widgets.Dropdown(options=list(defaults.EXPRESSION_DTYPES), value="float64", description=_("dtype"),
-                                      style=_STYLE)
+            value="",
+            description=_("analytical gradient"),
+            style=_STYLE,
+            layout=_WIDE,
+            placeholder=_('your derivative, written first: 6, [2, 4], "2*x" or {"x": ..., "w": ...}'),
+        )
+        self.origin = widgets.Text(
+            description=_("origin"), style=_STYLE, layout=_WIDE, placeholder=_("which output, which hand derivation")
+        )
+        self.destination = widgets.Text(
+            description=_("destination"),
+            style=_STYLE,
+            layout=_WIDE,
+            placeholder=_("which input's gradient it lands in"),
+        )
+        self.dtype = widgets.Dropdown(
+            options=list(defaults.EXPRESSION_DTYPES), value="float64", description=_("dtype"), style=_STYLE
+        )
         self.devices = available_devices()
         self.device = widgets.Dropdown(
-            options=[(f'{d["id"]} ({d["name"]})' if d["name"] else d["id"], d["id"])
-                     for d in self.devices if d["available"]],
-            value="cpu", description=_("device"), style=_STYLE)
+            options=[
+                (f"{d['id']} ({d['name']})" if d["name"] else d["id"], d["id"]) for d in self.devices if d["available"]
+            ],
+            value="cpu",
+            description=_("device"),
+            style=_STYLE,
+        )
         absent = [d for d in self.devices if not d["available"]]
         self.unavailable_devices = widgets.HTML(
-            "".join(f'<div style="color:{FONT_DIM}">{escape(_("{device}: unavailable ({reason})").format(device=d["id"], reason=localize(d["reason"])))}</div>'
-                    for d in absent))
-        self.scheme = widgets.Dropdown(options=list(defaults.SCHEMES), value="central",
-                                       description=_("FD scheme"), style=_STYLE)
-        self.step = widgets.Text(description=_("FD step"), style=_STYLE,
-                                 placeholder=_("empty: dtype default; a number; or adaptive"))
+            "".join(
+                f'<div style="color:{FONT_DIM}">{escape(_("{device}: unavailable ({reason})").format(device=d["id"], reason=localize(d["reason"])))}</div>'
+                for d in absent
+            )
+        )
+        self.scheme = widgets.Dropdown(
+            options=list(defaults.SCHEMES), value="central", description=_("FD scheme"), style=_STYLE
+        )
+        self.step = widgets.Text(
+            description=_("FD step"), style=_STYLE, placeholder=_("empty: dtype default; a number; or adaptive")
+        )
         self.rtol = widgets.Text(description="rtol", style=_STYLE, placeholder=_("empty: dtype default"))
         self.atol = widgets.Text(description="atol", style=_STYLE, placeholder=_("empty: dtype default"))
         self.justification = widgets.Textarea(
-            description=_("justification"), style=_STYLE, layout=widgets.Layout(width="95%", display="none"),
-            rows=2, placeholder=_("why the tolerance changes after a run (kept in the ledger)"))
-        self.run_button = widgets.Button(description=_("Run check"), button_style="primary", icon="play",
-                                         tooltip=_("record the expectation, run the check here, record the observation"))
+            description=_("justification"),
+            style=_STYLE,
+            layout=widgets.Layout(width="95%", display="none"),
+            rows=2,
+            placeholder=_("why the tolerance changes after a run (kept in the ledger)"),
+        )
+        self.run_button = widgets.Button(
+            description=_("Run check"),
+            button_style="primary",
+            icon="play",
+            tooltip=_("record the expectation, run the check here, record the observation"),
+        )
         self.message = widgets.HTML()
         self.ledger_note = widgets.HTML()
         self.result = widgets.HTML()
@@ -128,17 +167,30 @@ class GradcheckPanel(widgets.VBox):
         self.run_button.on_click(self.run)
         self.rtol.observe(self._tolerance_edited, names="value")
         self.atol.observe(self._tolerance_edited, names="value")
-        settings = widgets.VBox([
-            widgets.HBox([self.dtype, self.device]), self.unavailable_devices,
-            widgets.HBox([self.scheme, self.step]), widgets.HBox([self.rtol, self.atol]),
-        ])
-        expectation = widgets.VBox([self.function, self.inputs, self.analytical_gradient,
-                                    self.origin, self.destination])
-        super().__init__(children=[
-            widgets.HTML(_("<b>Expectation</b> (written first)")), expectation,
-            widgets.HTML(f"<b>{escape(_('Settings'))}</b>"), settings, self.justification,
-            widgets.HBox([self.run_button, self.ledger_note]), self.message, self.result,
-        ], **kwargs)
+        settings = widgets.VBox(
+            [
+                widgets.HBox([self.dtype, self.device]),
+                self.unavailable_devices,
+                widgets.HBox([self.scheme, self.step]),
+                widgets.HBox([self.rtol, self.atol]),
+            ]
+        )
+        expectation = widgets.VBox(
+            [self.function, self.inputs, self.analytical_gradient, self.origin, self.destination]
+        )
+        super().__init__(
+            children=[
+                widgets.HTML(_("<b>Expectation</b> (written first)")),
+                expectation,
+                widgets.HTML(f"<b>{escape(_('Settings'))}</b>"),
+                settings,
+                self.justification,
+                widgets.HBox([self.run_button, self.ledger_note]),
+                self.message,
+                self.result,
+            ],
+            **kwargs,
+        )
         self.add_class("jp-gradcheck-inline")
 
     # ------------------------------------------------------------------ location
@@ -152,8 +204,9 @@ class GradcheckPanel(widgets.VBox):
         shown = os.path.relpath(self.ledger.path)  # beside the notebook: the kernel's folder
         if shown.startswith(".."):
             shown = str(self.ledger.path)
-        self.ledger_note.value = (f'<span style="color:{FONT_DIM}">{escape(_("ledger:"))} '
-                                  f'<code>{escape(shown)}</code></span>')
+        self.ledger_note.value = (
+            f'<span style="color:{FONT_DIM}">{escape(_("ledger:"))} <code>{escape(shown)}</code></span>'
+        )
 
     # ------------------------------------------------------------------ fields
     def fill(self, record: dict) -> None:
@@ -179,8 +232,10 @@ class GradcheckPanel(widgets.VBox):
         self.inputs.value = json.dumps(inputs)
         self.analytical_gradient.value = _written(record.get("analytical_gradient"))
         fd = record.get("finite_difference") or {}
-        for dropdown, value in ((self.dtype, record.get("dtype", "float64")),
-                                (self.scheme, fd.get("scheme", "central"))):
+        for dropdown, value in (
+            (self.dtype, record.get("dtype", "float64")),
+            (self.scheme, fd.get("scheme", "central")),
+        ):
             if value in dropdown.options:
                 dropdown.value = value
         try:
@@ -201,11 +256,16 @@ class GradcheckPanel(widgets.VBox):
             inputs = loads_strict(self.inputs.value)
         except SpecError as exc:
             raise SpecError("inputs is not valid JSON: {text}", text=exc.message, field="inputs") from None
-        record = {"function": self.function.value.strip(), "inputs": inputs,
-                  "analytical_gradient": _number_or_text(self.analytical_gradient.value),
-                  "dtype": self.dtype.value, "device": self.device.value,
-                  "finite_difference": {"scheme": self.scheme.value},
-                  "origin": self.origin.value, "destination": self.destination.value}
+        record = {
+            "function": self.function.value.strip(),
+            "inputs": inputs,
+            "analytical_gradient": _number_or_text(self.analytical_gradient.value),
+            "dtype": self.dtype.value,
+            "device": self.device.value,
+            "finite_difference": {"scheme": self.scheme.value},
+            "origin": self.origin.value,
+            "destination": self.destination.value,
+        }
         step = _number_or_text(self.step.value)
         if step is not None:
             record["finite_difference"]["step"] = step
@@ -278,4 +338,3 @@ class GradcheckPanel(widgets.VBox):
         self.rtol.value, self.atol.value = _written(used["rtol"]), _written(used["atol"])
         self.justification.value = ""
         self.justification.layout.display = "none"
-

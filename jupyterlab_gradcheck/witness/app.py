@@ -93,8 +93,7 @@ class LogHandler(_Base):
         user = await self.hub_user()
         if user is None:
             return self.refuse(403, "forbidden", "a witness token (Authorization: token ...) is required")
-        self.answer({"receipts": [r for r in receipts if r.get("user") == user],
-                     "public_key": self.log.public_key})
+        self.answer({"receipts": [r for r in receipts if r.get("user") == user], "public_key": self.log.public_key})
 
 
 class PublicKeyHandler(_Base):
@@ -109,11 +108,13 @@ def make_app(log_path: str, token: str, *, prefix: str = "/", hub_auth=None) -> 
     log = WitnessLog(log_path)
     options = {"log": log, "token": token, "hub_auth": hub_auth}
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
-    return web.Application([
-        (prefix + "heads", HeadsHandler, options),
-        (prefix + "log", LogHandler, options),
-        (prefix + "public-key", PublicKeyHandler, options),
-    ])
+    return web.Application(
+        [
+            (prefix + "heads", HeadsHandler, options),
+            (prefix + "log", LogHandler, options),
+            (prefix + "public-key", PublicKeyHandler, options),
+        ]
+    )
 
 
 def hub_auth_from_environment():

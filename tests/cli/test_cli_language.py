@@ -22,8 +22,9 @@ def gradcheck(*args: str, stdin: str, language: str, cwd=None) -> tuple[int, str
     variables cleared so only LANGUAGE speaks."""
     env = {k: v for k, v in os.environ.items() if k not in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")}
     env["LANGUAGE"] = language
-    done = subprocess.run([str(JUPYTER), "gradcheck", *args], input=stdin, capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=240)
+    done = subprocess.run(
+        [str(JUPYTER), "gradcheck", *args], input=stdin, capture_output=True, text=True, env=env, cwd=cwd, timeout=240
+    )
     return done.returncode, done.stdout, done.stderr
 
 
@@ -36,12 +37,19 @@ def key_paths(value, prefix: str = "") -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("record, language, expected", [
-    (NO_EXPECTATION, "es", "error: falta analytical_gradient: escriba la expectativa antes de ejecutar la comprobación"),
-    (NO_EXPECTATION, "en", "error: analytical_gradient is missing: write the expectation before running the check"),
-    (UNKNOWN_DEVICE, "es", "error: el dispositivo 'tpu' no es cpu, cuda, cuda:N, mps ni auto"),
-    (UNKNOWN_DEVICE, "en", "error: device 'tpu' is not cpu, cuda, cuda:N, mps or auto"),
-])
+@pytest.mark.parametrize(
+    "record, language, expected",
+    [
+        (
+            NO_EXPECTATION,
+            "es",
+            "error: falta analytical_gradient: escriba la expectativa antes de ejecutar la comprobación",
+        ),
+        (NO_EXPECTATION, "en", "error: analytical_gradient is missing: write the expectation before running the check"),
+        (UNKNOWN_DEVICE, "es", "error: el dispositivo 'tpu' no es cpu, cuda, cuda:N, mps ni auto"),
+        (UNKNOWN_DEVICE, "en", "error: device 'tpu' is not cpu, cuda, cuda:N, mps or auto"),
+    ],
+)
 def test_bad_input_is_one_line_in_the_readers_language_and_exits_2(record, language, expected):
     """Given a record without its expectation, or naming a device that does not exist,
     when `LANGUAGE=<language> jupyter gradcheck run -` reads it,
@@ -112,12 +120,17 @@ def test_a_failure_is_diagnosed_in_spanish_on_screen_and_in_english_in_the_recor
     """Given x*x at x=2 declared with the derivative 3*x (2x is 4), when it runs under
     LANGUAGE=es, then it exits 1, the summary line gives the diagnosis's reason in Spanish,
     and the printed record keeps the code and the English reason (what the ledger keeps)."""
-    code, out, err = gradcheck("run", "--no-sweep", "-", language="es",
-                               stdin='{"function":"x*x","x":2,"analytical_gradient":"3*x"}')
+    code, out, err = gradcheck(
+        "run", "--no-sweep", "-", language="es", stdin='{"function":"x*x","x":2,"analytical_gradient":"3*x"}'
+    )
     assert code == 1
     record = json.loads(out)
-    assert err == (f"FALLO (probable_bug) {record['id']}: la derivación a mano da 6 en x, pero autograd da 4 y las "
-                   "diferencias finitas coinciden con autograd (4): la expectativa es errónea\n")
+    assert err == (
+        f"FALLO (probable_bug) {record['id']}: la derivación a mano da 6 en x, pero autograd da 4 y las "
+        "diferencias finitas coinciden con autograd (4): la expectativa es errónea\n"
+    )
     assert record["failure"]["diagnosis"] == "probable_bug"
-    assert record["failure"]["reason"] == ("the hand derivation gives 6 at x, but autograd gives 4 and finite "
-                                           "differences agree with autograd (4): the expectation is wrong")
+    assert record["failure"]["reason"] == (
+        "the hand derivation gives 6 at x, but autograd gives 4 and finite "
+        "differences agree with autograd (4): the expectation is wrong"
+    )

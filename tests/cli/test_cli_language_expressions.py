@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hardening.corpus import expression_cases
+
 from jupyterlab_gradcheck.core.check.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.expr.symbolic import symbolic_derivatives
@@ -40,20 +40,32 @@ def run_in(monkeypatch):
     return run
 
 
-@pytest.mark.parametrize("record, spanish, english", [
-    (FORBIDDEN,
-     "error: function, columna 1: el nombre dunder '__import__' no está permitido",
-     "error: function: dunder name '__import__' is not allowed at column 1"),
-    (UNKNOWN_NAME,
-     "error: function, columna 5: nombre desconocido 'w'; entradas declaradas: x",
-     "error: function: unknown name 'w'; declared inputs: x at column 5"),
-    (DOT_OF_A_SCALAR,
-     "error: function, columna 1: dot: se esperaban tensores 1D, pero se recibieron tensores 1D y 0D",
-     "error: function: dot: 1D tensors expected, but got 1D and 0D tensors at column 1"),
-    (SOFTMAX_DIM,
-     "error: function, columna 1: dimensión fuera de rango (se esperaba en el rango [-1, 0], pero se recibió 3)",
-     "error: function: dimension out of range (expected to be in range of [-1, 0], but got 3) at column 1"),
-], ids=["forbidden-construct", "unknown-name", "dot-of-a-scalar", "softmax-dim"])
+@pytest.mark.parametrize(
+    "record, spanish, english",
+    [
+        (
+            FORBIDDEN,
+            "error: function, columna 1: el nombre dunder '__import__' no está permitido",
+            "error: function: dunder name '__import__' is not allowed at column 1",
+        ),
+        (
+            UNKNOWN_NAME,
+            "error: function, columna 5: nombre desconocido 'w'; entradas declaradas: x",
+            "error: function: unknown name 'w'; declared inputs: x at column 5",
+        ),
+        (
+            DOT_OF_A_SCALAR,
+            "error: function, columna 1: dot: se esperaban tensores 1D, pero se recibieron tensores 1D y 0D",
+            "error: function: dot: 1D tensors expected, but got 1D and 0D tensors at column 1",
+        ),
+        (
+            SOFTMAX_DIM,
+            "error: function, columna 1: dimensión fuera de rango (se esperaba en el rango [-1, 0], pero se recibió 3)",
+            "error: function: dimension out of range (expected to be in range of [-1, 0], but got 3) at column 1",
+        ),
+    ],
+    ids=["forbidden-construct", "unknown-name", "dot-of-a-scalar", "softmax-dim"],
+)
 def test_a_bad_expression_is_refused_in_one_line_of_the_readers_language(run_in, tmp_path, record, spanish, english):
     """Given a record whose expression calls __import__, names an input it did not declare, takes
     the dot product of a vector and a scalar, or asks softmax for dimension 3 of a vector,
@@ -114,8 +126,11 @@ def test_a_shown_refusal_keeps_the_english_text_for_the_record():
             parse_spec({"function": "sin(w)", "x": 3, "analytical_gradient": 6})
         error = refused.value
         assert error.localized() == "function, columna 5: nombre desconocido 'w'; entradas declaradas: x"
-    assert error.to_json() == {"code": "bad_input", "field": "function",
-                               "message": "function: unknown name 'w'; declared inputs: x at column 5"}
+    assert error.to_json() == {
+        "code": "bad_input",
+        "field": "function",
+        "message": "function: unknown name 'w'; declared inputs: x at column 5",
+    }
 
 
 def test_the_sympy_skip_reason_is_shown_in_spanish_and_kept_in_english():

@@ -17,8 +17,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from support.ledger import (JUSTIFICATION, THREE_CHECKS, is_observation_of, line_number_of, lines_of, rechain,
-                            write_lines)
+from support.ledger import (
+    JUSTIFICATION,
+    THREE_CHECKS,
+    is_observation_of,
+    line_number_of,
+    lines_of,
+    rechain,
+    write_lines,
+)
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 
@@ -46,8 +53,17 @@ def justified(recorded, tmp_path_factory):
     folder = tmp_path_factory.mktemp("justified")
     for name in ("lab1.ipynb", "lab1.gradcheck.jsonl"):
         shutil.copy(recorded[0] / name, folder / name)
-    code, _out, err = _script("tolerance", "--notebook", str(folder / "lab1.ipynb"), "--check", "cube_wrong",
-                              "--rtol", "0.9", "--justification", JUSTIFICATION)
+    code, _out, err = _script(
+        "tolerance",
+        "--notebook",
+        str(folder / "lab1.ipynb"),
+        "--check",
+        "cube_wrong",
+        "--rtol",
+        "0.9",
+        "--justification",
+        JUSTIFICATION,
+    )
     assert code == 0, err
     return folder
 
@@ -69,8 +85,12 @@ def test_three_checks_one_failing_land_in_the_notebook_ledger(recorded):
     assert genesis["data"]["event"] == "genesis"
     assert [e["kind"] for e in entries] == ["expectation", "observation"] * 3
     binding = nbformat.read(str(folder / "lab1.ipynb"), as_version=4).metadata["gradcheck"]
-    assert binding == {"ledger": "lab1.gradcheck.jsonl", "ledger_id": genesis["data"]["ledger_id"], "entries": 6,
-                       "head": entries[-1]["hash"]}
+    assert binding == {
+        "ledger": "lab1.gradcheck.jsonl",
+        "ledger_id": genesis["data"]["ledger_id"],
+        "entries": 6,
+        "head": entries[-1]["hash"],
+    }
 
 
 def test_tolerance_change_needs_a_justification(recorded, gradcheck_cli, tmp_path):
@@ -80,14 +100,16 @@ def test_tolerance_change_needs_a_justification(recorded, gradcheck_cli, tmp_pat
     notebook, ledger = _copy_of(recorded[0], tmp_path)
     before = ledger.read_bytes()
     for extra in ([], ["--justification", "  "]):
-        code, out, err = gradcheck_cli("tolerance", "--ledger", str(ledger), "--check", "cube_wrong",
-                                       "--rtol", "0.9", *extra)
+        code, out, err = gradcheck_cli(
+            "tolerance", "--ledger", str(ledger), "--check", "cube_wrong", "--rtol", "0.9", *extra
+        )
         assert (code, out) == (2, "")
         assert err.startswith("error: a written justification is required")
         assert ledger.read_bytes() == before
 
-    code, out, err = gradcheck_cli("tolerance", "--ledger", str(ledger), "--check", "cube_wrong", "--rtol", "0.9",
-                                   "--justification", JUSTIFICATION)
+    code, out, err = gradcheck_cli(
+        "tolerance", "--ledger", str(ledger), "--check", "cube_wrong", "--rtol", "0.9", "--justification", JUSTIFICATION
+    )
     assert code == 0, err
     entry = json.loads(out)
     assert (entry["seq"], entry["kind"], entry["check_id"]) == (7, "tolerance_change", "cube_wrong")
@@ -125,8 +147,10 @@ def _tamper_cases(ledger):
         "deleted line": (lines[:4] + lines[5:], "error: line 5: seq 5 where 4 was expected"),
         "swapped lines": ([*lines[:2], lines[3], lines[2], *lines[4:]], "error: line 3: seq 3 where 2 was expected"),
         "truncated": (lines[:6], "error: the ledger was truncated: the notebook binding records 7 entries"),
-        "edited value": (lines[: observation - 1] + [edited_value] + lines[observation:],
-                         f"error: line {observation}: hash mismatch"),
+        "edited value": (
+            lines[: observation - 1] + [edited_value] + lines[observation:],
+            f"error: line {observation}: hash mismatch",
+        ),
     }
 
 
@@ -164,8 +188,9 @@ def test_replay_passes_honest_and_catches_a_recomputed_chain(copy, gradcheck_cli
     code, out, err = gradcheck_cli("verify", str(ledger), "--replay")
     assert code == 1, out + err
     line = line_number_of(ledger, is_observation_of("cube_wrong"))
-    assert (f"replay: line {line} (cube_wrong): observed_gradient: recorded 6.0, replayed 12.0 "
-            "(rtol=1e-07, atol=1e-10)") in out
+    assert (
+        f"replay: line {line} (cube_wrong): observed_gradient: recorded 6.0, replayed 12.0 (rtol=1e-07, atol=1e-10)"
+    ) in out
 
 
 def test_verify_of_a_missing_path_is_bad_input(tmp_path, gradcheck_cli):

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import json
 
-from support.model_exercises import (FORGOTTEN_TARGET, MEAN_SQUARED_ERROR, MSE_B_GRADIENT, MSE_W_GRADIENT,
-                                     SOFTMAX_CROSS_ENTROPY, SOFTMAX_MINUS_Y)
+from support.model_exercises import (
+    FORGOTTEN_TARGET,
+    MEAN_SQUARED_ERROR,
+    MSE_B_GRADIENT,
+    MSE_W_GRADIENT,
+    SOFTMAX_CROSS_ENTROPY,
+    SOFTMAX_MINUS_Y,
+)
 
 #: float64 autograd against values worked out by hand in Python floats: a few roundings apart.
 HAND_TOLERANCE = 1e-12
@@ -41,7 +47,9 @@ def test_softmax_cross_entropy_and_the_linear_model_pass(gradcheck_cli, tmp_path
     assert _close(mse["observed_gradient"]["b"], MSE_B_GRADIENT)
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert [(e["check_id"], e["data"]["passed"]) for e in entries if e["kind"] == "observation"] == [
-        ("softmax_cross_entropy", True), ("linear_model_mse", True)]
+        ("softmax_cross_entropy", True),
+        ("linear_model_mse", True),
+    ]
 
 
 def test_softmax_without_the_target_is_a_recorded_finding(gradcheck_cli, tmp_path):
@@ -52,8 +60,9 @@ def test_softmax_without_the_target_is_a_recorded_finding(gradcheck_cli, tmp_pat
     autograd, and the ledger keeps the failed observation."""
     ledger = tmp_path / "models.gradcheck.jsonl"
 
-    code, out, err = gradcheck_cli("run", "-", "--ledger", str(ledger), "--no-sweep",
-                                   stdin=json.dumps(FORGOTTEN_TARGET))
+    code, out, err = gradcheck_cli(
+        "run", "-", "--ledger", str(ledger), "--no-sweep", stdin=json.dumps(FORGOTTEN_TARGET)
+    )
 
     assert code == 1, err
     record = json.loads(out)

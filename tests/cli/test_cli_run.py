@@ -8,8 +8,12 @@ import resource
 import pytest
 
 OBSERVATIONS = (
-    "backward_pass_1", "backward_pass_2_accumulated", "after_clear_none",
-    "autograd_grad", "finite_difference", "torch_gradcheck",
+    "backward_pass_1",
+    "backward_pass_2_accumulated",
+    "after_clear_none",
+    "autograd_grad",
+    "finite_difference",
+    "torch_gradcheck",
 )
 
 

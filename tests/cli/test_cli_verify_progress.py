@@ -19,7 +19,6 @@ import pytest
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.cli.progress import ProgressBar
 from jupyterlab_gradcheck.core.ledger.verify import discover, verify_items
-
 from support.ledger import notebook_with_three_checks
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
@@ -36,15 +35,24 @@ def submissions(tmp_path_factory) -> Path:
 
 
 def _verify_in_a_pipe(folder: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SCRIPT), "verify", "--replay", str(folder), "--jobs", "2"], capture_output=True,
-                          text=True, timeout=240, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(SCRIPT), "verify", "--replay", str(folder), "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _verify_on_a_terminal(folder: Path) -> tuple[int, str, str]:
     """(exit code, stdout from a pipe, what was written to the terminal standard error is)."""
     master, slave = pty.openpty()
-    process = subprocess.Popen([str(SCRIPT), "verify", "--replay", str(folder), "--jobs", "2"],
-                               stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(SCRIPT), "verify", "--replay", str(folder), "--jobs", "2"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(slave)
     seen = []
     while True:
@@ -97,8 +105,10 @@ def test_progress_is_called_once_per_submission_in_a_pool_and_alone(submissions)
     this one, then progress hears (1, 3), (2, 3), (3, 3) in both, and the reports are equal."""
     items = list(discover(submissions))
     calls = {1: [], 2: []}
-    reports = {jobs: verify_items(items, replay=True, jobs=jobs, progress=lambda d, t, j=jobs: calls[j].append((d, t)))
-               for jobs in (1, 2)}
+    reports = {
+        jobs: verify_items(items, replay=True, jobs=jobs, progress=lambda d, t, j=jobs: calls[j].append((d, t)))
+        for jobs in (1, 2)
+    }
     assert calls[1] == calls[2] == [(1, 3), (2, 3), (3, 3)]
     assert reports[1] == reports[2]
 
@@ -135,7 +145,7 @@ def test_the_bar_shows_rate_and_time_left_and_is_not_redrawn_too_often():
 
 
 def cube(x):
-    return x ** 3
+    return x**3
 
 
 def test_the_cli_shows_a_python_callables_source_under_its_skip(tmp_path):
@@ -144,12 +154,11 @@ def test_the_cli_shows_a_python_callables_source_under_its_skip(tmp_path):
     was a Python callable, then its recorded SHA-256 and source, line by line."""
     ledger = tmp_path / "lab.gradcheck.jsonl"
     check(cube, grad=27.0, x=3.0, ledger=str(ledger))
-    done = subprocess.run([str(SCRIPT), "verify", "--replay", str(ledger)], capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run([str(SCRIPT), "verify", "--replay", str(ledger)], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     skipped = next(i for i, line in enumerate(lines) if line.startswith("  replay skipped: line 3: "))
     assert "the function was a Python callable, cube, which exists only in the kernel that ran it" in lines[skipped]
     sha256 = hashlib.sha256(b"def cube(x):\n    return x ** 3").hexdigest()
     assert lines[skipped + 1] == f"    recorded source (sha256 {sha256}):"
-    assert lines[skipped + 2:skipped + 4] == ["      | def cube(x):", "      |     return x ** 3"]
+    assert lines[skipped + 2 : skipped + 4] == ["      | def cube(x):", "      |     return x ** 3"]

@@ -10,20 +10,31 @@ import pytest
 
 from jupyterlab_gradcheck.core.check.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
-from jupyterlab_gradcheck.core.i18n import (Message, _, active_language, environment_language, language, localize,
-                                            ngettext, set_language)
+from jupyterlab_gradcheck.core.i18n import (
+    Message,
+    _,
+    active_language,
+    environment_language,
+    language,
+    localize,
+    ngettext,
+    set_language,
+)
 from jupyterlab_gradcheck.core.jsonio import loads_records
 
 
-@pytest.mark.parametrize("environ, expected", [
-    ({}, "en"),
-    ({"LANG": "es_ES.UTF-8"}, "es"),
-    ({"LC_MESSAGES": "es_MX"}, "es"),
-    ({"LANGUAGE": "fr:es", "LANG": "en_US.UTF-8"}, "es"),  # LANGUAGE is a list of preferences
-    ({"LANGUAGE": "fr", "LANG": "es_ES.UTF-8"}, "en"),  # the first variable set decides, as in gettext
-    ({"LC_ALL": "C", "LANG": "es_ES.UTF-8"}, "en"),
-    ({"LANGUAGE": "", "LC_ALL": "es_AR.UTF-8"}, "es"),  # an empty variable counts as unset
-])
+@pytest.mark.parametrize(
+    "environ, expected",
+    [
+        ({}, "en"),
+        ({"LANG": "es_ES.UTF-8"}, "es"),
+        ({"LC_MESSAGES": "es_MX"}, "es"),
+        ({"LANGUAGE": "fr:es", "LANG": "en_US.UTF-8"}, "es"),  # LANGUAGE is a list of preferences
+        ({"LANGUAGE": "fr", "LANG": "es_ES.UTF-8"}, "en"),  # the first variable set decides, as in gettext
+        ({"LC_ALL": "C", "LANG": "es_ES.UTF-8"}, "en"),
+        ({"LANGUAGE": "", "LC_ALL": "es_AR.UTF-8"}, "es"),  # an empty variable counts as unset
+    ],
+)
 def test_the_locale_environment_is_read_as_gettext_reads_it(environ, expected):
     """Given the locale variables of a machine, when the language is taken from them, then
     it is the first one set, Spanish for any es_*, English for C and anything we lack."""
@@ -73,8 +84,9 @@ def test_a_spec_error_keeps_english_and_is_shown_in_spanish():
     assert error.message == english and str(error) == english
     assert error.to_json() == {"code": "bad_input", "message": english, "field": "analytical_gradient"}
     with language("es"):
-        assert error.localized() == ("falta analytical_gradient: escriba la expectativa antes de ejecutar "
-                                     "la comprobación")
+        assert error.localized() == (
+            "falta analytical_gradient: escriba la expectativa antes de ejecutar la comprobación"
+        )
         assert json.dumps(error.to_json()["message"]) == json.dumps(english)  # REST and ledgers stay English
     assert error.localized() == english
 
@@ -99,8 +111,11 @@ def test_a_message_is_english_text_wherever_it_travels():
     copy = pickle.loads(pickle.dumps(message))
     assert copy == message and copy.localized("es") == "no hay ningún registro en lab1.gradcheck.jsonl"
     error = pickle.loads(pickle.dumps(SpecError("no ledger at {path}", path="a.jsonl", field="ledger")))
-    assert (error.message, error.field, error.localized("es")) == ("no ledger at a.jsonl", "ledger",
-                                                                  "no hay ningún registro en a.jsonl")
+    assert (error.message, error.field, error.localized("es")) == (
+        "no ledger at a.jsonl",
+        "ledger",
+        "no hay ningún registro en a.jsonl",
+    )
 
 
 def test_plain_text_is_looked_up_as_written_and_unknown_text_passes_through():

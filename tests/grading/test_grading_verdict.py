@@ -13,16 +13,22 @@ import csv
 import io
 
 import pytest
-from support.ledger import forge_passed, is_observation_of, notebook_with_three_checks, rechain
 from traitlets.config import Config
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
-from jupyterlab_gradcheck.core.report.grading import (SUBMISSION_COLUMNS, Rubric, score_of, submission_rows, verdict,
-                                                      verdict_lines)
+from jupyterlab_gradcheck.core.report.grading import (
+    SUBMISSION_COLUMNS,
+    Rubric,
+    score_of,
+    submission_rows,
+    verdict,
+    verdict_lines,
+)
 from jupyterlab_gradcheck.core.report.rerun_comparison import compare_rerun
 from jupyterlab_gradcheck.core.report.submission_csv import to_submission_csv
 from jupyterlab_gradcheck.core.report.submissions import collect
+from support.ledger import forge_passed, is_observation_of, notebook_with_three_checks, rechain
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +55,13 @@ def test_a_failure_kept_honestly_earns_full_marks(submitted):
     """Given a ledger that verifies and keeps its failing check with no widening, then it has
     every point, one failure kept and no flag."""
     result = verdict(submitted["kept_failure"])
-    assert (result["status"], result["verified"], result["fraction"], result["failures_kept"], result["flags"]) == \
-        ("ok", True, 1.0, 1, [])
+    assert (result["status"], result["verified"], result["fraction"], result["failures_kept"], result["flags"]) == (
+        "ok",
+        True,
+        1.0,
+        1,
+        [],
+    )
     assert str(verdict_lines(result)[0]) == "gradcheck: the ledger verifies: checks 3, runs 3, failures kept 1"
 
 
@@ -60,12 +71,20 @@ def test_each_flag_costs_its_share(submitted):
     for the revision; a configured rubric changes both."""
     widener, reviser = verdict(submitted["widener"]), verdict(submitted["reviser"])
     assert [(f["flag"], f["check_id"]) for f in widener["flags"]] == [("widened_after_failure", "cube_wrong")]
-    assert [(f["flag"], f["check_id"]) for f in reviser["flags"]] == [("expectation_revised_after_observation",
-                                                                         "square")]
-    assert (widener["verified"], widener["fraction"], reviser["verified"], reviser["fraction"]) == (True, 0.5, True, 0.75)
+    assert [(f["flag"], f["check_id"]) for f in reviser["flags"]] == [
+        ("expectation_revised_after_observation", "square")
+    ]
+    assert (widener["verified"], widener["fraction"], reviser["verified"], reviser["fraction"]) == (
+        True,
+        0.5,
+        True,
+        0.75,
+    )
     strict = Rubric(widened_after_failure=1.0, expectation_revised_after_observation=0.0)
-    assert (verdict(submitted["widener"], strict)["fraction"], verdict(submitted["reviser"], strict)["fraction"]) == \
-        (0.0, 1.0)
+    assert (verdict(submitted["widener"], strict)["fraction"], verdict(submitted["reviser"], strict)["fraction"]) == (
+        0.0,
+        1.0,
+    )
     assert score_of(widener, 2) == 1.0
 
 
@@ -91,9 +110,18 @@ def test_one_row_per_student_and_assignment(submitted):
     by_student = {row["student_id"]: row for row in rows}
     assert len(rows) == 5 and {row["assignment"] for row in rows} == {"ps1"}
     assert {s: by_student[s]["ledger_fraction"] for s in by_student} == {
-        "deleter": "0.0", "forger": "0.0", "kept_failure": "1.0", "reviser": "0.75", "widener": "0.5"}
-    assert (by_student["widener"]["widened_after_failure"], by_student["forger"]["replay_mismatch"],
-            by_student["forger"]["replay_ok"], by_student["deleter"]["status"]) == ("1", "1", "false", "ledger_missing")
+        "deleter": "0.0",
+        "forger": "0.0",
+        "kept_failure": "1.0",
+        "reviser": "0.75",
+        "widener": "0.5",
+    }
+    assert (
+        by_student["widener"]["widened_after_failure"],
+        by_student["forger"]["replay_mismatch"],
+        by_student["forger"]["replay_ok"],
+        by_student["deleter"]["status"],
+    ) == ("1", "1", "false", "ledger_missing")
     grouped = submission_rows(list(submitted.values()) * 2)  # two notebooks each: still one row per student
     assert [(r["student_id"], r["notebooks"]) for r in grouped if r["student_id"] == "widener"] == [("widener", 2)]
 
@@ -106,10 +134,13 @@ def test_the_rerun_is_held_against_the_submitted_ledger(submitted):
     assert compare_rerun(honest, honest) == []
     forged = submitted["forger"]["checks"]  # cube_wrong reads as passed, with no failure kept
     problems = [str(f["problem"]) for f in compare_rerun(forged, honest)]
-    assert problems == ["check 'cube_wrong': the submitted ledger's latest run passed, the re-run failed",
-                        "check 'cube_wrong': the re-run kept 1 failures, the submitted ledger 0"]
-    assert [str(f["problem"]) for f in compare_rerun({}, {"square": honest["square"]})] == \
-        ["the notebook runs check 'square', which the submitted ledger lacks"]
+    assert problems == [
+        "check 'cube_wrong': the submitted ledger's latest run passed, the re-run failed",
+        "check 'cube_wrong': the re-run kept 1 failures, the submitted ledger 0",
+    ]
+    assert [str(f["problem"]) for f in compare_rerun({}, {"square": honest["square"]})] == [
+        "the notebook runs check 'square', which the submitted ledger lacks"
+    ]
 
 
 def test_the_rubric_is_configured_through_traitlets():
@@ -133,13 +164,23 @@ def test_a_witness_gap_is_a_flag_that_costs_its_share(tmp_path):
 
     notebook, ledger = notebook_with_three_checks(tmp_path / "submitted" / "ana" / "ps1", tolerance_change=False)
     genesis, first = ledger.entries()[:2]
-    WitnessLog(tmp_path / "w.jsonl").append({
-        "ledger_id": genesis["data"]["ledger_id"], "notebook": notebook.name, "user": "ana", "seq": first["seq"],
-        "head": first["hash"], "entry_time": first["time"]})
+    WitnessLog(tmp_path / "w.jsonl").append(
+        {
+            "ledger_id": genesis["data"]["ledger_id"],
+            "notebook": notebook.name,
+            "user": "ana",
+            "seq": first["seq"],
+            "head": first["hash"],
+            "entry_time": first["time"],
+        }
+    )
     [submission] = collect([str(tmp_path / "submitted")], witness=str(tmp_path / "w.jsonl"))
     result = verdict(submission)
     assert (result["verified"], [(f["flag"], str(f["text"])) for f in result["flags"]], result["fraction"]) == (
-        True, [("witness_gap", "witness_gap: entries_not_witnessed (5)")], 0.5)
+        True,
+        [("witness_gap", "witness_gap: entries_not_witnessed (5)")],
+        0.5,
+    )
 
 
 def test_the_verdict_speaks_spanish(submitted):

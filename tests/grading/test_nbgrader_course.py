@@ -61,8 +61,21 @@ def course(tmp_path_factory) -> Path:
     cb.run("generate_feedback", cb.ASSIGNMENT, cwd=root)
     cb.run("export", cwd=root)
     completed = subprocess.run(
-        [str(Path(sys.executable).with_name("jupyter-gradcheck")), "export", "submitted", "--format", "submission-csv",
-         "-o", "ledgers.csv"], cwd=root, capture_output=True, text=True, timeout=300, env=cb.environment())
+        [
+            str(Path(sys.executable).with_name("jupyter-gradcheck")),
+            "export",
+            "submitted",
+            "--format",
+            "submission-csv",
+            "-o",
+            "ledgers.csv",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cb.environment(),
+    )
     assert completed.returncode == 0, completed.stderr
     return root
 
@@ -89,7 +102,10 @@ def test_the_gradebook_scores_the_ledger(course):
     and the deleter 0 of 2."""
     grades = _rows(course / "grades.csv")
     assert {s: (float(r["score"]), float(r["max_score"])) for s, r in grades.items()} == {
-        "honest": (2.0, 2.0), "widener": (1.0, 2.0), "deleter": (0.0, 2.0)}
+        "honest": (2.0, 2.0),
+        "widener": (1.0, 2.0),
+        "deleter": (0.0, 2.0),
+    }
 
 
 def test_each_students_own_ledger_is_intact_in_autograded(course):
@@ -129,14 +145,24 @@ def test_the_autograded_notebook_holds_the_verdict(course):
     failure; the deleter's ledger does not verify, because it was deleted."""
     verdicts = {}
     for student in cb.STUDENTS:
-        document = nbformat.read(str(course / "autograded" / student / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.ipynb"),
-                                 as_version=4)
+        document = nbformat.read(
+            str(course / "autograded" / student / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.ipynb"), as_version=4
+        )
         cell = next(c for c in document.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "gradcheck_ledger")
         assert cell.outputs[-1]["output_type"] == "execute_result"
-        verdicts[student] = (document.metadata["gradcheck_autograde"]["verdict"], cell.outputs[0]["data"]["text/plain"],
-                             float(cell.outputs[-1]["data"]["text/plain"]))
+        verdicts[student] = (
+            document.metadata["gradcheck_autograde"]["verdict"],
+            cell.outputs[0]["data"]["text/plain"],
+            float(cell.outputs[-1]["data"]["text/plain"]),
+        )
     honest, text, score = verdicts["honest"]
-    assert (honest["verified"], honest["flags"], honest["failures_kept"], honest["checks"], score) == (True, [], 0, 3, 2.0)
+    assert (honest["verified"], honest["flags"], honest["failures_kept"], honest["checks"], score) == (
+        True,
+        [],
+        0,
+        3,
+        2.0,
+    )
     assert "gradcheck: the ledger verifies: checks 3, runs 3, failures kept 0" in text
     widener, text, score = verdicts["widener"]
     assert [(f["flag"], f["check_id"]) for f in widener["flags"]] == [("widened_after_failure", "square")]
@@ -148,7 +174,9 @@ def test_the_autograded_notebook_holds_the_verdict(course):
 
 def _comments(html_text: str) -> list[str]:
     """The text of each nbgrader comment box in a feedback page."""
-    return [re.sub(r"<[^>]+>", "", block) for block in re.findall(r"<b>Comments:</b>(.*?)</div>", html_text, flags=re.S)]
+    return [
+        re.sub(r"<[^>]+>", "", block) for block in re.findall(r"<b>Comments:</b>(.*?)</div>", html_text, flags=re.S)
+    ]
 
 
 def test_the_feedback_shows_the_flags_as_comments(course):
@@ -157,8 +185,10 @@ def test_the_feedback_shows_the_flags_as_comments(course):
     deleted, and the honest student's comment only says the ledger verifies."""
     pages = {s: (course / "feedback" / s / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.html").read_text() for s in cb.STUDENTS}
     widener = _comments(pages["widener"])
-    assert any("widened_after_failure: check &#39;square&#39;" in c or "widened_after_failure: check 'square'" in c
-               for c in widener), widener
+    assert any(
+        "widened_after_failure: check &#39;square&#39;" in c or "widened_after_failure: check 'square'" in c
+        for c in widener
+    ), widener
     deleter = _comments(pages["deleter"])
     assert any("the ledger was deleted" in c for c in deleter), deleter
     honest = _comments(pages["honest"])
@@ -174,8 +204,9 @@ def test_the_submission_csv_joins_nbgraders_export(course):
     assert set(grades) == set(ledgers) == set(cb.STUDENTS)
     joined = {s: {**grades[s], **ledgers[s]} for s in grades if grades[s]["assignment"] == ledgers[s]["assignment"]}
     assert set(joined) == set(cb.STUDENTS)
-    assert {s: float(r["ledger_fraction"]) * POINTS for s, r in joined.items()} == \
-        {s: float(r["score"]) for s, r in joined.items()}
+    assert {s: float(r["ledger_fraction"]) * POINTS for s, r in joined.items()} == {
+        s: float(r["score"]) for s, r in joined.items()
+    }
     assert (joined["widener"]["widened_after_failure"], joined["widener"]["failures_kept"]) == ("1", "1")
     assert (joined["deleter"]["status"], joined["deleter"]["verified"]) == ("ledger_missing", "false")
     assert (joined["honest"]["status"], joined["honest"]["verified"], joined["honest"]["checks"]) == ("ok", "true", "3")
@@ -189,8 +220,15 @@ def test_the_rubric_is_set_by_nbgrader_config(course, tmp_path):
 
     copy = tmp_path / "course"
     shutil.copytree(course, copy)
-    cb.run("autograde", cb.ASSIGNMENT, "--force", "--student", "widener", "--ScoreLedger.widened_after_failure=1.0",
-           cwd=copy)
+    cb.run(
+        "autograde",
+        cb.ASSIGNMENT,
+        "--force",
+        "--student",
+        "widener",
+        "--ScoreLedger.widened_after_failure=1.0",
+        cwd=copy,
+    )
     cb.run("export", cwd=copy)
     grades = _rows(copy / "grades.csv")
     assert (float(grades["widener"]["score"]), float(grades["honest"]["score"])) == (0.0, 2.0)

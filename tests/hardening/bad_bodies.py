@@ -16,25 +16,65 @@ NOTEBOOK = "work/lab1.ipynb"
 #: Values of the wrong type for any field.
 WRONG_TYPES = [None, True, 0, -1, 1.5, "", "x", [], {}, [[]], "\u0000", "a" * 5000, {"$ref": "#"}]
 #: Numbers written as JSON text: beyond float range, denormal, integers of 20 to 5,000 digits.
-NUMBERS = ["1" * 20, "9" * 310, "-" + "9" * 320, "1" * 400, "7" * 5000, "1e308", "1e309", "-1e999",
-           "1e-400", "4.9e-324", "123456789012345678901234567890.5", "-0", "1E+99999"]
+NUMBERS = [
+    "1" * 20,
+    "9" * 310,
+    "-" + "9" * 320,
+    "1" * 400,
+    "7" * 5000,
+    "1e308",
+    "1e309",
+    "-1e999",
+    "1e-400",
+    "4.9e-324",
+    "123456789012345678901234567890.5",
+    "-0",
+    "1E+99999",
+]
 #: Non-finite constants some JSON libraries accept.
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "nan", "inf"]
 #: Paths that must be refused, or found not to exist, without a 5xx or the root in a message.
 PATHS = [
-    "a" * 256 + ".ipynb", "work/" + "b" * 1000 + ".ipynb", "/".join(["d"] * 2500) + ".ipynb",
-    "../" * 50 + "etc/passwd", "/etc/passwd", "~/lab.ipynb", "work/\u0000lab.ipynb", "%2e%2e/lab.ipynb",
-    "work\\..\\..\\lab.ipynb", "\U0001f600" * 100 + ".ipynb", "a/" * 3000, "", ".", "work/", "//",
-    "work/lab1.ipynb/../../../x.ipynb", "con.ipynb", " work/lab1.ipynb", "work/lab1.ipynb\n",
+    "a" * 256 + ".ipynb",
+    "work/" + "b" * 1000 + ".ipynb",
+    "/".join(["d"] * 2500) + ".ipynb",
+    "../" * 50 + "etc/passwd",
+    "/etc/passwd",
+    "~/lab.ipynb",
+    "work/\u0000lab.ipynb",
+    "%2e%2e/lab.ipynb",
+    "work\\..\\..\\lab.ipynb",
+    "\U0001f600" * 100 + ".ipynb",
+    "a/" * 3000,
+    "",
+    ".",
+    "work/",
+    "//",
+    "work/lab1.ipynb/../../../x.ipynb",
+    "con.ipynb",
+    " work/lab1.ipynb",
+    "work/lab1.ipynb\n",
 ]
 #: Every POST route's fields, each with a value that names nothing real.
 ROUTES = {
-    "checks": {"notebook": NOTEBOOK, "check": {"function": "x*x", "x": 3, "analytical_gradient": "2*x",
-                                                 "tolerance": {"rtol": 1e-7, "atol": 0}}},
-    "tolerance": {"notebook": NOTEBOOK, "check_id": "no-such-check", "rtol": 1e-6, "atol": 0,
-                  "target": "tolerance", "justification": "why"},
-    "expectation": {"notebook": NOTEBOOK, "check_id": "no-such-check", "analytical_gradient": "2*x",
-                    "justification": "why"},
+    "checks": {
+        "notebook": NOTEBOOK,
+        "check": {"function": "x*x", "x": 3, "analytical_gradient": "2*x", "tolerance": {"rtol": 1e-7, "atol": 0}},
+    },
+    "tolerance": {
+        "notebook": NOTEBOOK,
+        "check_id": "no-such-check",
+        "rtol": 1e-6,
+        "atol": 0,
+        "target": "tolerance",
+        "justification": "why",
+    },
+    "expectation": {
+        "notebook": NOTEBOOK,
+        "check_id": "no-such-check",
+        "analytical_gradient": "2*x",
+        "justification": "why",
+    },
     "verify": {"path": "work/no-such.ipynb", "replay": False, "deep": False},
 }
 #: The field that names a path on each POST route.
@@ -57,8 +97,9 @@ def _with_number(route: str, text: str) -> list[bytes]:
         for inner in ("x", "analytical_gradient"):
             marker = "\u0001inner\u0001"
             check = dict(ROUTES["checks"]["check"], **{inner: marker})
-            bodies.append(_dumps({"notebook": NOTEBOOK, "check": check}).replace(json.dumps(marker).encode(),
-                                                                                text.encode()))
+            bodies.append(
+                _dumps({"notebook": NOTEBOOK, "check": check}).replace(json.dumps(marker).encode(), text.encode())
+            )
         check = dict(ROUTES["checks"]["check"], tolerance={"rtol": "\u0001t\u0001", "atol": 0})
         bodies.append(_dumps({"notebook": NOTEBOOK, "check": check}).replace(b'"\\u0001t\\u0001"', text.encode()))
     return bodies
@@ -76,8 +117,13 @@ def requests() -> list[tuple[str, str, str, dict, bytes | None]]:
         for i in range(40):
             post(f"random bytes #{i}", route, rng.randbytes(rng.randint(1, 2000)))
         for i in range(10):
-            post(f"random printable #{i}", route,
-                 "".join(rng.choice('{}[]":,0123456789.eE+-truefalsnul \\/x') for _ in range(rng.randint(1, 400))).encode())
+            post(
+                f"random printable #{i}",
+                route,
+                "".join(
+                    rng.choice('{}[]":,0123456789.eE+-truefalsnul \\/x') for _ in range(rng.randint(1, 400))
+                ).encode(),
+            )
         for depth in (100, 1000, 10_000, 100_000):
             post(f"array nesting {depth}", route, b"[" * depth + b"]" * depth)
             post(f"object nesting {depth}", route, b'{"a":' * depth + b"1" + b"}" * depth)

@@ -88,15 +88,22 @@ def expression_cases(file_name: str = "expressions.txt") -> list[Case]:
         fragments, separator, expression = line.partition(" :: ")
         assert separator, f"{file_name} line {number} has no ' :: '"
         expression = decode_escapes(expression)
-        as_function = {"function": expression, "inputs": INPUTS,
-                       "analytical_gradient": {"x": [1.0, 1.0], "y": 1.0}}
-        as_gradient = {"function": "x * y", "inputs": INPUTS,
-                       "analytical_gradient": {"x": expression, "y": "x[0] + x[1]"}}
+        as_function = {"function": expression, "inputs": INPUTS, "analytical_gradient": {"x": [1.0, 1.0], "y": 1.0}}
+        as_gradient = {
+            "function": "x * y",
+            "inputs": INPUTS,
+            "analytical_gradient": {"x": expression, "y": "x[0] + x[1]"},
+        }
         for where, record in (("function", as_function), ("analytical_gradient", as_gradient)):
-            cases.append(Case(
-                name=f"{file_name}:{number}:{where}", body=_dumps(record), error=fragments.split(" || "),
-                record=record, widget_field=where,
-            ))
+            cases.append(
+                Case(
+                    name=f"{file_name}:{number}:{where}",
+                    body=_dumps(record),
+                    error=fragments.split(" || "),
+                    record=record,
+                    widget_field=where,
+                )
+            )
     return cases
 
 
@@ -125,10 +132,15 @@ def record_cases() -> list[Case]:
             continue
         spec = json.loads(line)
         record = _expand(spec["record"])
-        cases.append(Case(
-            name=f"records.jsonl: {spec['name']}", body=_dumps(record), error=_fragments(spec["error"]),
-            override=spec.get("override", {}), record=record,
-        ))
+        cases.append(
+            Case(
+                name=f"records.jsonl: {spec['name']}",
+                body=_dumps(record),
+                error=_fragments(spec["error"]),
+                override=spec.get("override", {}),
+                record=record,
+            )
+        )
     return cases
 
 
@@ -146,11 +158,16 @@ def body_cases() -> list[Case]:
         else:
             body = generate(spec["generate"])
             name = f"bodies/generated: {spec['generate']}"
-        cases.append(Case(
-            name=name, body=body, error=_fragments(spec["error"]), override=spec.get("override", {}),
-            rest_body=spec.get("rest_body", "wrapped"),
-            widget_inputs=body if spec.get("widget") == "inputs" else None,
-        ))
+        cases.append(
+            Case(
+                name=name,
+                body=body,
+                error=_fragments(spec["error"]),
+                override=spec.get("override", {}),
+                rest_body=spec.get("rest_body", "wrapped"),
+                widget_inputs=body if spec.get("widget") == "inputs" else None,
+            )
+        )
     return cases
 
 
@@ -226,12 +243,16 @@ def count_engine_entries(set_attribute=setattr) -> dict:
         def wrapper(*args, **kwargs):
             counts[name] += 1
             return original(*args, **kwargs)
+
         return wrapper
 
     run_check = counted("run_check", engine.run_check)
     compile_expression = counted("compile_expression", evaluator.compile_expression)
-    for module, name, wrapper in ((engine, "run_check", run_check), (kernel_run, "run_check", run_check),
-                                  (engine, "compile_expression", compile_expression),
-                                  (evaluator, "compile_expression", compile_expression)):
+    for module, name, wrapper in (
+        (engine, "run_check", run_check),
+        (kernel_run, "run_check", run_check),
+        (engine, "compile_expression", compile_expression),
+        (evaluator, "compile_expression", compile_expression),
+    ):
         set_attribute(module, name, wrapper)
     return counts

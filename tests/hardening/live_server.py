@@ -34,17 +34,29 @@ def free_port() -> int:
 class LiveServer:
     """`with LiveServer(root, file_size_limit=...) as server: server.call("POST", "checks", {...})`."""
 
-    def __init__(self, root: Path, *, file_size_limit: int | None = None, workers: int = 1,
-                 timeout: float = 60.0, slow_functions: dict[str, float] | None = None,
-                 runtime: Path | None = None):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        file_size_limit: int | None = None,
+        workers: int = 1,
+        timeout: float = 60.0,
+        slow_functions: dict[str, float] | None = None,
+        runtime: Path | None = None,
+    ):
         self.root, self.limit = Path(root), file_size_limit
         self.runtime = runtime
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.arguments = [
-            str(SERVER), "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
-            f"--ServerApp.root_dir={self.root}", f"--IdentityProvider.token={self.token}",
+            str(SERVER),
+            "--no-browser",
+            f"--port={self.port}",
+            "--ip=127.0.0.1",
+            f"--ServerApp.root_dir={self.root}",
+            f"--IdentityProvider.token={self.token}",
             "--ServerApp.jpserver_extensions={'jupyterlab_gradcheck': True}",
-            f"--GradcheckExtension.workers={workers}", f"--GradcheckExtension.timeout={timeout}",
+            f"--GradcheckExtension.workers={workers}",
+            f"--GradcheckExtension.timeout={timeout}",
             "--ServerApp.allow_root=True",
         ]
         if slow_functions:
@@ -57,12 +69,18 @@ class LiveServer:
         if self.limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (self.limit, resource.RLIM_INFINITY))
 
-    def __enter__(self) -> "LiveServer":
+    def __enter__(self) -> LiveServer:
         runtime = self.runtime or self.root.parent / f"runtime-{self.port}"
         environment = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(runtime)}
         self.log_handle = open(self.log, "wb")  # the log file is opened here, outside the limit
-        self.process = subprocess.Popen(self.arguments, stdout=self.log_handle, stderr=subprocess.STDOUT,
-                                        env=environment, preexec_fn=self._limits, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.arguments,
+            stdout=self.log_handle,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            preexec_fn=self._limits,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -99,9 +117,11 @@ class LiveServer:
 
     def call(self, method: str, route: str, body=None, timeout: float = 120.0) -> tuple[int, dict]:
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/gradcheck/{route}", method=method,
+            f"http://127.0.0.1:{self.port}/gradcheck/{route}",
+            method=method,
             data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.status, json.loads(response.read())

@@ -13,11 +13,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import bad_bodies
 import nbformat
 import pytest
-
-import bad_bodies
 from figures import record
+
 from support.server import one_worker_config
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": "2*x"}
@@ -58,9 +58,16 @@ async def test_no_request_of_the_corpus_gets_a_5xx(jp_fetch, jp_root_dir):
     nbformat.write(nbformat.v4.new_notebook(), str(root / bad_bodies.NOTEBOOK))
 
     async def send(method, route, query, body):
-        response = await jp_fetch("gradcheck", route, method=method, params=query or None, body=body,
-                                  headers={"Content-Type": "application/json"}, raise_error=False,
-                                  request_timeout=120)
+        response = await jp_fetch(
+            "gradcheck",
+            route,
+            method=method,
+            params=query or None,
+            body=body,
+            headers={"Content-Type": "application/json"},
+            raise_error=False,
+            request_timeout=120,
+        )
         return response.code, response.body.decode("utf-8", errors="replace")
 
     status, _ = await send("POST", "checks", {}, json.dumps({"notebook": bad_bodies.NOTEBOOK, "check": SEED}).encode())
@@ -79,11 +86,15 @@ async def test_no_request_of_the_corpus_gets_a_5xx(jp_fetch, jp_root_dir):
         if problems:
             failures[name] = problems
 
-    record("generated hostile requests, every route (no 5xx)",
-           f"{len(requests) - len(failures)} of {len(requests)}; statuses {dict(sorted(statuses.items()))}")
+    record(
+        "generated hostile requests, every route (no 5xx)",
+        f"{len(requests) - len(failures)} of {len(requests)}; statuses {dict(sorted(statuses.items()))}",
+    )
     assert len(requests) >= 1000
     assert not failures, f"{len(failures)} of {len(requests)} requests answered badly:\n" + "\n".join(
-        f"{name}: {'; '.join(problems)}" for name, problems in list(failures.items())[:40])
-    status, text = await send("POST", "checks", {}, json.dumps({"notebook": bad_bodies.NOTEBOOK,
-                                                               "check": {**SEED, "x": 4}}).encode())
+        f"{name}: {'; '.join(problems)}" for name, problems in list(failures.items())[:40]
+    )
+    status, text = await send(
+        "POST", "checks", {}, json.dumps({"notebook": bad_bodies.NOTEBOOK, "check": {**SEED, "x": 4}}).encode()
+    )
     assert status == 200 and json.loads(text)["record"]["passed"] is True

@@ -35,7 +35,6 @@ from jupyterlab_gradcheck.api import check_record
 from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, read_notebook, update_binding, write_notebook
 from jupyterlab_gradcheck.core.ledger.line_format import make_line
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-
 from support.ledger import forge_passed
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
@@ -70,8 +69,11 @@ def _rebind(notebook: Path, ledger: Path) -> None:
     """Make the notebook's binding name the ledger as it is now (what a forger would do)."""
     entries = _lines(ledger)
     node = read_notebook(notebook)
-    node.metadata[METADATA_KEY] = {**node.metadata[METADATA_KEY], "entries": entries[-1]["seq"],
-                                   "head": entries[-1]["hash"]}
+    node.metadata[METADATA_KEY] = {
+        **node.metadata[METADATA_KEY],
+        "entries": entries[-1]["seq"],
+        "head": entries[-1]["hash"],
+    }
     write_notebook(node, notebook)
 
 
@@ -109,8 +111,11 @@ def submissions(tmp_path_factory) -> Path:
     for student, notebook in notebooks.items():  # each saved from JupyterLab, which binds it
         update_binding(notebook, Ledger(ledger[student]))
     # delete: the failed observation's line goes, the rest stays as written
-    kept = [line for line in ledger["delete"].read_text().splitlines(keepends=True)
-            if not ('"kind":"observation"' in line and '"passed":false' in line)]
+    kept = [
+        line
+        for line in ledger["delete"].read_text().splitlines(keepends=True)
+        if not ('"kind":"observation"' in line and '"passed":false' in line)
+    ]
     assert len(kept) == len(ledger["delete"].read_text().splitlines()) - 1
     ledger["delete"].write_text("".join(kept))
     # truncate: back to the passing check before the failure
@@ -128,7 +133,9 @@ def submissions(tmp_path_factory) -> Path:
 
 def _section(report_lines: list[str], student: str) -> str:
     start = next(i for i, line in enumerate(report_lines) if f"/{student}/lab1/" in line and not line.startswith(" "))
-    end = next((i for i in range(start + 1, len(report_lines)) if not report_lines[i].startswith(" ")), len(report_lines))
+    end = next(
+        (i for i in range(start + 1, len(report_lines)) if not report_lines[i].startswith(" ")), len(report_lines)
+    )
     return "\n".join(report_lines[start:end])
 
 
@@ -194,8 +201,10 @@ def _export(submissions: Path, out: Path, *extra: str) -> tuple[dict, dict]:
     for kind in ("csv", "html"):
         code, _, err = _cli("export", str(submissions), "--format", kind, "-o", str(out / f"class.{kind}"), *extra)
         assert code == 0, err
-    return (_csv_rows((out / "class.csv").read_text(encoding="utf-8")),
-            _html_sections((out / "class.html").read_text(encoding="utf-8")))
+    return (
+        _csv_rows((out / "class.csv").read_text(encoding="utf-8")),
+        _html_sections((out / "class.html").read_text(encoding="utf-8")),
+    )
 
 
 def test_the_four_cheats_hashing_sees_are_flagged_in_one_export(submissions, tmp_path):
@@ -208,8 +217,12 @@ def test_the_four_cheats_hashing_sees_are_flagged_in_one_export(submissions, tmp
         assert _flagged(rows[cheat], sections[cheat], cheat) == ["csv", "html"], cheat
     assert _flagged(rows["forge"], sections["forge"], "forge") == [], "hashing alone cannot see the forgery"
     for row in rows["honest"]:
-        assert (row["widened_after_failure"], row["expectation_revised_after_observation"], row["chain_ok"],
-                row["binding_ok"]) == ("false", "false", "true", "true")
+        assert (
+            row["widened_after_failure"],
+            row["expectation_revised_after_observation"],
+            row["chain_ok"],
+            row["binding_ok"],
+        ) == ("false", "false", "true", "true")
     assert 'class="status bad"' not in sections["honest"] and "data-flag=" not in sections["honest"]
 
 
@@ -219,7 +232,9 @@ def test_all_five_cheats_are_flagged_in_one_export_with_replay(submissions, tmp_
     and its replay difference, and the honest submission is flagged nowhere."""
     rows, sections = _export(submissions, tmp_path, "--replay")
     flagged = {cheat: _flagged(rows[cheat], sections[cheat], cheat) for cheat in CHEATS}
-    record("cheats flagged in one CSV+HTML export with --replay",
-           f"{sum(1 for v in flagged.values() if v == ['csv', 'html'])} of {len(CHEATS)} cheating students")
+    record(
+        "cheats flagged in one CSV+HTML export with --replay",
+        f"{sum(1 for v in flagged.values() if v == ['csv', 'html'])} of {len(CHEATS)} cheating students",
+    )
     assert all(shown == ["csv", "html"] for shown in flagged.values()), flagged
     assert all(row["replay_ok"] == "true" for row in rows["honest"])

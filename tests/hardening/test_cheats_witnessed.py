@@ -26,7 +26,6 @@ from figures import record
 
 from jupyterlab_gradcheck.core.ledger.binding import binding_for
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-
 from support.course import Notebook, rebind, rewrite, working_as
 from support.ledger import forge_passed, seal_junk
 from support.witness import TOKEN, Witness
@@ -40,16 +39,40 @@ CUBE_RIGHT = {**CUBE_WRONG, "analytical_gradient": 12}
 
 #: The cheats of the issue and of docs/reliability.md, one student each.
 CHEATS = (
-    "truncate_rebind", "delete_failed_check", "replace_failed_record", "delete_failure_and_widening",
-    "swap_other_student", "older_run", "fresh_ledger", "clean_binding", "outside_binding", "edit_times",
-    "junk_seal", "private_runs", "deleted_ledger",
-    "widen", "revise", "delete_line", "truncate", "swap", "forge",
+    "truncate_rebind",
+    "delete_failed_check",
+    "replace_failed_record",
+    "delete_failure_and_widening",
+    "swap_other_student",
+    "older_run",
+    "fresh_ledger",
+    "clean_binding",
+    "outside_binding",
+    "edit_times",
+    "junk_seal",
+    "private_runs",
+    "deleted_ledger",
+    "widen",
+    "revise",
+    "delete_line",
+    "truncate",
+    "swap",
+    "forge",
 )
 #: Caught with no witness (docs/ledger.md, "What catches what"): by the chain's rules, the
 #: metadata binding, the notebook's own files, or replay. The rest only the witness sees.
 FLAGGED_WITHOUT_WITNESS = {
-    "delete_failure_and_widening", "clean_binding", "outside_binding", "junk_seal", "deleted_ledger",
-    "widen", "revise", "delete_line", "truncate", "swap", "forge",
+    "delete_failure_and_widening",
+    "clean_binding",
+    "outside_binding",
+    "junk_seal",
+    "deleted_ledger",
+    "widen",
+    "revise",
+    "delete_line",
+    "truncate",
+    "swap",
+    "forge",
 }
 
 
@@ -101,14 +124,19 @@ def _cheat(folder: Path, books: dict[str, Notebook]) -> None:
         ledger["truncate_rebind"].write_text("".join(lines[:3]))  # genesis and the first passing check
         for student in ("delete_failed_check", "delete_failure_and_widening"):
             failed_ids = {e["check_id"] for e in Ledger(ledger[student]).entries() if _failed(e)}
-            keep = (lambda e: e["check_id"] not in failed_ids) if student == "delete_failed_check" else \
-                (lambda e: not _failed(e) and e["kind"] != "tolerance_change")
+            keep = (
+                (lambda e: e["check_id"] not in failed_ids)
+                if student == "delete_failed_check"
+                else (lambda e: not _failed(e) and e["kind"] != "tolerance_change")
+            )
             rewrite(ledger[student], keep=keep)
         scratch = Notebook(folder.parent / "scratch" / "lab1.ipynb")
         genuine = Ledger(_ledger(scratch))
         scratch.run(CUBE_RIGHT)  # the corrected derivation, run for real elsewhere
         right_obs = next(e for e in genuine.entries() if e["kind"] == "observation")
-        rewrite(ledger["replace_failed_record"], edit=lambda e: e.update(data=right_obs["data"]) if _failed(e) else None)
+        rewrite(
+            ledger["replace_failed_record"], edit=lambda e: e.update(data=right_obs["data"]) if _failed(e) else None
+        )
         shutil.copyfile(ledger["honest"], ledger["swap_other_student"])
         for name in ("lab1.ipynb", "lab1.gradcheck.jsonl"):
             shutil.copyfile(folder.parent / "older_copy" / name, books["older_run"].path.with_name(name))
@@ -116,24 +144,42 @@ def _cheat(folder: Path, books: dict[str, Notebook]) -> None:
         books["fresh_ledger"].run(RIGHT)
         clean = books["clean_binding"].path.with_name("clean.gradcheck.jsonl")
         shutil.copyfile(ledger["honest"], clean)
-        for student, name in (("clean_binding", "clean.gradcheck.jsonl"),
-                              ("outside_binding", "../../../elsewhere/lab1.gradcheck.jsonl")):
+        for student, name in (
+            ("clean_binding", "clean.gradcheck.jsonl"),
+            ("outside_binding", "../../../elsewhere/lab1.gradcheck.jsonl"),
+        ):
             document = json.loads(books[student].path.read_text())
             document["metadata"]["gradcheck"] = {**binding_for(Ledger(clean), books[student].path), "ledger": name}
             books[student].path.write_text(json.dumps(document))
         rewrite(ledger["edit_times"], edit=lambda e: e.update(time="2026-01-01T09:00:00+00:00"))
-        seal_junk(ledger["junk_seal"], next(i for i, e in enumerate(Ledger(ledger["junk_seal"]).entries(), start=1)
-                                            if _failed(e)))
+        seal_junk(
+            ledger["junk_seal"],
+            next(i for i, e in enumerate(Ledger(ledger["junk_seal"]).entries(), start=1) if _failed(e)),
+        )
         ledger["deleted_ledger"].unlink()
-        ledger["delete_line"].write_text("".join(
-            line for line in ledger["delete_line"].read_text().splitlines(keepends=True)
-            if not ('"kind":"observation"' in line and '"passed":false' in line)))
+        ledger["delete_line"].write_text(
+            "".join(
+                line
+                for line in ledger["delete_line"].read_text().splitlines(keepends=True)
+                if not ('"kind":"observation"' in line and '"passed":false' in line)
+            )
+        )
         ledger["truncate"].write_text("".join(ledger["truncate"].read_text().splitlines(keepends=True)[:3]))
         shutil.copyfile(ledger["honest"], ledger["swap"])
-        rewrite(ledger["forge"], edit=lambda e: forge_passed(e, float(e["data"]["record"]["analytical_gradient"]))
-                if _failed(e) else None)
-        for student in ("truncate_rebind", "delete_failed_check", "replace_failed_record",
-                        "delete_failure_and_widening", "fresh_ledger", "edit_times", "junk_seal", "forge"):
+        rewrite(
+            ledger["forge"],
+            edit=lambda e: forge_passed(e, float(e["data"]["record"]["analytical_gradient"])) if _failed(e) else None,
+        )
+        for student in (
+            "truncate_rebind",
+            "delete_failed_check",
+            "replace_failed_record",
+            "delete_failure_and_widening",
+            "fresh_ledger",
+            "edit_times",
+            "junk_seal",
+            "forge",
+        ):
             books[student].clear_outputs()
             rebind(books[student].path)
         books["swap_other_student"].clear_outputs()
@@ -160,8 +206,12 @@ def course(tmp_path_factory):
 
 
 def _export(folder: Path, *extra: str) -> dict[str, list[dict]]:
-    done = subprocess.run([str(SCRIPT), "export", str(folder), "--format", "csv", "--replay", "--jobs", "1", *extra],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(SCRIPT), "export", str(folder), "--format", "csv", "--replay", "--jobs", "1", *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     by_student: dict[str, list[dict]] = {}
     for row in csv.DictReader(io.StringIO(done.stdout)):
@@ -173,9 +223,14 @@ def _flagged(rows: list[dict]) -> bool:
     """Whether a grader reading the student's rows is told something is off: a failed verify,
     a flag, a replay that differs, or a witness finding."""
     return any(
-        r["status"] != "ok" or r["replay_ok"] == "false" or r["witnessed"] == "false" or r["witness_flags"]
-        or r["widened_after_failure"] == "true" or r["expectation_revised_after_observation"] == "true"
-        for r in rows)
+        r["status"] != "ok"
+        or r["replay_ok"] == "false"
+        or r["witnessed"] == "false"
+        or r["witness_flags"]
+        or r["widened_after_failure"] == "true"
+        or r["expectation_revised_after_observation"] == "true"
+        for r in rows
+    )
 
 
 def test_one_export_with_the_witness_flags_every_cheat_and_not_the_honest_work(course):

@@ -37,8 +37,13 @@ def test_a_device_with_a_trailing_newline_is_refused_by_its_format(device):
         parse_spec({**SEED, "device": device})
 
 
-@pytest.mark.parametrize("text", ['{"function": "x*x", "x": 3, "analytical_gradient": 6, "origin": "\\ud800"}',
-                                  '{"function": "x*x", "x": 3, "analytical_gradient": 6, "\\udfff": 1}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"function": "x*x", "x": 3, "analytical_gradient": 6, "origin": "\\ud800"}',
+        '{"function": "x*x", "x": 3, "analytical_gradient": 6, "\\udfff": 1}',
+    ],
+)
 def test_a_lone_surrogate_in_json_is_refused(text):
     """Given JSON whose string escapes decode to a lone surrogate, when read, then it is refused:
     before, it was accepted and crashed the ledger write with UnicodeEncodeError."""
@@ -87,8 +92,13 @@ def test_class_indices_from_a_float_input_are_refused_with_the_constant_form():
     point and differentiated, so they cannot be class indices), when parsed, then it is refused
     before it runs, and the message shows the constant list that can be written instead."""
     with pytest.raises(SpecError) as raised:
-        parse_spec({"function": "cross_entropy(z, t)", "inputs": {"z": [[1.0, 2.0], [0.0, 1.0]], "t": [0, 1]},
-                    "analytical_gradient": {"z": 0, "t": 0}})
+        parse_spec(
+            {
+                "function": "cross_entropy(z, t)",
+                "inputs": {"z": [[1.0, 2.0], [0.0, 1.0]], "t": [0, 1]},
+                "analytical_gradient": {"z": 0, "t": 0},
+            }
+        )
     assert "class indices are constant integers, e.g. cross_entropy(z, [0, 2])" in raised.value.message
 
 
@@ -96,5 +106,6 @@ def test_a_constant_too_large_for_the_element_limits_is_refused():
     """Given one_hot with 10**12 classes (a constant no input limit sees), when parsed, then
     the intermediate-element limit refuses it before anything is built."""
     with pytest.raises(SpecError, match="has 1000000000000 elements; the limit is"):
-        parse_spec({"function": "(one_hot(0, 1000000000000).sum() * x).sum()", "x": [1.0, 2.0],
-                    "analytical_gradient": [1, 1]})
+        parse_spec(
+            {"function": "(one_hot(0, 1000000000000).sum() * x).sum()", "x": [1.0, 2.0], "analytical_gradient": [1, 1]}
+        )

@@ -14,9 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import corpus
+import pytest
 from figures import record
 
 DRIVER = Path(__file__).with_name("cli_driver.py")
@@ -32,8 +31,12 @@ def honest_ledger(tmp_path_factory) -> bytes:
     folder = tmp_path_factory.mktemp("honest")
     ledger = folder / "lab1.gradcheck.jsonl"
     completed = subprocess.run(
-        [str(SCRIPT), "run", "-", "--ledger", str(ledger)], cwd=folder, capture_output=True, text=True,
-        input='{"function":"x*x","x":3,"analytical_gradient":6}', timeout=240,
+        [str(SCRIPT), "run", "-", "--ledger", str(ledger)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        input='{"function":"x*x","x":3,"analytical_gradient":6}',
+        timeout=240,
     )
     assert completed.returncode == 0, completed.stderr
     assert len(ledger.read_bytes().splitlines()) == 3  # the genesis entry, the expectation, the observation
@@ -51,8 +54,11 @@ def ledger(tmp_path, honest_ledger) -> Path:
 def _drive(folder: Path, ledger: Path, io_encoding: str, names=()) -> list[dict]:
     environment = {**os.environ, "PYTHONIOENCODING": io_encoding}
     completed = subprocess.run(
-        [sys.executable, str(DRIVER), str(ledger), *names], cwd=folder, capture_output=True,
-        env=environment, timeout=600,
+        [sys.executable, str(DRIVER), str(ledger), *names],
+        cwd=folder,
+        capture_output=True,
+        env=environment,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr.decode(errors="replace")[-3000:]
     return json.loads(completed.stdout)
@@ -91,7 +97,8 @@ def test_every_corpus_case_is_refused_by_the_cli(tmp_path, ledger, honest_ledger
     failures = {r["name"]: _problems(r) for r in results if _problems(r)}
     record("corpus cases through the CLI (records, all refused)", f"{len(results) - len(failures)} of {len(results)}")
     assert not failures, f"{len(failures)} of {len(results)} cases not refused properly:\n" + "\n".join(
-        f"{name}: {'; '.join(problems)}" for name, problems in failures.items())
+        f"{name}: {'; '.join(problems)}" for name, problems in failures.items()
+    )
     assert ledger.read_bytes() == honest_ledger
     assert not (tmp_path / corpus.MARKER).exists()
 
@@ -134,8 +141,13 @@ def test_a_sample_is_refused_by_the_real_script(tmp_path, ledger, honest_ledger,
     standard output, and the ledger and the notebook's folder are as they were."""
     case = next(c for c in corpus.all_cases() if c.name == name)
     before = sorted(p.name for p in tmp_path.iterdir())
-    completed = subprocess.run([str(SCRIPT), "run", "-", "--ledger", str(ledger)], cwd=tmp_path,
-                               input=case.body, capture_output=True, timeout=240)
+    completed = subprocess.run(
+        [str(SCRIPT), "run", "-", "--ledger", str(ledger)],
+        cwd=tmp_path,
+        input=case.body,
+        capture_output=True,
+        timeout=240,
+    )
     message = completed.stderr.decode("utf-8", errors="replace").strip()
     assert completed.returncode == 2, message
     assert len(message.splitlines()) == 1, message

@@ -13,11 +13,11 @@ import json
 import os
 from pathlib import Path
 
+import corpus
 import nbformat
 import pytest
-
-import corpus
 from figures import record
+
 from support.server import one_worker_config
 
 NOTEBOOK = "work/lab1.ipynb"
@@ -37,8 +37,15 @@ def _request_body(case: corpus.Case) -> bytes:
 
 
 async def _post(jp_fetch, body: bytes):
-    response = await jp_fetch("gradcheck", "checks", method="POST", body=body, raise_error=False,
-                              headers={"Content-Type": "application/json"}, request_timeout=120)
+    response = await jp_fetch(
+        "gradcheck",
+        "checks",
+        method="POST",
+        body=body,
+        raise_error=False,
+        headers={"Content-Type": "application/json"},
+        request_timeout=120,
+    )
     return response.code, response.body.decode("utf-8", errors="replace")
 
 
@@ -92,10 +99,12 @@ async def test_every_corpus_case_is_refused_by_the_rest_api(jp_fetch, jp_root_di
     record("corpus cases through the REST API (records, all refused)", f"{len(cases) - len(failures)} of {len(cases)}")
     response = await jp_fetch("gradcheck", "status", method="GET")
     pool = json.loads(response.body)["pool"]
-    status, text = await _post(jp_fetch, json.dumps({"notebook": NOTEBOOK, "check": {**SEED, "x": 4,
-                                                                                      "analytical_gradient": 8}}).encode())
+    status, text = await _post(
+        jp_fetch, json.dumps({"notebook": NOTEBOOK, "check": {**SEED, "x": 4, "analytical_gradient": 8}}).encode()
+    )
     assert not failures, f"{len(failures)} of {len(cases)} cases not refused properly:\n" + "\n".join(
-        f"{name}: {'; '.join(problems)}" for name, problems in failures.items())
+        f"{name}: {'; '.join(problems)}" for name, problems in failures.items()
+    )
     assert pool["restarts"] == 0, pool
     assert status == 200 and json.loads(text)["record"]["passed"] is True
     assert ledger.read_bytes().startswith(honest)

@@ -90,10 +90,13 @@ def test_expressions_typed_into_the_panel_are_refused(ledger_path, honest_ledger
         problems = _panel_problems(case, panel, ledger_path, honest_ledger, engine_entries)
         if problems:
             failures[case.name] = problems
-    record("expression cases through the inline panel (records, all refused)",
-           f"{len(cases) - len(failures)} of {len(cases)}")
+    record(
+        "expression cases through the inline panel (records, all refused)",
+        f"{len(cases) - len(failures)} of {len(cases)}",
+    )
     assert not failures, f"{len(failures)} of {len(cases)} not refused properly:\n" + "\n".join(
-        f"{name}: {'; '.join(problems)}" for name, problems in failures.items())
+        f"{name}: {'; '.join(problems)}" for name, problems in failures.items()
+    )
 
 
 def test_bodies_typed_into_the_inputs_field_are_refused(ledger_path, honest_ledger, engine_entries):
@@ -113,7 +116,9 @@ def test_bodies_typed_into_the_inputs_field_are_refused(ledger_path, honest_ledg
         problems = _panel_problems(case, panel, ledger_path, honest_ledger, engine_entries)
         if problems:
             failures[case.name] = problems
-    record("inputs-field bodies through the inline panel (all refused)", f"{len(cases) - len(failures)} of {len(cases)}")
+    record(
+        "inputs-field bodies through the inline panel (all refused)", f"{len(cases) - len(failures)} of {len(cases)}"
+    )
     assert not failures, "\n".join(f"{name}: {'; '.join(problems)}" for name, problems in failures.items())
 
 

@@ -37,9 +37,12 @@ SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 def _config(**extension) -> Config:
     options = {"workers": 1, "timeout": TIMEOUT, "test_slow_functions": {STUCK: 600.0}}
     options.update(extension)
-    return Config({"ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True},
-                                 "allow_unauthenticated_access": False},
-                   "GradcheckExtension": options})
+    return Config(
+        {
+            "ServerApp": {"jpserver_extensions": {"jupyterlab_gradcheck": True}, "allow_unauthenticated_access": False},
+            "GradcheckExtension": options,
+        }
+    )
 
 
 @pytest.fixture
@@ -78,10 +81,17 @@ def lab(jp_root_dir):
 @pytest.fixture
 def api(jp_fetch):
     async def call(method, route, body=None):
-        response = await jp_fetch("gradcheck", route, method=method, raise_error=False, request_timeout=120,
-                                  body=None if body is None else json.dumps(body),
-                                  headers={"Content-Type": "application/json"})
+        response = await jp_fetch(
+            "gradcheck",
+            route,
+            method=method,
+            raise_error=False,
+            request_timeout=120,
+            body=None if body is None else json.dumps(body),
+            headers={"Content-Type": "application/json"},
+        )
         return response.code, json.loads(response.body)
+
     return call
 
 
@@ -126,7 +136,13 @@ async def test_worker_faults_in_a_row_lose_nothing(api, lab):
     survived = 0
 
     # 1. killed mid-check
-    request = asyncio.ensure_future(api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(3.0) | {"function": STUCK, "analytical_gradient": 27.0}}))
+    request = asyncio.ensure_future(
+        api(
+            "POST",
+            "checks",
+            {"notebook": NOTEBOOK, "check": _honest(3.0) | {"function": STUCK, "analytical_gradient": 27.0}},
+        )
+    )
     pool = await _pool(api, lambda p: any(w["state"] == "busy" for w in p["workers"]), "the check to start")
     os.kill(next(w["pid"] for w in pool["workers"] if w["state"] == "busy"), signal.SIGKILL)
     status, body = await request
@@ -137,7 +153,9 @@ async def test_worker_faults_in_a_row_lose_nothing(api, lab):
 
     # 2. past the timeout
     started = time.monotonic()
-    status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": {"function": STUCK, "x": 2.0, "analytical_gradient": 12.0}})
+    status, body = await api(
+        "POST", "checks", {"notebook": NOTEBOOK, "check": {"function": STUCK, "x": 2.0, "analytical_gradient": 12.0}}
+    )
     assert status == 504 and time.monotonic() - started >= TIMEOUT
     _one_line_error(body, "timeout")
     await _recovered(api, lab, 5.0)
@@ -153,8 +171,12 @@ async def test_worker_faults_in_a_row_lose_nothing(api, lab):
     entries = [json.loads(line) for line in lab.path.read_text().splitlines()]
     failed = [e for e in entries if e["kind"] == "observation" and e["data"].get("failed_to_run")]
     assert len(failed) == 2  # the killed and the timed-out attempt, kept with their reasons
-    assert failed[0]["data"]["reason"].startswith("worker_crashed") and failed[1]["data"]["reason"].startswith("timeout")
-    record("faults survived: worker killed mid-check, past timeout, idle worker killed", f"{survived} of 3, entries lost 0")
+    assert failed[0]["data"]["reason"].startswith("worker_crashed") and failed[1]["data"]["reason"].startswith(
+        "timeout"
+    )
+    record(
+        "faults survived: worker killed mid-check, past timeout, idle worker killed", f"{survived} of 3, entries lost 0"
+    )
 
 
 async def test_a_worker_that_died_idle_unnoticed_costs_the_request_nothing(api, lab, jp_serverapp, monkeypatch):
@@ -200,8 +222,11 @@ async def test_a_worker_out_of_memory_leaves_the_server_answering(api, lab):
     status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(1.0)})
     assert status == 200, body
     lab.snapshot()
-    bomb = {"function": "matmul(x, y).sum()", "inputs": {"x": [[1.0]] * 7000, "y": [[1.0] * 7000]},
-            "analytical_gradient": {"x": 7000.0, "y": 7000.0}}
+    bomb = {
+        "function": "matmul(x, y).sum()",
+        "inputs": {"x": [[1.0]] * 7000, "y": [[1.0] * 7000]},
+        "analytical_gradient": {"x": 7000.0, "y": 7000.0},
+    }
     status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": bomb})
     assert status in (500, 503, 507), body
     assert body["message"] and "\n" not in body["message"]
@@ -212,8 +237,13 @@ async def test_a_worker_out_of_memory_leaves_the_server_answering(api, lab):
 def _ledger_with_two_checks(folder: Path) -> Path:
     ledger = folder / "lab1.gradcheck.jsonl"
     for x in (1, 2):
-        completed = subprocess.run([str(SCRIPT), "run", "-", "--ledger", str(ledger)], capture_output=True,
-                                   input=json.dumps(_honest(x)), text=True, timeout=240)
+        completed = subprocess.run(
+            [str(SCRIPT), "run", "-", "--ledger", str(ledger)],
+            capture_output=True,
+            input=json.dumps(_honest(x)),
+            text=True,
+            timeout=240,
+        )
         assert completed.returncode == 0, completed.stderr
     return ledger
 
@@ -222,6 +252,7 @@ def _fill_the_disk(size: int):
     def limit() -> None:  # in the child: a write past `size` bytes fails with EFBIG
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+
     return limit
 
 
@@ -232,17 +263,27 @@ def test_a_full_disk_refuses_the_cli_append_and_loses_nothing(tmp_path):
     again the next run works and the interrupted write is sealed, not dropped."""
     ledger = _ledger_with_two_checks(tmp_path)
     before = ledger.read_bytes()
-    completed = subprocess.run([str(SCRIPT), "run", "-", "--ledger", str(ledger)], capture_output=True, text=True,
-                               input=json.dumps(_honest(3)), timeout=240,
-                               preexec_fn=_fill_the_disk(len(before) + 64))
+    completed = subprocess.run(
+        [str(SCRIPT), "run", "-", "--ledger", str(ledger)],
+        capture_output=True,
+        text=True,
+        input=json.dumps(_honest(3)),
+        timeout=240,
+        preexec_fn=_fill_the_disk(len(before) + 64),
+    )
     message = completed.stderr.strip()
     assert completed.returncode == 2, message
     assert len(message.splitlines()) == 1 and "cannot write the ledger" in message, message
     assert ledger.read_bytes().startswith(before)
     report = verify_ledger_file(ledger)
     assert report["entries"] == 4
-    completed = subprocess.run([str(SCRIPT), "run", "-", "--ledger", str(ledger)], capture_output=True, text=True,
-                               input=json.dumps(_honest(3)), timeout=240)
+    completed = subprocess.run(
+        [str(SCRIPT), "run", "-", "--ledger", str(ledger)],
+        capture_output=True,
+        text=True,
+        input=json.dumps(_honest(3)),
+        timeout=240,
+    )
     assert completed.returncode == 0, completed.stderr
     assert ledger.read_bytes().startswith(before)
     report = verify_ledger_file(ledger)
@@ -271,8 +312,13 @@ def test_a_read_only_ledger_refuses_the_cli_append_and_loses_nothing(tmp_path):
     ledger = _ledger_with_two_checks(tmp_path)
     before = ledger.read_bytes()
     ledger.chmod(0o444)
-    completed = subprocess.run([*_without_override(), str(SCRIPT), "run", "-", "--ledger", str(ledger)],
-                               capture_output=True, text=True, input=json.dumps(_honest(3)), timeout=240)
+    completed = subprocess.run(
+        [*_without_override(), str(SCRIPT), "run", "-", "--ledger", str(ledger)],
+        capture_output=True,
+        text=True,
+        input=json.dumps(_honest(3)),
+        timeout=240,
+    )
     message = completed.stderr.strip()
     assert completed.returncode == 2, message
     assert len(message.splitlines()) == 1 and "cannot open the ledger" in message, message
@@ -320,8 +366,9 @@ def test_after_a_kill_9_of_the_server_during_a_check_verify_names_the_interrupte
     slow = {"id": "slow_cube", "function": "x*x*x", "x": 2.0, "analytical_gradient": 12.0}
     runtime = tmp_path / "runtime"
     with LiveServer(root, slow_functions={"x*x*x": 600.0}, runtime=runtime) as server:
-        threading.Thread(target=lambda: server.call("POST", "checks", {"notebook": NOTEBOOK, "check": slow}, 5),
-                         daemon=True).start()
+        threading.Thread(
+            target=lambda: server.call("POST", "checks", {"notebook": NOTEBOOK, "check": slow}, 5), daemon=True
+        ).start()
         deadline = time.monotonic() + 60
         while not (ledger.exists() and b'"kind":"expectation"' in ledger.read_bytes()):
             assert time.monotonic() < deadline, "the expectation was never written"
@@ -339,7 +386,10 @@ def test_after_a_kill_9_of_the_server_during_a_check_verify_names_the_interrupte
     interrupted = [e for e in notes if e["kind"] == "note" and e["data"].get("event") == "interrupted"]
     assert status == 200, body
     assert len(interrupted) == 1 and interrupted[0]["check_id"] == "slow_cube"
-    assert interrupted[0]["data"]["expectation_seq"] == 1 and "stopped while this check ran" in interrupted[0]["data"]["text"]
+    assert (
+        interrupted[0]["data"]["expectation_seq"] == 1
+        and "stopped while this check ran" in interrupted[0]["data"]["text"]
+    )
     assert verify_ledger_file(ledger)["interrupted"] == [{"seq": 1, "line": 2, "check_id": "slow_cube"}]
 
 

@@ -33,16 +33,32 @@ from jupyterlab_gradcheck.core.expr.parser import parse_expression
 from jupyterlab_gradcheck.core.jsonio import loads_records
 
 for _name, _examples in (("hardening", 1_000), ("fuzz", int(os.environ.get("GRADCHECK_FUZZ_EXAMPLES", 100_000)))):
-    settings.register_profile(_name, max_examples=_examples, deadline=None, database=None,
-                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                     HealthCheck.filter_too_much])
+    settings.register_profile(
+        _name,
+        max_examples=_examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
 PROFILE = settings.get_profile("fuzz" if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else "hardening")
 EXAMPLES = PROFILE.max_examples
 
 # ---------------------------------------------------------------- never executing anything
 #: Audit events that mean something was executed, imported, opened or started.
-_FORBIDDEN_EVENTS = ("exec", "import", "open", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                     "subprocess.Popen", "os.fork", "ctypes.dlopen", "socket.connect", "builtins.input")
+_FORBIDDEN_EVENTS = (
+    "exec",
+    "import",
+    "open",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "subprocess.Popen",
+    "os.fork",
+    "ctypes.dlopen",
+    "socket.connect",
+    "builtins.input",
+)
 _WATCH = {"on": False, "seen": []}
 
 
@@ -70,18 +86,138 @@ class _Watched:
 parse_spec({"function": "sin(x).sum() + y", "x": [1.0], "y": 2, "analytical_gradient": {"x": "cos(x)", "y": 1}})
 
 # ---------------------------------------------------------------- strategies
-NAMES = ["x", "y", "w", "z", "torch", "os", "sys", "__import__", "__class__", "__builtins__", "_", "self",
-         "lambda", "None", "True", "eval", "exec", "open", "getattr", "print", "type"]
-FUNCTION_NAMES = sorted(FUNCTIONS) + ["zeros", "empty", "load", "save", "system", "item", "backward",
-                                       "__subclasses__", "_C", "nn", "real", "grad", "fill_"]
-NUMBERS = ["0", "1", "2", "0.5", "64", "65", "1e12", "1e13", "1e308", "1e400", "10**10", "9**9**9",
-           "0x10", "1j", "99999999999999999999", "-1", "True"]
-TOKENS = (NAMES + NUMBERS + FUNCTION_NAMES
-          + ["+", "-", "*", "/", "**", "@", "//", "%", "<", ">", "==", "<=", ">=", "!=", "&", "|", "^", "~",
-             ":=", "=", ",", ":", ".", "(", ")", "[", "]", "{", "}", "'", '"', "f'", "b'", "\\", "#", ";",
-             "\n", "\t", " ", "...", "for", "in", "if", "else", "not", "and", "or", "import", "from", "yield",
-             "await", "is", "dim=", "keepdim=", "min=", "max=", "*x", "**{}", "\u200b", "\u0445", "\uff58",
-             "\x00", "\u202e", "\ufeff", "x.sum()", "torch.sin(", "x[0]", "x[1:]"])
+NAMES = [
+    "x",
+    "y",
+    "w",
+    "z",
+    "torch",
+    "os",
+    "sys",
+    "__import__",
+    "__class__",
+    "__builtins__",
+    "_",
+    "self",
+    "lambda",
+    "None",
+    "True",
+    "eval",
+    "exec",
+    "open",
+    "getattr",
+    "print",
+    "type",
+]
+FUNCTION_NAMES = sorted(FUNCTIONS) + [
+    "zeros",
+    "empty",
+    "load",
+    "save",
+    "system",
+    "item",
+    "backward",
+    "__subclasses__",
+    "_C",
+    "nn",
+    "real",
+    "grad",
+    "fill_",
+]
+NUMBERS = [
+    "0",
+    "1",
+    "2",
+    "0.5",
+    "64",
+    "65",
+    "1e12",
+    "1e13",
+    "1e308",
+    "1e400",
+    "10**10",
+    "9**9**9",
+    "0x10",
+    "1j",
+    "99999999999999999999",
+    "-1",
+    "True",
+]
+TOKENS = (
+    NAMES
+    + NUMBERS
+    + FUNCTION_NAMES
+    + [
+        "+",
+        "-",
+        "*",
+        "/",
+        "**",
+        "@",
+        "//",
+        "%",
+        "<",
+        ">",
+        "==",
+        "<=",
+        ">=",
+        "!=",
+        "&",
+        "|",
+        "^",
+        "~",
+        ":=",
+        "=",
+        ",",
+        ":",
+        ".",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        "'",
+        '"',
+        "f'",
+        "b'",
+        "\\",
+        "#",
+        ";",
+        "\n",
+        "\t",
+        " ",
+        "...",
+        "for",
+        "in",
+        "if",
+        "else",
+        "not",
+        "and",
+        "or",
+        "import",
+        "from",
+        "yield",
+        "await",
+        "is",
+        "dim=",
+        "keepdim=",
+        "min=",
+        "max=",
+        "*x",
+        "**{}",
+        "\u200b",
+        "\u0445",
+        "\uff58",
+        "\x00",
+        "\u202e",
+        "\ufeff",
+        "x.sum()",
+        "torch.sin(",
+        "x[0]",
+        "x[1:]",
+    ]
+)
 
 
 def _structured():
@@ -102,7 +238,8 @@ def _structured():
             st.tuples(name, inner, keyword, inner).map(lambda t: f"{t[0]}({t[1]}, {t[2]}={t[3]})"),
             st.tuples(inner, inner).map(lambda t: f"{t[0]}[{t[1]}]"),
             st.tuples(inner, st.sampled_from(["0", "-1", "1:", ":2", "::0", "::-1", "0, 1", "...", "None"])).map(
-                lambda t: f"{t[0]}[{t[1]}]"),
+                lambda t: f"{t[0]}[{t[1]}]"
+            ),
             st.tuples(inner, inner).map(lambda t: f"[v for v in {t[0]}] + {t[1]}"),
             st.tuples(inner).map(lambda t: f"(lambda: {t[0]})()"),
             st.tuples(inner).map(lambda t: f"f'{{{t[0]}}}'"),
@@ -116,8 +253,9 @@ def _valid():
     """Expressions from allowed parts only (arity respected), to explore what is accepted."""
     leaves = st.sampled_from(["x", "y", "w", "0.5", "2", "3", "64", "1e12"])
     one_argument = st.sampled_from([name for name, f in FUNCTIONS.items() if f.min_args == 1])
-    two_arguments = st.sampled_from([name for name, f in FUNCTIONS.items() if f.min_args <= 2 <= f.max_args
-                                     and name != "where"])
+    two_arguments = st.sampled_from(
+        [name for name, f in FUNCTIONS.items() if f.min_args <= 2 <= f.max_args and name != "where"]
+    )
 
     def extend(inner):
         return st.one_of(
@@ -127,7 +265,8 @@ def _valid():
             st.tuples(one_argument, inner).map(lambda t: f"torch.{t[0]}({t[1]})"),
             st.tuples(two_arguments, inner, inner).map(lambda t: f"{t[0]}({t[1]}, {t[2]})"),
             st.tuples(inner, st.sampled_from(["sum()", "mean(dim=0)", "sum(keepdim=True)", "pow(2)", "exp()"])).map(
-                lambda t: f"({t[0]}).{t[1]}"),
+                lambda t: f"({t[0]}).{t[1]}"
+            ),
             st.tuples(inner, st.sampled_from(["0", "-1", "1:", "0, 1", "::2"])).map(lambda t: f"({t[0]})[{t[1]}]"),
             st.tuples(inner, inner, inner).map(lambda t: f"where({t[0]} > 0, {t[1]}, {t[2]})"),
             st.tuples(inner).map(lambda t: f"-{t[0]}"),
@@ -145,36 +284,71 @@ EXPRESSIONS = st.one_of(
 )
 DECLARED = st.sets(st.sampled_from(["x", "y", "w", "torch", "sin", "__class__", "_x", "x1"]), max_size=4)
 
-JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
-                         st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)), max_leaves=16)
+JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=16,
+)
 NUMBERS_OR_LISTS = st.recursive(
-    st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True, width=64)),
-    lambda inner: st.lists(inner, min_size=0, max_size=4), max_leaves=24)
-KEYS = st.one_of(st.sampled_from(INPUT_FIELDS + OUTPUT_FIELDS + ("x", "y", "w", "__proto__", "torch", "sin")),
-                 st.text(max_size=10))
+    st.one_of(st.integers(-(10**6), 10**6), st.floats(allow_nan=True, allow_infinity=True, width=64)),
+    lambda inner: st.lists(inner, min_size=0, max_size=4),
+    max_leaves=24,
+)
+KEYS = st.one_of(
+    st.sampled_from(INPUT_FIELDS + OUTPUT_FIELDS + ("x", "y", "w", "__proto__", "torch", "sin")), st.text(max_size=10)
+)
 FIELD_VALUES = {
     "function": st.one_of(EXPRESSIONS, JSON_VALUES),
-    "analytical_gradient": st.one_of(EXPRESSIONS, NUMBERS_OR_LISTS, st.dictionaries(KEYS, st.one_of(EXPRESSIONS, NUMBERS_OR_LISTS), max_size=3), JSON_VALUES),
+    "analytical_gradient": st.one_of(
+        EXPRESSIONS,
+        NUMBERS_OR_LISTS,
+        st.dictionaries(KEYS, st.one_of(EXPRESSIONS, NUMBERS_OR_LISTS), max_size=3),
+        JSON_VALUES,
+    ),
     "inputs": st.one_of(st.dictionaries(KEYS, NUMBERS_OR_LISTS, max_size=4), JSON_VALUES),
     "x": st.one_of(NUMBERS_OR_LISTS, JSON_VALUES),
     "y": st.one_of(NUMBERS_OR_LISTS, JSON_VALUES),
     "dtype": st.one_of(st.sampled_from(DTYPES + ("float128", "int64", "FLOAT64", "float64 ")), JSON_VALUES),
-    "device": st.one_of(st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:99", "mps", "auto", "cpu\n", "gpu", "meta"]),
-                        JSON_VALUES),
-    "tolerance": st.one_of(st.dictionaries(st.sampled_from(["rtol", "atol", "btol"]),
-                                           st.one_of(st.floats(allow_nan=True, allow_infinity=True), JSON_VALUES),
-                                           max_size=3), JSON_VALUES),
-    "finite_difference": st.one_of(st.dictionaries(
-        st.sampled_from(["scheme", "step", "rtol", "atol", "order"]),
-        st.one_of(st.sampled_from(["central", "forward", "richardson", "complex_step", "adaptive", "backward"]),
-                  st.floats(allow_nan=True, allow_infinity=True), JSON_VALUES), max_size=4), JSON_VALUES),
+    "device": st.one_of(
+        st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:99", "mps", "auto", "cpu\n", "gpu", "meta"]), JSON_VALUES
+    ),
+    "tolerance": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["rtol", "atol", "btol"]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), JSON_VALUES),
+            max_size=3,
+        ),
+        JSON_VALUES,
+    ),
+    "finite_difference": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["scheme", "step", "rtol", "atol", "order"]),
+            st.one_of(
+                st.sampled_from(["central", "forward", "richardson", "complex_step", "adaptive", "backward"]),
+                st.floats(allow_nan=True, allow_infinity=True),
+                JSON_VALUES,
+            ),
+            max_size=4,
+        ),
+        JSON_VALUES,
+    ),
 }
 SEEDS = [
     {"function": "x*x", "x": 3, "analytical_gradient": 6},
-    {"function": "(x*y).sum()", "inputs": {"x": [1.0, 2.0], "y": [3.0, 4.0]}, "analytical_gradient": {"x": "y", "y": "x"},
-     "tolerance": {"rtol": 1e-7}, "finite_difference": {"scheme": "central"}},
+    {
+        "function": "(x*y).sum()",
+        "inputs": {"x": [1.0, 2.0], "y": [3.0, 4.0]},
+        "analytical_gradient": {"x": "y", "y": "x"},
+        "tolerance": {"rtol": 1e-7},
+        "finite_difference": {"scheme": "central"},
+    },
 ]
 
 
@@ -229,8 +403,10 @@ def test_the_expression_parser_accepts_or_refuses_and_never_executes():
         _inside_the_language(expression, declared)
 
     parse()
-    record("fuzz: expression parser examples (accepted / refused / other exceptions)",
-           f"{counts['examples']} ({counts['accepted']} / {counts['refused']} / 0)")
+    record(
+        "fuzz: expression parser examples (accepted / refused / other exceptions)",
+        f"{counts['examples']} ({counts['accepted']} / {counts['refused']} / 0)",
+    )
     assert counts["examples"] >= EXAMPLES and counts["accepted"] > 0 and counts["refused"] > 0
 
 
@@ -262,8 +438,10 @@ def test_the_record_validator_accepts_or_refuses_and_never_executes():
         _inside_the_language(spec.expression, spec.inputs)
 
     validate()
-    record("fuzz: record validator examples (accepted / refused / other exceptions)",
-           f"{counts['examples']} ({counts['accepted']} / {counts['refused']} / 0)")
+    record(
+        "fuzz: record validator examples (accepted / refused / other exceptions)",
+        f"{counts['examples']} ({counts['accepted']} / {counts['refused']} / 0)",
+    )
     assert counts["examples"] >= EXAMPLES and counts["accepted"] > 0 and counts["refused"] > 0
 
 
@@ -271,10 +449,34 @@ def test_the_json_reader_accepts_or_refuses():
     """Given arbitrary text and JSON-ish text (NaN, duplicate keys, JSON Lines), when read as
     records, then the strict reader returns a list of values or raises a one-line SpecError."""
     counts = {"examples": 0}
-    pieces = st.sampled_from(['{', '}', '[', ']', '"x"', ':', ',', 'NaN', 'Infinity', '-Infinity', '1e400', '0',
-                              '"\\ud800"', '"\\u0000"', 'true', 'null', '\n', ' ', '"function"', '"x*x"', '"x"'])
-    texts = st.one_of(st.text(max_size=60), st.lists(pieces, max_size=30).map("".join),
-                      JSON_VALUES.map(lambda v: json.dumps(v)))
+    pieces = st.sampled_from(
+        [
+            "{",
+            "}",
+            "[",
+            "]",
+            '"x"',
+            ":",
+            ",",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1e400",
+            "0",
+            '"\\ud800"',
+            '"\\u0000"',
+            "true",
+            "null",
+            "\n",
+            " ",
+            '"function"',
+            '"x*x"',
+            '"x"',
+        ]
+    )
+    texts = st.one_of(
+        st.text(max_size=60), st.lists(pieces, max_size=30).map("".join), JSON_VALUES.map(lambda v: json.dumps(v))
+    )
 
     @PROFILE
     @given(text=texts)

@@ -23,19 +23,29 @@ SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 BOUND = 30
 
 
-@pytest.mark.parametrize("check", [
-    {"function": "exp(exp(exp(exp(x))))", "x": 3, "analytical_gradient": 1},
-    {"function": "exp(exp(exp(exp(x))))", "x": 3, "analytical_gradient": "exp(exp(exp(exp(x))))"},
-    {"function": "((x**64)**64)**64", "x": 3, "analytical_gradient": "64 * x**63"},
-    {"function": "sin(x)**64 * exp(exp(x))", "x": 30, "analytical_gradient": 0},
-], ids=["exp-tower", "exp-tower-symbolic-gradient", "power-of-powers", "overflowing-product"])
+@pytest.mark.parametrize(
+    "check",
+    [
+        {"function": "exp(exp(exp(exp(x))))", "x": 3, "analytical_gradient": 1},
+        {"function": "exp(exp(exp(exp(x))))", "x": 3, "analytical_gradient": "exp(exp(exp(exp(x))))"},
+        {"function": "((x**64)**64)**64", "x": 3, "analytical_gradient": "64 * x**63"},
+        {"function": "sin(x)**64 * exp(exp(x))", "x": 30, "analytical_gradient": 0},
+    ],
+    ids=["exp-tower", "exp-tower-symbolic-gradient", "power-of-powers", "overflowing-product"],
+)
 def test_an_accepted_record_comes_back_with_a_verdict(check, tmp_path):
     """Given a record inside every documented limit whose values overflow, when it is run,
     then the CLI answers with a verdict (exit 0 or 1, the record on standard output) before
     the bound, instead of hanging."""
     try:
-        completed = subprocess.run([str(SCRIPT), "run", "-", "--no-sweep"], input=json.dumps(check),
-                                   capture_output=True, text=True, timeout=BOUND, cwd=tmp_path)
+        completed = subprocess.run(
+            [str(SCRIPT), "run", "-", "--no-sweep"],
+            input=json.dumps(check),
+            capture_output=True,
+            text=True,
+            timeout=BOUND,
+            cwd=tmp_path,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{check['function']} did not finish within {BOUND} s")
     assert completed.returncode in (0, 1), completed.stderr[-2000:]

@@ -30,10 +30,13 @@ def test_an_explicit_argument_wins_over_the_session(tmp_path, monkeypatch):
     assert open_ledger(notebook=tmp_path / "n.ipynb", ledger=tmp_path / "y.jsonl").path == tmp_path / "y.jsonl"
 
 
-@pytest.mark.parametrize("session, reason", [
-    (None, "JPY_SESSION_NAME is unset"),
-    ("console-1", "JPY_SESSION_NAME='console-1' is not a notebook (.ipynb)"),
-])
+@pytest.mark.parametrize(
+    "session, reason",
+    [
+        (None, "JPY_SESSION_NAME is unset"),
+        ("console-1", "JPY_SESSION_NAME='console-1' is not a notebook (.ipynb)"),
+    ],
+)
 def test_without_a_location_the_message_says_how_to_give_one(monkeypatch, session, reason):
     """Given a kernel outside a notebook session, when no location is named,
     then a one-line message gives the reason and both ways to name one."""
@@ -67,7 +70,10 @@ def test_the_kernel_writes_no_notebook_and_attests_each_entry_instead(tmp_path, 
     before = {name: (tmp_path / name).read_bytes() for name in ("lab1.ipynb", "hw.ipynb")}
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "lab1.ipynb"))
 
-    attested = [run_attested(SEED, open_ledger())[1], run_attested(SEED, open_ledger(notebook=tmp_path / "hw.ipynb"))[1]]
+    attested = [
+        run_attested(SEED, open_ledger())[1],
+        run_attested(SEED, open_ledger(notebook=tmp_path / "hw.ipynb"))[1],
+    ]
 
     for name, content in before.items():
         assert (tmp_path / name).read_bytes() == content
@@ -75,6 +81,11 @@ def test_the_kernel_writes_no_notebook_and_attests_each_entry_instead(tmp_path, 
     for name, attestation in zip(("lab1", "hw"), attested):
         ledger = Ledger(tmp_path / f"{name}.gradcheck.jsonl")
         observation = ledger.entries()[-1]
-        assert attestation == {"ledger_id": ledger.ledger_id(), "ledger": f"{name}.gradcheck.jsonl",
-                               "check_id": observation["check_id"], "seq": 2, "hash": observation["hash"]}
+        assert attestation == {
+            "ledger_id": ledger.ledger_id(),
+            "ledger": f"{name}.gradcheck.jsonl",
+            "check_id": observation["check_id"],
+            "seq": 2,
+            "hash": observation["hash"],
+        }
         assert observation["kind"] == "observation"

@@ -25,8 +25,9 @@ def _install(monkeypatch, name: str, run) -> None:
 
 
 def _ok_rows(quick: bool) -> list[dict]:
-    return [{"name": "fake figure", "value": 1.5, "unit": "x", "goal": "<= 2x", "status": "PASS",
-             "note": f"quick={quick}"}]
+    return [
+        {"name": "fake figure", "value": 1.5, "unit": "x", "goal": "<= 2x", "status": "PASS", "note": f"quick={quick}"}
+    ]
 
 
 def test_a_module_that_raises_is_an_error_row_and_a_failing_exit(monkeypatch, capsys):
@@ -50,8 +51,9 @@ def test_a_module_that_raises_is_an_error_row_and_a_failing_exit(monkeypatch, ca
 
 def test_a_malformed_row_is_an_error(monkeypatch, capsys):
     """Given a module whose row has no goal, when it runs, then it is reported as ERROR saying so."""
-    _install(monkeypatch, "bench_sloppy", lambda quick: [{"name": "x", "value": 1, "unit": "", "status": "PASS",
-                                                          "note": ""}])
+    _install(
+        monkeypatch, "bench_sloppy", lambda quick: [{"name": "x", "value": 1, "unit": "", "status": "PASS", "note": ""}]
+    )
     monkeypatch.setattr(runner, "discover", lambda only: ["bench_sloppy"])
     assert runner.main(["--quick"]) == 1
     assert "a row lacks goal" in capsys.readouterr().out
@@ -81,8 +83,17 @@ def test_full_report_names_machine_versions_date_and_every_figure(monkeypatch, t
     import torch
 
     def rows(quick):
-        return _ok_rows(quick) + [{"name": "slow figure", "value": 7.0, "unit": "x", "goal": "<= 5x",
-                                   "status": "MISS", "note": "why", "profile": "stage A 80%"}]
+        return _ok_rows(quick) + [
+            {
+                "name": "slow figure",
+                "value": 7.0,
+                "unit": "x",
+                "goal": "<= 5x",
+                "status": "MISS",
+                "note": "why",
+                "profile": "stage A 80%",
+            }
+        ]
 
     _install(monkeypatch, "bench_mixed", rows)
     monkeypatch.setattr(runner, "discover", lambda only: ["bench_mixed"])

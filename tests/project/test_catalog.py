@@ -35,12 +35,14 @@ def test_every_message_shown_has_a_spanish_entry():
     """Given every marked message and error template of the translated parts of the package,
     then each has a non-empty msgstr in locale/es/LC_MESSAGES/jupyterlab_gradcheck.po."""
     entries = CATALOG.read_po()
-    translated = {(e["msgid"], e.get("msgid_plural")) for e in entries
-                  if e["msgid"] and e["msgstr"] and all(e["msgstr"].values())}
+    translated = {
+        (e["msgid"], e.get("msgid_plural")) for e in entries if e["msgid"] and e["msgstr"] and all(e["msgstr"].values())
+    }
     found = CATALOG.extract()
     assert len(found) > 250  # errors, CLI, check(), the panel and the HTML export
-    missing = [f"{msgid!r} ({places[0]})" for (msgid, plural), places in found.items()
-               if (msgid, plural) not in translated]
+    missing = [
+        f"{msgid!r} ({places[0]})" for (msgid, plural), places in found.items() if (msgid, plural) not in translated
+    ]
     assert missing == []
 
 
@@ -55,8 +57,10 @@ def test_the_scan_finds_an_fstring_error_and_a_printed_fstring(tmp_path):
     """Given a module that raises SpecError(f"...") and prints an f-string, then the scan
     names both lines; the same messages written as templates pass."""
     module = tmp_path / "bad.py"
-    module.write_text('def f(x):\n    print(f"wrote {x}")\n    raise SpecError(f"bad {x}")\n'
-                      'def g(x):\n    print(_("wrote {x}").format(x=x))\n    raise SpecError("bad {x}", x=x)\n')
+    module.write_text(
+        'def f(x):\n    print(f"wrote {x}")\n    raise SpecError(f"bad {x}")\n'
+        'def g(x):\n    print(_("wrote {x}").format(x=x))\n    raise SpecError("bad {x}", x=x)\n'
+    )
     found, unrouted = CATALOG.messages_of(module, {"SpecError"})
     assert [line for line, _what in unrouted] == [3]
     assert [line for line, _what in CATALOG.printed_text(module)] == [2]
@@ -116,8 +120,12 @@ def test_the_catalog_ships_in_the_wheel(tmp_path):
         pytest.skip("labextension/ is not built here; scripts/check-wheel.sh checks the full wheel")
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"},
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next(tmp_path.glob("jupyterlab_gradcheck-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

@@ -33,7 +33,10 @@ def test_make_lab_opens_the_example_notebook(tmp_path):
     options = f"--no-browser --port={port} --IdentityProvider.token={token} --ServerApp.port_retries=0"
     with open(log, "w") as out:
         process = subprocess.Popen(
-            ["make", "-s", "lab", f"LAB_OPTS={options}"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            ["make", "-s", "lab", f"LAB_OPTS={options}"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     try:

@@ -70,16 +70,23 @@ def executed(request, tmp_path_factory):
     path = workdir / source.name
     notebook = _cleared(nbformat.read(source, as_version=4))
     nbformat.write(notebook, path)
-    client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(workdir)}})
+    client = NotebookClient(
+        notebook, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+    )
     try:
         client.execute()
     except CellExecutionError as exc:  # the message names the cell and the traceback
         pytest.fail(f"{source.name}: a cell raised: {exc}")
     nbformat.write(notebook, path)  # saved with its outputs, as nbconvert saves it
     ledger = path.with_name(path.stem + ".gradcheck.jsonl")
-    return {"lang": lang, "notebook": notebook, "path": path, "ledger": ledger,
-            "entries": _ledger_entries(ledger), "examples_before": examples_before}
+    return {
+        "lang": lang,
+        "notebook": notebook,
+        "path": path,
+        "ledger": ledger,
+        "entries": _ledger_entries(ledger),
+        "examples_before": examples_before,
+    }
 
 
 def test_every_cell_runs_without_error_or_stderr(executed):
@@ -87,22 +94,32 @@ def test_every_cell_runs_without_error_or_stderr(executed):
     produced an error or anything on stderr (a warning there would also land in the committed copy)."""
     code_cells = [c for c in executed["notebook"].cells if c.cell_type == "code"]
     assert code_cells and all(c.execution_count is not None for c in code_cells)
-    problems = [(c.id, o.get("name", o.output_type)) for c in code_cells for o in c.outputs
-                if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
+    problems = [
+        (c.id, o.get("name", o.output_type))
+        for c in code_cells
+        for o in c.outputs
+        if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")
+    ]
     assert problems == []
 
 
 #: Words of the check outputs, per edition: the Spanish edition sets its language to Spanish.
-OUTPUT_WORDS = {"es": (": correcto\n", ">Expectativa</th>", ">Observación</th>", "dispositivo cpu"),
-                "en": (": passed\n", ">Expectation</th>", ">Observation</th>", "device cpu")}
+OUTPUT_WORDS = {
+    "es": (": correcto\n", ">Expectativa</th>", ">Observación</th>", "dispositivo cpu"),
+    "en": (": passed\n", ">Expectation</th>", ">Observation</th>", "device cpu"),
+}
 
 
 def test_each_edition_shows_its_checks_in_its_own_language(executed):
     """Given an executed edition (the kernel's locale is English), then its check outputs,
     the summaries and the expectation/observation tables, are in the edition's language and
     carry none of the other's words, while the ledger it wrote keeps the English kinds."""
-    outputs = "".join(o.get("text", "") + "".join(str(v) for v in (o.get("data") or {}).values())
-                      for c in executed["notebook"].cells if c.cell_type == "code" for o in c.outputs)
+    outputs = "".join(
+        o.get("text", "") + "".join(str(v) for v in (o.get("data") or {}).values())
+        for c in executed["notebook"].cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
     lang, other = executed["lang"], "en" if executed["lang"] == "es" else "es"
     assert [word for word in OUTPUT_WORDS[lang] if word not in outputs] == []
     assert [word for word in OUTPUT_WORDS[other] if word in outputs] == []
@@ -123,7 +140,10 @@ def test_expectations_are_written_before_anything_is_computed(executed):
     expectations, and every observation points at an earlier expectation of the same check."""
     entries = executed["entries"]
     assert entries[0]["data"]["event"] == "genesis"
-    assert [(e["kind"], e["check_id"]) for e in entries[1:3]] == [("expectation", "square"), ("expectation", "vector_sum")]
+    assert [(e["kind"], e["check_id"]) for e in entries[1:3]] == [
+        ("expectation", "square"),
+        ("expectation", "vector_sum"),
+    ]
     kinds = {e["seq"]: (e["kind"], e["check_id"]) for e in entries}
     for entry in entries:
         if entry["kind"] == "observation":
@@ -163,8 +183,13 @@ def test_the_tolerance_change_is_justified_and_sits_between_failure_and_pass(exe
     check_id = GENERATOR.TOLERANCE_CHANGED
     history = [e for e in executed["entries"] if e["check_id"] == check_id]
     kinds = [(e["kind"], e["data"].get("passed")) for e in history]
-    assert kinds == [("expectation", None), ("observation", False), ("tolerance_change", None),
-                     ("expectation", None), ("observation", True)]
+    assert kinds == [
+        ("expectation", None),
+        ("observation", False),
+        ("tolerance_change", None),
+        ("expectation", None),
+        ("observation", True),
+    ]
     change = history[2]["data"]
     assert change["target"] == "finite_difference"
     assert change["new"] == {"rtol": 1e-6, "atol": 1e-6}
@@ -200,8 +225,11 @@ def test_the_export_lists_the_kept_failures_and_the_justified_change(executed, t
     assert escape(change["data"]["justification"]) in html
     assert 'data-flag="widened_after_failure"' in html
     for check_id in GENERATOR.DELIBERATE_FAILURES:
-        failed_seq = next(e["seq"] for e in executed["entries"]
-                          if e["check_id"] == check_id and e["kind"] == "observation" and not e["data"]["passed"])
+        failed_seq = next(
+            e["seq"]
+            for e in executed["entries"]
+            if e["check_id"] == check_id and e["kind"] == "observation" and not e["data"]["passed"]
+        )
         block = html.split(f'data-check-id="{escape(check_id)}"', 1)[1]
         assert f'class="failure-kept" data-seq="{failed_seq}"' in block.split('class="check"', 1)[0], check_id
 
@@ -226,11 +254,13 @@ def test_inside_jupyter_server_the_session_names_the_notebook(tmp_path):
     path = notebook_dir / EDITIONS["en"].name
     notebook = _cleared(nbformat.read(EDITIONS["en"], as_version=4))
     nbformat.write(notebook, path)
-    client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(elsewhere)}})
+    client = NotebookClient(
+        notebook, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(elsewhere)}}
+    )
     client.execute(env={**os.environ, "JPY_SESSION_NAME": str(path)})
     assert sorted(p.name for p in notebook_dir.iterdir()) == sorted(
-        [path.name, path.stem + ".gradcheck.jsonl", path.stem + ".report.html"])
+        [path.name, path.stem + ".gradcheck.jsonl", path.stem + ".report.html"]
+    )
     assert list(elsewhere.iterdir()) == []
 
 
@@ -249,8 +279,13 @@ def test_nbconvert_in_place_binds_through_the_outputs_and_a_truncation_is_caught
     ledger = notebook.with_name(notebook.stem + ".gradcheck.jsonl")
     ledger.unlink()
     mode = notebook.stat().st_mode & 0o777
-    done = subprocess.run([str(JUPYTER), "nbconvert", "--to", "notebook", "--execute", "--inplace", notebook.name],
-                          cwd=folder, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(JUPYTER), "nbconvert", "--to", "notebook", "--execute", "--inplace", notebook.name],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert notebook.stat().st_mode & 0o777 == mode  # the kernel never rewrote the file
     done = _jupyter_gradcheck("verify", ledger.name, "--replay", "--json", cwd=folder)

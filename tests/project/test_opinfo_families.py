@@ -62,8 +62,9 @@ def test_the_complex_family_checks_complex_inputs_with_real_weights():
     x = abs_case.inputs["x0"]
     expected = abs_case.grad_output * x / x.abs()
     # 1e-12: autograd computes the same quotient in another order; rounding only
-    assert torch.allclose(expectation_of(abs_case.function, abs_case.inputs, abs_case.grad_output)["x0"],
-                          expected, rtol=1e-12, atol=0)
+    assert torch.allclose(
+        expectation_of(abs_case.function, abs_case.inputs, abs_case.grad_output)["x0"], expected, rtol=1e-12, atol=0
+    )
 
 
 def _var_mean_case():
@@ -125,19 +126,33 @@ def test_a_complex_shift_has_the_drawn_phase_and_gradcheck_slow_sees_a_one_perce
     delta = change(shift, parts[0][shift.name], case.grad_output.to(torch.complex128), case.grad_output)
     assert torch.count_nonzero(delta) == 1
     assert complex(delta.reshape(-1)[shift.i]) == pytest.approx(shift.shift, rel=1e-12)
-    scaled = wrapped(case.function, list(case.inputs), choose(parts, case.grad_output, "x1.01", seed=1),
-                     case.grad_output)
+    scaled = wrapped(
+        case.function, list(case.inputs), choose(parts, case.grad_output, "x1.01", seed=1), case.grad_output
+    )
     assert run_gradcheck(case.function, case.inputs, fast=False)["accepts"] is True
     assert run_gradcheck(scaled, case.inputs, fast=False)["accepts"] is False
 
 
 def _result(family: str, case: str, ours, slow, marked: str = "") -> dict:
     def side(accepts):
-        return {"accepts": accepts, "seconds": 1.0, "failure": None if accepts else
-                {"diagnosis": "probable_bug", "reason": "differs"}, "error": "" if accepts is not None else "boom"}
+        return {
+            "accepts": accepts,
+            "seconds": 1.0,
+            "failure": None if accepts else {"diagnosis": "probable_bug", "reason": "differs"},
+            "error": "" if accepts is not None else "boom",
+        }
 
-    return {"case": case, "op": case.split("#")[0], "numel": 4, "marked_wrong": marked, "family": family,
-            "outputs": 2 if family == SEVERAL else 1, "ours": side(ours), "slow": side(slow), "fast": side(slow)}
+    return {
+        "case": case,
+        "op": case.split("#")[0],
+        "numel": 4,
+        "marked_wrong": marked,
+        "family": family,
+        "outputs": 2 if family == SEVERAL else 1,
+        "ours": side(ours),
+        "slow": side(slow),
+        "fast": side(slow),
+    }
 
 
 def test_the_report_grades_each_family_and_all_of_them():
@@ -149,13 +164,22 @@ def test_the_report_grades_each_family_and_all_of_them():
     float64 family passes it, the row over all families counts 1 of 4, the complex family's
     +1e-4 detection passes at 100% against slow's 0%, and a family with no swap mutation
     gets an INFO row rather than a grade on no samples."""
-    results = [_result("float64", "sin#0", True, True), _result("float64", "cos#0", True, True),
-               _result(SEVERAL, "split#0", True, True), _result(SEVERAL, "var_mean#0", False, True),
-               _result("complex128", "abs#0", True, False)]
+    results = [
+        _result("float64", "sin#0", True, True),
+        _result("float64", "cos#0", True, True),
+        _result(SEVERAL, "split#0", True, True),
+        _result(SEVERAL, "var_mean#0", False, True),
+        _result("complex128", "abs#0", True, False),
+    ]
     found = {"ours": True, "ours_crashed": False, "ours_diagnosis": "probable_bug", "slow": False, "fast": False}
     mutations = [{"case": "abs#0", "family": "complex128", "x1.01": found, "+1e-4": found, "swap": None}]
-    data = {"results": results, "mutations": mutations, "seconds": 9.0, "family_seconds": {},
-            "counts": {f: {"outside_contract": 1} for f in bench_opinfo.FAMILIES}}
+    data = {
+        "results": results,
+        "mutations": mutations,
+        "seconds": 9.0,
+        "family_seconds": {},
+        "counts": {f: {"outside_contract": 1} for f in bench_opinfo.FAMILIES},
+    }
     rows = {r["name"]: r for r in bench_opinfo.all_rows(data, quick=False)}
     several = rows["B5 OpInfo [float64, several outputs]: false failures / samples slow mode accepts"]
     assert several["status"] == "MISS" and several["value"] == 50.0

@@ -40,8 +40,14 @@ def api(jp_fetch):
 
     async def call(method: str, route: str, body=None, headers=None, **query):
         response = await jp_fetch(
-            "gradcheck", route, method=method, params=query or None, headers=headers,
-            body=None if body is None else json.dumps(body), raise_error=False, request_timeout=60,
+            "gradcheck",
+            route,
+            method=method,
+            params=query or None,
+            headers=headers,
+            body=None if body is None else json.dumps(body),
+            raise_error=False,
+            request_timeout=60,
         )
         text = response.body.decode("utf-8") if response.body else ""
         kind = response.headers.get("Content-Type", "")

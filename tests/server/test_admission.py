@@ -35,8 +35,12 @@ async def test_a_check_that_cannot_finish_within_the_timeout_is_refused_before_i
     builds 49 million elements, 28,000 evaluations),
     then the answer is 400 over_budget naming the timeout and the inputs differenced one
     element at a time, and no ledger is written."""
-    check = {"function": "sum(matmul(x, y))", "x": [[0.1]] * 7000, "y": [[0.2] * 7000],
-             "analytical_gradient": {"x": "0*x", "y": "0*y"}}
+    check = {
+        "function": "sum(matmul(x, y))",
+        "x": [[0.1]] * 7000,
+        "y": [[0.2] * 7000],
+        "analytical_gradient": {"x": "0*x", "y": "0*y"},
+    }
 
     status, _, body = await api("POST", "checks", {"notebook": lab1, "check": check})
 
@@ -70,10 +74,14 @@ async def test_a_light_check_runs_while_two_heavy_checks_hold_their_turns(api, l
     third.write_bytes((Path(jp_root_dir) / lab1).read_bytes())
     await wait_pool(lambda pool: pool["state"] == "ready", "the pool to start")
 
-    heavy = [asyncio.ensure_future(api("POST", "checks", {"notebook": book, "check": _heavy()}))
-             for book in (lab1, "work/lab2.ipynb")]
-    await wait_pool(lambda pool: pool["queue"]["heavy_running"] == 1 and pool["queue"]["waiting"] == 1,
-                    "one heavy check running and one waiting")
+    heavy = [
+        asyncio.ensure_future(api("POST", "checks", {"notebook": book, "check": _heavy()}))
+        for book in (lab1, "work/lab2.ipynb")
+    ]
+    await wait_pool(
+        lambda pool: pool["queue"]["heavy_running"] == 1 and pool["queue"]["waiting"] == 1,
+        "one heavy check running and one waiting",
+    )
     status, _, body = await api("POST", "checks", {"notebook": "work/lab3.ipynb", "check": LIGHT})
 
     assert status == 200 and body["record"]["passed"] is True, body
@@ -83,24 +91,36 @@ async def test_a_light_check_runs_while_two_heavy_checks_hold_their_turns(api, l
 
 
 async def test_a_client_that_leaves_while_its_check_waits_leaves_the_ledger_untouched(
-        api, lab1, wait_pool, jp_root_dir, jp_http_port, jp_base_url, jp_auth_header):
+    api, lab1, wait_pool, jp_root_dir, jp_http_port, jp_base_url, jp_auth_header
+):
     """Given both workers busy with checks that never finish,
     when a client sends a check and closes its connection before a worker is free,
     then nothing of that check reaches the ledger (it never ran), and the pool's queue is
     empty again."""
     await wait_pool(lambda pool: pool["state"] == "ready", "the pool to start")
-    stuck = [asyncio.ensure_future(api("POST", "checks", {"notebook": f"work/stuck{i}.ipynb",
-                                                         "check": {"function": "x*x*x", "x": 1.0,
-                                                                   "analytical_gradient": "3*x*x"}}))
-             for i in range(2)]
+    stuck = [
+        asyncio.ensure_future(
+            api(
+                "POST",
+                "checks",
+                {
+                    "notebook": f"work/stuck{i}.ipynb",
+                    "check": {"function": "x*x*x", "x": 1.0, "analytical_gradient": "3*x*x"},
+                },
+            )
+        )
+        for i in range(2)
+    ]
     for i in range(2):
         (Path(jp_root_dir) / "work" / f"stuck{i}.ipynb").write_bytes((Path(jp_root_dir) / lab1).read_bytes())
     await wait_pool(lambda pool: [w["state"] for w in pool["workers"]] == ["busy", "busy"], "both workers busy")
 
     body = json.dumps({"notebook": lab1, "check": LIGHT}).encode()
     headers = "".join(f"{name}: {value}\r\n" for name, value in jp_auth_header.items())
-    request = (f"POST {jp_base_url}gradcheck/checks HTTP/1.1\r\nHost: localhost:{jp_http_port}\r\n{headers}"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    request = (
+        f"POST {jp_base_url}gradcheck/checks HTTP/1.1\r\nHost: localhost:{jp_http_port}\r\n{headers}"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     client = socket.create_connection(("127.0.0.1", jp_http_port))
     client.sendall(request)
     await wait_pool(lambda pool: pool["queue"]["waiting"] == 1, "the check to wait for a worker")

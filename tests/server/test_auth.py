@@ -9,7 +9,6 @@ from http.cookies import SimpleCookie
 from jupyter_server.utils import url_path_join
 
 from jupyterlab_gradcheck.server.routes import ROUTES
-
 from support.routes import implemented_methods
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None, "executed": False}
@@ -32,8 +31,7 @@ async def test_every_route_answers_403_without_credentials(api, lab1, ledger_lin
     for path, handler in ROUTES:
         for method in implemented_methods(handler):
             body = _valid_body(path, lab1) if method == "post" else None
-            status, _, payload = await api(method.upper(), path, body, headers={"Authorization": ""},
-                                           path=lab1)
+            status, _, payload = await api(method.upper(), path, body, headers={"Authorization": ""}, path=lab1)
             assert status == 403, f"{method.upper()} {path}: {status} {payload}"
             assert payload["code"] == "forbidden", payload
     assert ledger_lines() == []
@@ -56,22 +54,29 @@ async def test_a_cookie_post_needs_the_xsrf_token(http_server_client, jp_servera
     cookie = "; ".join(f"{name}={jar[name].value}" for name in login_cookies)
     body = json.dumps({"notebook": lab1, "check": SEED})
 
-    refused = await http_server_client.fetch(checks_url, method="POST", body=body,
-                                             headers={"Cookie": cookie}, raise_error=False)
+    refused = await http_server_client.fetch(
+        checks_url, method="POST", body=body, headers={"Cookie": cookie}, raise_error=False
+    )
 
     assert refused.code == 403, refused.body
     assert json.loads(refused.body)["message"].startswith("this request carries no token and no XSRF token: send")
     assert ledger_lines() == []
     xsrf = "5a1f0c2e9d8b7a64"  # double-submit: any hex value, the same in cookie and header
     accepted = await http_server_client.fetch(
-        checks_url, method="POST", body=body, raise_error=False, request_timeout=60,
-        headers={"Cookie": f"{cookie}; _xsrf={xsrf}", "X-XSRFToken": xsrf})
+        checks_url,
+        method="POST",
+        body=body,
+        raise_error=False,
+        request_timeout=60,
+        headers={"Cookie": f"{cookie}; _xsrf={xsrf}", "X-XSRFToken": xsrf},
+    )
     assert accepted.code == 200, accepted.body
     assert [e["kind"] for e in ledger_lines()] == ["expectation", "observation"]
 
 
-async def test_with_a_token_every_route_works_under_the_base_url(api, lab1, jp_base_url, jp_fetch, ledger_lines,
-                                                               jp_root_dir):
+async def test_with_a_token_every_route_works_under_the_base_url(
+    api, lab1, jp_base_url, jp_fetch, ledger_lines, jp_root_dir
+):
     """Given a token and a server under a non-root base URL,
     when a client walks every route (status, a check, the ledger, a justified tolerance and
     expectation change, the three exports, verify, the OpenAPI document),
@@ -97,24 +102,40 @@ async def test_with_a_token_every_route_works_under_the_base_url(api, lab1, jp_b
     assert view["chain"]["chain_ok"] is True
     assert view["binding"]["current"]["head"] == ran["ledger"]["head"]
 
-    status, _, tolerance = await api("POST", "tolerance", {
-        "notebook": lab1, "check_id": check_id, "rtol": 1e-6,
-        "justification": "float64 products of this size round to within 1e-6"})
+    status, _, tolerance = await api(
+        "POST",
+        "tolerance",
+        {
+            "notebook": lab1,
+            "check_id": check_id,
+            "rtol": 1e-6,
+            "justification": "float64 products of this size round to within 1e-6",
+        },
+    )
     assert status == 200 and tolerance["entry"]["kind"] == "tolerance_change"
     assert tolerance["entry"]["data"]["widened"] is True
 
     status, _, refused = await api("POST", "tolerance", {"notebook": lab1, "check_id": check_id, "rtol": 1e-5})
     assert (status, refused["code"]) == (400, "justification_required")
 
-    status, _, changed = await api("POST", "expectation", {
-        "notebook": lab1, "check_id": check_id, "analytical_gradient": "2*x",
-        "justification": "write the derivative, not its value"})
+    status, _, changed = await api(
+        "POST",
+        "expectation",
+        {
+            "notebook": lab1,
+            "check_id": check_id,
+            "analytical_gradient": "2*x",
+            "justification": "write the derivative, not its value",
+        },
+    )
     assert status == 200 and changed["entry"]["data"]["after_observation"] is True
     assert len(ledger_lines()) == 4
 
-    for export_format, media_type, marker in (("csv", "text/csv", check_id.split("@")[0]),
-                                              ("json", "application/json", '"submissions"'),
-                                              ("html", "text/html", "<html")):
+    for export_format, media_type, marker in (
+        ("csv", "text/csv", check_id.split("@")[0]),
+        ("json", "application/json", '"submissions"'),
+        ("html", "text/html", "<html"),
+    ):
         status, headers, text = await api("GET", "export", path=lab1, format=export_format)
         assert status == 200, text
         assert headers["Content-Type"].startswith(media_type)

@@ -12,13 +12,21 @@ HUGE = int("9" * 320)  # beyond float's range: float(HUGE) raises OverflowError
 LONG = "n" * 300  # one path component over the 255 bytes a filesystem name may have
 
 
-@pytest.mark.parametrize("check, field", [
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": HUGE, "atol": 0}}, "tolerance.rtol"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "finite_difference": {"step": HUGE}},
-     "finite_difference.step"),
-    ({"function": "x*x", "x": HUGE, "analytical_gradient": 6}, "inputs.x"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": HUGE}, "analytical_gradient"),
-])
+@pytest.mark.parametrize(
+    "check, field",
+    [
+        (
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": HUGE, "atol": 0}},
+            "tolerance.rtol",
+        ),
+        (
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "finite_difference": {"step": HUGE}},
+            "finite_difference.step",
+        ),
+        ({"function": "x*x", "x": HUGE, "analytical_gradient": 6}, "inputs.x"),
+        ({"function": "x*x", "x": 3, "analytical_gradient": HUGE}, "analytical_gradient"),
+    ],
+)
 async def test_an_integer_beyond_the_float_range_is_a_400_naming_its_field(api, lab1, ledger_lines, check, field):
     """Given a check whose number is a 320-digit integer, when it is POSTed, then the answer is
     400 bad_input naming the field and the integer's size, and nothing is written."""
@@ -50,8 +58,11 @@ async def test_a_ledger_error_names_the_ledger_relative_to_the_root(api, jp_root
     (root / "work").mkdir(exist_ok=True)
     nbformat.write(nbformat.v4.new_notebook(), str(root / "work" / "lab9.ipynb"))
     (root / "work" / "lab9.gradcheck.jsonl").mkdir()
-    status, _, body = await api("POST", "checks", {"notebook": "work/lab9.ipynb", "check": {
-        "function": "x*x", "x": 3, "analytical_gradient": 6}})
+    status, _, body = await api(
+        "POST",
+        "checks",
+        {"notebook": "work/lab9.ipynb", "check": {"function": "x*x", "x": 3, "analytical_gradient": 6}},
+    )
     assert body["code"] == "ledger_error", (status, body)
     assert "work/lab9.gradcheck.jsonl" in body["message"]
     assert str(root) not in body["message"] and str(root.resolve()) not in body["message"]

@@ -8,7 +8,9 @@ from pathlib import Path
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
 
-async def test_seed_record_runs_and_leaves_expectation_then_observation(api, lab1, seed_text, jp_root_dir, ledger_lines):
+async def test_seed_record_runs_and_leaves_expectation_then_observation(
+    api, lab1, seed_text, jp_root_dir, ledger_lines
+):
     """Given the course's seed record and an empty notebook work/lab1.ipynb,
     when it is POSTed to checks,
     then the record comes back executed with the observed gradient 6.0, and
@@ -38,8 +40,9 @@ async def test_a_wrong_derivative_is_a_finding_recorded_with_http_200(api, lab1,
     """Given a check whose hand derivative is wrong (d/dx x*x at 3 is 6, not 5),
     when it is run,
     then the answer is 200 with passed false and the failure named, and the ledger keeps it."""
-    status, _, body = await api("POST", "checks", {
-        "notebook": lab1, "check": {"function": "x*x", "x": 3, "analytical_gradient": 5}})
+    status, _, body = await api(
+        "POST", "checks", {"notebook": lab1, "check": {"function": "x*x", "x": 3, "analytical_gradient": 5}}
+    )
 
     assert status == 200, body
     assert body["record"]["passed"] is False
@@ -61,8 +64,10 @@ async def test_bad_input_is_400_naming_the_field_and_nothing_is_appended(api, la
         ({"function": "x*x", "x": 3, "analytical_gradient": 6, "dtype": "float128"}, "dtype"),
         # Shapes that cannot work: refused from the record's shapes, before anything is written.
         ({"function": "x[5]*x", "x": [1, 2, 3], "analytical_gradient": 0}, "function"),
-        ({"function": "x @ y", "inputs": {"x": [1, 2], "y": [1, 2, 3]},
-          "analytical_gradient": {"x": 1, "y": 1}}, "function"),
+        (
+            {"function": "x @ y", "inputs": {"x": [1, 2], "y": [1, 2, 3]}, "analytical_gradient": {"x": 1, "y": 1}},
+            "function",
+        ),
         ({"function": "x*x", "x": [1, 2], "analytical_gradient": "2*x", "grad_output": [1, 2, 3]}, "grad_output"),
     ]
     for check, field in bad:
@@ -85,8 +90,11 @@ async def test_an_unavailable_device_is_400_and_nothing_is_appended(api, lab1, l
     assert absent, "every device kind is available here; this test needs one that is not"
     device = absent[0]["id"]
 
-    status, _, body = await api("POST", "checks", {
-        "notebook": lab1, "check": {"function": "x*x", "x": 3, "analytical_gradient": 6, "device": device}})
+    status, _, body = await api(
+        "POST",
+        "checks",
+        {"notebook": lab1, "check": {"function": "x*x", "x": 3, "analytical_gradient": 6, "device": device}},
+    )
 
     assert status == 400, body
     assert body["code"] == "device_unavailable"
@@ -124,8 +132,9 @@ async def test_a_non_finite_gradient_comes_back_spelt_as_the_ledger_spells_it(ap
     when it is run,
     then the answer is strict JSON with the observed gradient "Infinity" (as in the ledger),
     and the finding is kept."""
-    status, _, body = await api("POST", "checks", {
-        "notebook": lab1, "check": {"function": "sqrt(x)", "x": 0.0, "analytical_gradient": 0}})
+    status, _, body = await api(
+        "POST", "checks", {"notebook": lab1, "check": {"function": "sqrt(x)", "x": 0.0, "analytical_gradient": 0}}
+    )
 
     assert status == 200, body
     assert body["record"]["observed_gradient"] == "Infinity"

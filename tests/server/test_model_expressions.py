@@ -3,8 +3,14 @@ error, run by a worker of a live server as the side panel would send them."""
 
 from __future__ import annotations
 
-from support.model_exercises import (FORGOTTEN_TARGET, MEAN_SQUARED_ERROR, MSE_B_GRADIENT, MSE_W_GRADIENT,
-                                     SOFTMAX_CROSS_ENTROPY, SOFTMAX_MINUS_Y)
+from support.model_exercises import (
+    FORGOTTEN_TARGET,
+    MEAN_SQUARED_ERROR,
+    MSE_B_GRADIENT,
+    MSE_W_GRADIENT,
+    SOFTMAX_CROSS_ENTROPY,
+    SOFTMAX_MINUS_Y,
+)
 
 #: float64 autograd against values worked out by hand in Python floats: a few roundings apart.
 HAND_TOLERANCE = 1e-12
@@ -64,8 +70,11 @@ async def test_class_indices_out_of_range_are_400_and_nothing_is_appended(api, l
     """Given cross_entropy over a batch of two with three classes and the class index 3,
     when it is POSTed,
     then the answer is 400 naming the index and the class count, and no ledger appears."""
-    check = {"function": "cross_entropy(z, [0, 3])", "inputs": {"z": [[1.0, 2.0, 3.0], [0.0, 1.0, -1.0]]},
-             "analytical_gradient": [[0, 0, 0], [0, 0, 0]]}
+    check = {
+        "function": "cross_entropy(z, [0, 3])",
+        "inputs": {"z": [[1.0, 2.0, 3.0], [0.0, 1.0, -1.0]]},
+        "analytical_gradient": [[0, 0, 0], [0, 0, 0]],
+    }
 
     status, _, body = await api("POST", "checks", {"notebook": lab1, "check": check})
 

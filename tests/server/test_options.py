@@ -6,7 +6,6 @@ import pytest
 from traitlets import TraitError
 
 from jupyterlab_gradcheck.server.extension import GradcheckExtension
-
 from support.server import server_config
 
 
@@ -22,8 +21,9 @@ async def test_max_input_elements_and_default_device_apply_to_every_check(api, l
     assert (status, body["code"], body["field"]) == (400, "bad_input", "inputs.x"), body
     assert "more than 4 elements" in body["message"]
 
-    status, _, body = await api("POST", "checks", {"notebook": lab1, "check": {
-        "function": "x*x", "x": 3, "analytical_gradient": 6}})
+    status, _, body = await api(
+        "POST", "checks", {"notebook": lab1, "check": {"function": "x*x", "x": 3, "analytical_gradient": 6}}
+    )
     assert (status, body["code"]) == (400, "device_unavailable"), body
     assert ledger_lines() == []
 
@@ -33,8 +33,9 @@ async def test_max_input_elements_and_default_device_apply_to_every_check(api, l
     assert body["record"]["device"] == "cpu"
 
 
-@pytest.mark.parametrize("option, value", [
-    ("workers", 0), ("timeout", 0.0), ("queue_size", -1), ("default_device", "gpu")])
+@pytest.mark.parametrize(
+    "option, value", [("workers", 0), ("timeout", 0.0), ("queue_size", -1), ("default_device", "gpu")]
+)
 def test_an_impossible_option_is_refused_when_configured(option, value):
     """Given an option value the extension cannot work with,
     when it is set,

@@ -15,8 +15,9 @@ def test_jupyter_lists_the_server_extension_as_enabled_and_ok():
     when `jupyter server extension list` runs,
     then it shows jupyterlab_gradcheck enabled, and validated OK at the package version."""
     jupyter = Path(sys.executable).with_name("jupyter")
-    completed = subprocess.run([str(jupyter), "server", "extension", "list"],
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [str(jupyter), "server", "extension", "list"], capture_output=True, text=True, timeout=120
+    )
     output = re.sub(r"\x1b\[[0-9;]*m", "", completed.stdout + completed.stderr)
 
     assert completed.returncode == 0, output

@@ -17,8 +17,11 @@ SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
 
 def _snapshot(folder: Path) -> dict:
     """Every file under `folder` with its size, modification time and SHA-256."""
-    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p): (p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -69,8 +72,12 @@ async def test_paths_leaving_the_root_are_refused_and_nothing_outside_is_touched
             ("POST", "checks", {"notebook": notebook, "check": SEED}, {}),
             ("GET", "ledger", None, {"path": notebook}),
             ("POST", "tolerance", {"notebook": notebook, "check_id": "c", "rtol": 1e-6, "justification": "j"}, {}),
-            ("POST", "expectation", {"notebook": notebook, "check_id": "c", "analytical_gradient": 6,
-                                     "justification": "j"}, {}),
+            (
+                "POST",
+                "expectation",
+                {"notebook": notebook, "check_id": "c", "analytical_gradient": 6, "justification": "j"},
+                {},
+            ),
             ("GET", "export", None, {"path": notebook, "format": "json"}),
             ("POST", "verify", {"path": notebook}, {}),
         ]
@@ -78,13 +85,17 @@ async def test_paths_leaving_the_root_are_refused_and_nothing_outside_is_touched
             status, _, payload = await api(method, route, body, **query)
             answers.append(payload)
             assert (status, payload["code"]) == (expected_status, code), (method, route, notebook, payload)
-    for method, route, body, query in (("GET", "export", None, {"path": "escape", "format": "csv"}),
-                                       ("POST", "verify", {"path": "escape"}, {})):
+    for method, route, body, query in (
+        ("GET", "export", None, {"path": "escape", "format": "csv"}),
+        ("POST", "verify", {"path": "escape"}, {}),
+    ):
         status, _, payload = await api(method, route, body, **query)  # the folder itself is a link out
         answers.append(payload)
         assert (status, payload["code"]) == (403, "path_forbidden"), (route, payload)
-    for folder, refused in (("graded", {"graded/lab3.ipynb"}),  # a binding naming a ledger outside
-                            (".", {"graded/lab3.ipynb", "work/lab2.ipynb"})):  # escape/ is a link: not walked
+    for folder, refused in (
+        ("graded", {"graded/lab3.ipynb"}),  # a binding naming a ledger outside
+        (".", {"graded/lab3.ipynb", "work/lab2.ipynb"}),
+    ):  # escape/ is a link: not walked
         status, _, report = await api("POST", "verify", {"path": folder})
         answers.append(report)
         assert status == 200, report
@@ -97,7 +108,9 @@ async def test_paths_leaving_the_root_are_refused_and_nothing_outside_is_touched
         answers.append(text)
         assert status == 200, text
         rows = list(csv.DictReader(io.StringIO(text)))
-        assert {r["notebook"] for r in rows if r["status"] == "verify_failed"} >= {p.rsplit("/", 1)[-1] for p in refused}
+        assert {r["notebook"] for r in rows if r["status"] == "verify_failed"} >= {
+            p.rsplit("/", 1)[-1] for p in refused
+        }
 
     assert all(SECRET not in str(answer) for answer in answers)
     assert _snapshot(outside) == before

@@ -9,7 +9,6 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from jupyterlab_gradcheck.server.routes import ROUTES
-
 from support.routes import implemented_methods
 
 

@@ -33,8 +33,9 @@ async def test_notebooks_take_turns_at_a_single_worker():
     scheduler = FairScheduler(heavy_limit=1)
     scheduler.add("worker-0")
 
-    order = await _granted_order(scheduler, [("a1", "A", False), ("a2", "A", False), ("a3", "A", False),
-                                             ("b1", "B", False)], hold=20)
+    order = await _granted_order(
+        scheduler, [("a1", "A", False), ("a2", "A", False), ("a3", "A", False), ("b1", "B", False)], hold=20
+    )
 
     assert order == ["a1", "b1", "a2", "a3"]
 

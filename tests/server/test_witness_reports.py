@@ -9,7 +9,6 @@ import pytest
 from jupyterlab_gradcheck.core.ledger import witness_client
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.witness_log import read_log
-
 from support.server import server_config
 from support.witness import TOKEN, Witness, free_port
 
@@ -23,16 +22,21 @@ def witness(tmp_path):
     running.kill()
 
 
-@pytest.mark.parametrize("jp_server_config", [server_config(witness_url=f"http://127.0.0.1:{PORT}",
-                                                            witness_token=TOKEN)])
-async def test_a_check_posted_to_the_server_reaches_the_witness(witness, api, lab1, ledger_lines, jp_root_dir,
-                                                               jp_server_config):
+@pytest.mark.parametrize(
+    "jp_server_config", [server_config(witness_url=f"http://127.0.0.1:{PORT}", witness_token=TOKEN)]
+)
+async def test_a_check_posted_to_the_server_reaches_the_witness(
+    witness, api, lab1, ledger_lines, jp_root_dir, jp_server_config
+):
     """Given a server whose witness_url and witness_token name a live witness,
     when a check is POSTed, then the witness's log holds the observation's head (seq 2 with its hash)
     for lab1.ipynb, and the expectation's (seq 1) before it unless the newer head replaced it in the
     queue before it was sent (the chain makes the newer cover it); the request never waited on it."""
-    status, _, body = await api("POST", "checks", {"notebook": lab1, "check": {
-        "id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}})
+    status, _, body = await api(
+        "POST",
+        "checks",
+        {"notebook": lab1, "check": {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}},
+    )
     assert status == 200, body
     entries = ledger_lines()
     assert [e["seq"] for e in entries] == [1, 2]

@@ -25,8 +25,9 @@ async def test_a_worker_killed_mid_check_answers_500_and_the_next_check_runs(api
     slot, and the next check succeeds."""
     await wait_pool(lambda pool: pool["state"] == "ready", "the pool to start")
     request = asyncio.ensure_future(api("POST", "checks", {"notebook": lab1, "check": _check(STUCK)}))
-    status_body = await wait_pool(lambda pool: any(w["state"] == "busy" for w in pool["workers"]),
-                                  "the stuck check to reach a worker")
+    status_body = await wait_pool(
+        lambda pool: any(w["state"] == "busy" for w in pool["workers"]), "the stuck check to reach a worker"
+    )
     busy = next(w for w in status_body["pool"]["workers"] if w["state"] == "busy")
     killed_at = time.monotonic()
 
@@ -80,16 +81,18 @@ async def test_a_check_over_the_timeout_answers_504_and_its_worker_is_replaced(a
 
 @pytest.mark.parametrize("jp_server_config", [server_config(queue_size=1)])
 async def test_a_full_queue_answers_503_with_retry_after_and_appends_nothing(
-        api, lab1, wait_pool, ledger_lines, jp_server_config):
+    api, lab1, wait_pool, ledger_lines, jp_server_config
+):
     """Given 2 workers and a queue of 1, with three slow checks running or waiting,
     when a fourth check arrives,
     then it answers 503 with a Retry-After header at once and appends nothing, while the
     three others complete."""
     await wait_pool(lambda pool: pool["state"] == "ready", "the pool to start")
-    slow = [asyncio.ensure_future(api("POST", "checks", {"notebook": lab1, "check": _check(SLOW)}))
-            for _ in range(3)]
-    await wait_pool(lambda pool: pool["queue"]["waiting"] == 1 and
-                    all(w["state"] == "busy" for w in pool["workers"]), "two busy workers and one waiting")
+    slow = [asyncio.ensure_future(api("POST", "checks", {"notebook": lab1, "check": _check(SLOW)})) for _ in range(3)]
+    await wait_pool(
+        lambda pool: pool["queue"]["waiting"] == 1 and all(w["state"] == "busy" for w in pool["workers"]),
+        "two busy workers and one waiting",
+    )
     entries_before = len(ledger_lines())
 
     status, headers, body = await api("POST", "checks", {"notebook": lab1, "check": _check("x*x")})
@@ -102,7 +105,9 @@ async def test_a_full_queue_answers_503_with_retry_after_and_appends_nothing(
 
 
 @pytest.mark.parametrize("jp_server_config", [server_config(startup_timeout=0.01)])
-async def test_when_no_worker_can_start_status_says_why_and_checks_answer_500(api, lab1, ledger_lines, jp_server_config):
+async def test_when_no_worker_can_start_status_says_why_and_checks_answer_500(
+    api, lab1, ledger_lines, jp_server_config
+):
     """Given workers that cannot start in time (a start-up timeout of 10 ms; importing torch
     takes far longer),
     when a client asks for the status and then runs a check,

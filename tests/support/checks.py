@@ -13,12 +13,13 @@ def autograd_gradient(function, inputs: dict) -> dict:
     leaves = {n: torch.as_tensor(v, dtype=torch.float64).clone().requires_grad_(True) for n, v in inputs.items()}
     grads = torch.autograd.grad(function(**leaves), list(leaves.values()), allow_unused=True)
     # None (unused) and autograd's zero placeholder (which has no storage to read) become zeros
-    return {n: torch.zeros(leaves[n].shape, dtype=torch.float64) if g is None or g._is_zerotensor() else g.detach()
-            for n, g in zip(leaves, grads)}
+    return {
+        n: torch.zeros(leaves[n].shape, dtype=torch.float64) if g is None or g._is_zerotensor() else g.detach()
+        for n, g in zip(leaves, grads)
+    }
 
 
-def check_against_autograd(function, inputs: dict, expectation: dict | None = None, *, sweep=None,
-                           **options) -> dict:
+def check_against_autograd(function, inputs: dict, expectation: dict | None = None, *, sweep=None, **options) -> dict:
     """The full record of a check whose expectation is autograd's gradient (or `expectation`);
     `sweep` is run_check's (None: its default)."""
     expected = autograd_gradient(function, inputs) if expectation is None else expectation
@@ -33,8 +34,11 @@ def check_against_autograd(function, inputs: dict, expectation: dict | None = No
 
 def fd_comparison(record: dict, input_name: str = "x") -> dict:
     """The record's autograd_vs_finite_difference comparison of one input."""
-    return next(row for row in record["comparisons"]
-                if row["name"] == "autograd_vs_finite_difference" and row["input"] == input_name)
+    return next(
+        row
+        for row in record["comparisons"]
+        if row["name"] == "autograd_vs_finite_difference" and row["input"] == input_name
+    )
 
 
 class WrongAtOneElement(torch.autograd.Function):

@@ -22,8 +22,10 @@ from jupyterlab_gradcheck.core.ledger.store import Ledger
 @contextlib.contextmanager
 def working_as(student: str, witness_url: str | None, token: str):
     """The environment of `student`'s kernel: their hub name and, when given, the witness."""
-    saved = {key: os.environ.get(key) for key in ("JUPYTERHUB_USER", witness_client.URL_VARIABLE,
-                                                   witness_client.TOKEN_VARIABLE)}
+    saved = {
+        key: os.environ.get(key)
+        for key in ("JUPYTERHUB_USER", witness_client.URL_VARIABLE, witness_client.TOKEN_VARIABLE)
+    }
     os.environ["JUPYTERHUB_USER"] = student
     if witness_url:
         os.environ[witness_client.URL_VARIABLE], os.environ[witness_client.TOKEN_VARIABLE] = witness_url, token
@@ -47,18 +49,21 @@ class Notebook:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.document = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-            "from jupyterlab_gradcheck.api import check_record")])
+        self.document = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell("from jupyterlab_gradcheck.api import check_record")]
+        )
         self.save()
 
     def run(self, record: dict, **options):
         """Run a check from a new cell; its attestation (if any) is the cell's output."""
         result = check_record(record, notebook=str(self.path), **options)
-        cell = nbformat.v4.new_code_cell(f"check_record({json.dumps(record)})",
-                                          execution_count=len(self.document.cells))
+        cell = nbformat.v4.new_code_cell(
+            f"check_record({json.dumps(record)})", execution_count=len(self.document.cells)
+        )
         if result.attestation is not None:
-            cell.outputs = [nbformat.v4.new_output("display_data", data={
-                MIME_TYPE: result.attestation, "text/plain": "attested"})]
+            cell.outputs = [
+                nbformat.v4.new_output("display_data", data={MIME_TYPE: result.attestation, "text/plain": "attested"})
+            ]
         self.document.cells.append(cell)
         return result
 

@@ -38,7 +38,7 @@ class Cube(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return x ** 3
+        return x**3
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -65,15 +65,15 @@ class CubeWithJvp(NewStyleCube):
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
-        return grad_output * 3 * x ** 2
+        return grad_output * 3 * x**2
 
     @staticmethod
     def jvp(ctx, tangent):
-        return 3 * ctx.x ** 2 * tangent * CubeWithJvp.jvp_scale
+        return 3 * ctx.x**2 * tangent * CubeWithJvp.jvp_scale
 
     @staticmethod
     def vmap(info, in_dims, x):
-        return x ** 3, in_dims[0]
+        return x**3, in_dims[0]
 
 
 def save_inputs_for_both_modes(ctx, inputs, output):

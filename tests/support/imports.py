@@ -135,8 +135,11 @@ def cycles(modules: dict[str, Module]) -> list[list[str]]:
 
 def private_imports(modules: dict[str, Module]) -> list[str]:
     """`importer:line imports _name from module` for each private name that crosses modules."""
-    return [f"{m.name}:{line} imports {name} from {target}"
-            for m in modules.values() for target, name, line in m.private_names]
+    return [
+        f"{m.name}:{line} imports {name} from {target}"
+        for m in modules.values()
+        for target, name, line in m.private_names
+    ]
 
 
 def private_uses_in_tests(path: Path, top: str) -> list[str]:
@@ -156,8 +159,12 @@ def private_uses_in_tests(path: Path, top: str) -> list[str]:
                 if alias.name.split(".")[0] == top:
                     package_aliases.add((alias.asname or alias.name).split(".")[0])
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and _is_private(node.attr) and isinstance(node.value, ast.Name)
-                and node.value.id in package_aliases):
+        if (
+            isinstance(node, ast.Attribute)
+            and _is_private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in package_aliases
+        ):
             found.append(f"{path.name}:{node.lineno} reaches {node.value.id}.{node.attr}")
     return found
 

@@ -20,8 +20,14 @@ from jupyterlab_gradcheck.core.ledger.store import Ledger
 #: Three checks from the course: the square, a short vector sum, and a wrong hand derivation
 #: (d/dx x^3 at 2 is 12, written as 6), which fails.
 THREE_CHECKS = [
-    {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6,
-     "origin": "d/dx x^2 = 2x", "destination": "x.grad"},
+    {
+        "id": "square",
+        "function": "x*x",
+        "x": 3,
+        "analytical_gradient": 6,
+        "origin": "d/dx x^2 = 2x",
+        "destination": "x.grad",
+    },
     {"id": "vector_sum", "function": "sum(x*x)", "x": [1.0, 2.0, 3.0], "analytical_gradient": "2*x"},
     {"id": "cube_wrong", "function": "x*x*x", "x": 2, "analytical_gradient": 6},
 ]
@@ -98,10 +104,18 @@ def seal_junk(path: Path, number: int, junk: bytes = b"x" * 40) -> None:
 
     lines = lines_of(path)
     replaced = read_entry(lines[number - 1])
-    seal = {"seq": replaced["seq"], "time": replaced["time"], "kind": "note", "check_id": None,
-            "prev": replaced["prev"], "data": {"event": "torn_tail_sealed", "text": "an interrupted write",
-                                               "lines": [{"line": number, "bytes": len(junk),
-                                                          "sha256": hashlib.sha256(junk).hexdigest()}]}}
+    seal = {
+        "seq": replaced["seq"],
+        "time": replaced["time"],
+        "kind": "note",
+        "check_id": None,
+        "prev": replaced["prev"],
+        "data": {
+            "event": "torn_tail_sealed",
+            "text": "an interrupted write",
+            "lines": [{"line": number, "bytes": len(junk), "sha256": hashlib.sha256(junk).hexdigest()}],
+        },
+    }
     sealed, prev = make_line(seal)
     rest = []
     for raw in lines[number:]:

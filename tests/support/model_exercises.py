@@ -20,8 +20,11 @@ SOFTMAX_CROSS_ENTROPY = {
 }
 
 #: The same loss with the "- y" forgotten: the classic slip, a finding and not an error.
-FORGOTTEN_TARGET = {**SOFTMAX_CROSS_ENTROPY, "id": "softmax_cross_entropy_forgot_y",
-                    "analytical_gradient": {"z": "softmax(z, dim=0)", "y": "-log_softmax(z, dim=0)"}}
+FORGOTTEN_TARGET = {
+    **SOFTMAX_CROSS_ENTROPY,
+    "id": "softmax_cross_entropy_forgot_y",
+    "analytical_gradient": {"z": "softmax(z, dim=0)", "y": "-log_softmax(z, dim=0)"},
+}
 
 _TOTAL = math.exp(1) + math.exp(2) + math.exp(3)
 #: softmax([1, 2, 3]) - [0, 1, 0], by hand.
@@ -33,8 +36,12 @@ SOFTMAX_MINUS_Y = [math.exp(1) / _TOTAL, math.exp(2) / _TOTAL - 1, math.exp(3) /
 MEAN_SQUARED_ERROR = {
     "id": "linear_model_mse",
     "function": "mean((X @ w + b - y) ** 2)",
-    "inputs": {"X": [[1.0, 2.0], [3.0, -1.0], [0.5, 0.0], [2.0, 1.0]], "w": [0.3, -0.2], "b": 0.1,
-               "y": [1.0, 0.0, 2.0, -1.0]},
+    "inputs": {
+        "X": [[1.0, 2.0], [3.0, -1.0], [0.5, 0.0], [2.0, 1.0]],
+        "w": [0.3, -0.2],
+        "b": 0.1,
+        "y": [1.0, 0.0, 2.0, -1.0],
+    },
     "analytical_gradient": {
         "w": "2/4 * X.T @ (X @ w + b - y)",
         "b": "2/4 * sum(X @ w + b - y)",

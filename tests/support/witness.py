@@ -29,10 +29,13 @@ class Witness:
         self.log, self.port, self.process = log, port or free_port(), None
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Witness":
+    def start(self) -> Witness:
         self.process = subprocess.Popen(
             [str(JUPYTER), "gradcheck", "witness", "--log", str(self.log), "--port", str(self.port)],
-            env={**os.environ, "GRADCHECK_WITNESS_TOKEN": TOKEN}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            env={**os.environ, "GRADCHECK_WITNESS_TOKEN": TOKEN},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

@@ -18,7 +18,6 @@ from jupyterlab_gradcheck.core.check.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.widget import GradcheckPanel
-
 from support.html_tables import column, tables_in
 from support.ledger import check_entries
 
@@ -67,7 +66,10 @@ def test_seed_record_fills_the_panel_verbatim(notebook, seed_text):
     then the fields show it and the record comes back executed with observed_gradient 6.0."""
     panel = GradcheckPanel(json.loads(seed_text))
     assert (panel.function.value, json.loads(panel.inputs.value), panel.analytical_gradient.value) == (
-        "x*x", {"x": 3}, "6")
+        "x*x",
+        {"x": 3},
+        "6",
+    )
     record = panel.run()
     assert (record["executed"], record["observed_gradient"], record["passed"]) == (True, 6.0, True)
     assert panel.record is record
@@ -93,7 +95,12 @@ def test_tolerance_change_after_a_run_needs_a_justification(notebook):
     panel.run_button.click()
     entries = check_entries(Ledger.for_notebook(notebook))
     assert [e["kind"] for e in entries] == [
-        "expectation", "observation", "tolerance_change", "expectation", "observation"]
+        "expectation",
+        "observation",
+        "tolerance_change",
+        "expectation",
+        "observation",
+    ]
     change = entries[2]["data"]
     assert (change["old"]["rtol"], change["new"]["rtol"]) == (1e-7, 1e-5)
     assert change["justification"] == "the same check will run in float32 next"
@@ -101,7 +108,8 @@ def test_tolerance_change_after_a_run_needs_a_justification(notebook):
     assert panel.justification.layout.display == "none"
     history = tables_in(panel.result.value)["jp-gradcheck-history-table"]
     assert ["3", "the same check will run in float32 next"] in [
-        [row[0]["text"], row[4]["text"]] for row in history["rows"]]
+        [row[0]["text"], row[4]["text"]] for row in history["rows"]
+    ]
 
 
 def test_widening_after_a_failure_is_flagged(notebook):
@@ -122,13 +130,16 @@ def test_widening_after_a_failure_is_flagged(notebook):
     assert panel.record["passed"] is True  # |7 - 6| <= 0.5 * 6: the widening hides the bug
 
 
-@pytest.mark.parametrize("field, text", [
-    ("function", "x*"),
-    ("function", "y*y"),
-    ("function", "__import__('os').system('true')"),
-    ("analytical_gradient", "[1, [2]]"),
-    ("rtol", "loose"),
-])
+@pytest.mark.parametrize(
+    "field, text",
+    [
+        ("function", "x*"),
+        ("function", "y*y"),
+        ("function", "__import__('os').system('true')"),
+        ("analytical_gradient", "[1, [2]]"),
+        ("rtol", "loose"),
+    ],
+)
 def test_bad_input_shows_the_core_error_and_appends_nothing(notebook, field, text):
     """Given bad input in one field,
     when Run is clicked,
@@ -224,10 +235,13 @@ def test_a_record_the_core_refuses_is_filled_in_with_the_reason_shown(notebook):
     assert panel.run_button.disabled is False
 
 
-@pytest.mark.parametrize("function, reason", [
-    ("x > 1", "a comparison is only allowed as the condition of where(...)"),
-    ("x[5]", "invalid index of a 0-dim tensor"),
-])
+@pytest.mark.parametrize(
+    "function, reason",
+    [
+        ("x > 1", "a comparison is only allowed as the condition of where(...)"),
+        ("x[5]", "invalid index of a 0-dim tensor"),
+    ],
+)
 def test_shapes_that_cannot_work_are_bad_input(notebook, function, reason):
     """Given a function that parses but cannot be differentiated or indexed on the inputs,
     when Run is clicked,

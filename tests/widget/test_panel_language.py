@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.widget import GradcheckPanel
-
 from support.html_tables import tables_in
 from support.ledger import check_entries
-
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None, "executed": False}
 

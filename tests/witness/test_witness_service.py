@@ -16,7 +16,6 @@ from jupyterlab_gradcheck.core.ledger.binding import update_binding
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.witness_log import read_log
-
 from support.witness import JUPYTER, TOKEN, Witness
 
 SQUARE = {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}
@@ -33,19 +32,35 @@ def witness(tmp_path):
 
 
 def _student_env(witness: Witness) -> dict:
-    return {**os.environ, "GRADCHECK_WITNESS_URL": witness.url, "GRADCHECK_WITNESS_TOKEN": TOKEN,
-            "JUPYTERHUB_USER": "ana"}
+    return {
+        **os.environ,
+        "GRADCHECK_WITNESS_URL": witness.url,
+        "GRADCHECK_WITNESS_TOKEN": TOKEN,
+        "JUPYTERHUB_USER": "ana",
+    }
 
 
 def _run(record: dict, folder: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([str(JUPYTER), "gradcheck", "run", "-", "--notebook", "lab1.ipynb"], cwd=folder, env=env,
-                          input=json.dumps(record), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(JUPYTER), "gradcheck", "run", "-", "--notebook", "lab1.ipynb"],
+        cwd=folder,
+        env=env,
+        input=json.dumps(record),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _verify(folder: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(JUPYTER), "gradcheck", "verify", "lab1.ipynb", *args], cwd=folder,
-                          env={**os.environ, "GRADCHECK_WITNESS_TOKEN": TOKEN}, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [str(JUPYTER), "gradcheck", "verify", "lab1.ipynb", *args],
+        cwd=folder,
+        env={**os.environ, "GRADCHECK_WITNESS_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -113,8 +128,12 @@ def test_a_report_without_the_token_is_refused_and_changes_nothing(witness):
     answers 403 with a one-line message and its log stays empty."""
     report = {"ledger_id": "L", "notebook": "lab1.ipynb", "user": "ana", "seq": 1, "head": "a" * 64}
     for headers in ({}, {"Authorization": "token wrong"}):
-        request = urllib.request.Request(witness.url + "/heads", data=json.dumps(report).encode(), method="POST",
-                                         headers={"Content-Type": "application/json", **headers})
+        request = urllib.request.Request(
+            witness.url + "/heads",
+            data=json.dumps(report).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", **headers},
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403

@@ -28,7 +28,7 @@ def adaptive(probe, scheme: str, dtype: str, difference_quotient):
     magnitude = float(torch.sum((probe.v * probe.function(**probe.values)).abs()))
     telemetry, best = [], None
     for k in range(1, int(-math.log10(eps)) + 1):
-        relative = 10.0 ** -k
+        relative = 10.0**-k
         h = relative * scale
         estimate = difference_quotient(probe, scheme, h)
         halved = difference_quotient(probe, scheme, h / 2)
@@ -36,14 +36,19 @@ def adaptive(probe, scheme: str, dtype: str, difference_quotient):
         representation = float((x.reshape(-1).abs() / scale * halved.abs()).max()) if x.numel() else 0.0
         rounding = eps * (magnitude + representation) / relative
         total = truncation + rounding
-        telemetry.append({"step": relative, "change_when_halved": truncation,
-                          "rounding_estimate": rounding, "error_estimate": total})
+        telemetry.append(
+            {"step": relative, "change_when_halved": truncation, "rounding_estimate": rounding, "error_estimate": total}
+        )
         if best is None or total < best[0]:
             best = (total, relative, halved)
     total, relative, estimate = best
-    return estimate, relative, {
-        "rule": "step minimising |D(h) - D(h/2)| + eps*(|phi| + |x_i||D_i|)/h over decades; the estimate at h/2 is kept",
-        "candidates": telemetry,
-        "chosen_step": relative,
-        "error_estimate": total,
-    }
+    return (
+        estimate,
+        relative,
+        {
+            "rule": "step minimising |D(h) - D(h/2)| + eps*(|phi| + |x_i||D_i|)/h over decades; the estimate at h/2 is kept",
+            "candidates": telemetry,
+            "chosen_step": relative,
+            "error_estimate": total,
+        },
+    )

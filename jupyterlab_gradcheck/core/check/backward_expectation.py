@@ -17,7 +17,7 @@ A function whose graph holds no custom Function keeps the refusal of a missing e
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .callable_source import function_source
 from .observations import grad_output_for
@@ -33,8 +33,9 @@ def backward_name(classes: list) -> str:
     return "the backward of " + " and ".join(parts)
 
 
-def backward_expectation(function: Callable, names: list[str], classes: list, grad_output=None,
-                         outputs: list[bool] | None = None) -> dict:
+def backward_expectation(
+    function: Callable, names: list[str], classes: list, grad_output=None, outputs: list[bool] | None = None
+) -> dict:
     """{input name: callable of the inputs} giving d sum(v * f) / d input through the Functions' own backward.
 
     Each callable runs a fresh forward and `torch.autograd.grad` (grad mode on, whatever the
@@ -54,6 +55,7 @@ def backward_expectation(function: Callable, names: list[str], classes: list, gr
         return expectation
 
     if outputs is None:
+
         @_once_per_point
         def gradients(**values):
             return _through_backward(function, names, values, lambda output: [grad_output_for(output, grad_output)])
@@ -65,8 +67,12 @@ def backward_expectation(function: Callable, names: list[str], classes: list, gr
 
         @_once_per_point
         def gradients(**values):
-            return _through_backward(function, names, values, lambda *found: [
-                grad_output_for(o, wanted) if i == k else _zeros(o) for i, o in found])
+            return _through_backward(
+                function,
+                names,
+                values,
+                lambda *found: [grad_output_for(o, wanted) if i == k else _zeros(o) for i, o in found],
+            )
 
         return {name: named(gradients, name) for name in names}
 
@@ -82,8 +88,11 @@ def _once_per_point(compute: Callable) -> Callable:
     def run(**values):
         point = {n: (t, getattr(t, "_version", None)) for n, t in values.items()}
         seen = last.get("point")
-        if seen is not None and seen.keys() == point.keys() and all(
-                seen[n][0] is t and seen[n][1] == version for n, (t, version) in point.items()):
+        if (
+            seen is not None
+            and seen.keys() == point.keys()
+            and all(seen[n][0] is t and seen[n][1] == version for n, (t, version) in point.items())
+        ):
             return last["result"]
         last.clear()  # a computation that raises leaves nothing to reuse
         result = compute(**values)

@@ -8,16 +8,19 @@ Apart from both, so that the finite differences need not import the projected mo
 
 from __future__ import annotations
 
-
 #: Above this many seconds predicted for the exhaustive comparison, "auto" chooses the projected mode.
 AUTO_BUDGET_S = 1.0
+
+
 class ExhaustiveOverBudget(Exception):
     """The exhaustive comparison would take longer than the budget; the message says from what."""
 
     def __init__(self, name: str, elements: int, done: int, seconds: float, predicted: float):
-        super().__init__(f"the exhaustive comparison of {name!r} would take about {predicted:.2g} s "
-                         f"({done} of its {elements} elements took {seconds:.2g} s), over the "
-                         f"{AUTO_BUDGET_S:g} s budget of mode auto")
+        super().__init__(
+            f"the exhaustive comparison of {name!r} would take about {predicted:.2g} s "
+            f"({done} of its {elements} elements took {seconds:.2g} s), over the "
+            f"{AUTO_BUDGET_S:g} s budget of mode auto"
+        )
         self.predicted = predicted
 
 

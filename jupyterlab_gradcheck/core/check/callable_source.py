@@ -16,7 +16,7 @@ import inspect
 import textwrap
 import types
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 #: The record field that holds `{"text", "sha256"}` (both None, with a `reason`, when unreadable).
 FIELD = "function_source"

@@ -22,8 +22,9 @@ from .diagonal import ELEMENTWISE, REDUCTIONS
 _FORMULA = re.compile(r"^([A-Z][A-Za-z0-9]*)Backward\d*$")
 #: The operations the recorder accepts on a tensor derived from x, in the graph's spelling (no underscores, lower
 #: case): every elementwise one, the full reductions, and the constant scales and shifts that may follow them.
-_ACCEPTED = frozenset(name.replace("_", "").lower()
-                      for name in ELEMENTWISE | set(REDUCTIONS) | {"mul", "div", "neg", "add", "sub"})
+_ACCEPTED = frozenset(
+    name.replace("_", "").lower() for name in ELEMENTWISE | set(REDUCTIONS) | {"mul", "div", "neg", "add", "sub"}
+)
 
 
 def refused_by_recorder(node) -> bool:

@@ -57,7 +57,7 @@ class Colouring:
         if self.order is None:
             self.order = torch.sort(self.colours, stable=True).indices
             self.starts = [0] + torch.bincount(self.colours, minlength=self.count).cumsum(0).tolist()
-        members = self.order[self.starts[first]:self.starts[last]]
+        members = self.order[self.starts[first] : self.starts[last]]
         return members, self.moves.take(members) - first * self.colours.numel()
 
 
@@ -74,8 +74,10 @@ def plan(probe) -> tuple[Colouring | None, str]:
     count = int(colours.max()) + 1 if colours.numel() else 0
     if count > WORTH_BELOW * x.numel():
         probe.stats["pattern_evaluations"] = 1
-        return None, (f"the learned pattern needs {count} colours for {x.numel()} elements: no fewer evaluations "
-                      "than one element at a time")
+        return None, (
+            f"the learned pattern needs {count} colours for {x.numel()} elements: no fewer evaluations "
+            "than one element at a time"
+        )
     probe.stats["forward_evaluations"] += 1  # the traced evaluation is the coloured path's first
     return Colouring(learned, colours.to(x.device), count, method, rows, repeat), ""
 
@@ -103,7 +105,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
         shift = h * multiple
         points.append(flat + shift)
         taken.append(torch.where(points[-1] == flat, shift, points[-1] - flat) if exact else shift)
-    pairs = [(0, None)] if scheme == "forward" else [(0, 1), (2, 3)][:len(points) // 2]  # (None: the body at x)
+    pairs = [(0, None)] if scheme == "forward" else [(0, 1), (2, 3)][: len(points) // 2]  # (None: the body at x)
     size = chunk_colours(plan_.count, max(count, learned.body.numel(), probe.work, 1))
     buffer = flat.expand(size, count).clone()  # a chunk's copies, made once: each shift rewrites its positions
     # few copies: separate calls cost less than vmap's set-up (as on the general path)
@@ -113,7 +115,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     counted_equal = None  # whether equal evaluations count in the rounding bound (policy 6), once the dtype is seen
     for first in range(0, plan_.count, size):
         last = min(first + size, plan_.count)
-        copies = buffer[:last - first]
+        copies = buffer[: last - first]
         members, moves = plan_.chunk(first, last)  # the chunk's elements (None: all), their positions in copies
         values = []
         for point in points:
@@ -126,13 +128,23 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
             counted_equal = equal_evaluations_count(probe.equal_bounded, values[0].dtype, flat.dtype)
             sums = [values[0].new_zeros(count + 1) for _ in pairs]
             sizes = [values[0].new_zeros(count + 1) for _ in pairs] if probe.track_rounding else None
-        part = target[first * groups:last * groups]
+        part = target[first * groups : last * groups]
         for k, (one, other) in enumerate(pairs):
             second = values[other] if other is not None else learned.body.to(values[0].dtype).expand_as(values[0])
             # after the last shift of the last chunk the copies are free: they hold the differences
             room = copies if last == plan_.count and k == len(pairs) - 1 else None
-            _share(values[one], second, part, plan_.run, per_row, weight, sums[k],
-                   None if sizes is None else sizes[k], room, equal_bounded=counted_equal)
+            _share(
+                values[one],
+                second,
+                part,
+                plan_.run,
+                per_row,
+                weight,
+                sums[k],
+                None if sizes is None else sizes[k],
+                room,
+                equal_bounded=counted_equal,
+            )
         if members is not None and last < plan_.count:
             copies.view(-1).index_copy_(0, moves, flat.take(members))  # back to x for the next chunk
     widths = [taken[0] if other is None else taken[one] - taken[other] for one, other in pairs]
@@ -140,8 +152,10 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     rounding = None
     if sizes is not None:
         eps = torch.finfo(sizes[0].dtype).eps
-        roundings = [eps * (total[:count] if per_row else total[:count] * weight.abs()) / width.abs()
-                     for total, width in zip(sizes, widths)]
+        roundings = [
+            eps * (total[:count] if per_row else total[:count] * weight.abs()) / width.abs()
+            for total, width in zip(sizes, widths)
+        ]
         rounding = roundings[0] if scheme != "richardson" else (4 * roundings[1] + roundings[0]) / 3
     probe.rounding = rounding
     return results[0] if scheme != "richardson" else (4 * results[1] - results[0]) / 3
@@ -154,8 +168,9 @@ def chunk_colours(colours: int, width: int) -> int:
     return -(-colours // pieces)
 
 
-def _share(first, second, target, run: int, per_row: bool, weight, total, sizes, room=None, *,
-           equal_bounded: bool = False):
+def _share(
+    first, second, target, run: int, per_row: bool, weight, total, sizes, room=None, *, equal_bounded: bool = False
+):
     """Adds each column's share of the (colours x rows) differences first - second to `total`, and their
     rounding sizes to `sizes` (None: not tracked); group g's share under colour k goes to target[k, g].
     A row counts in its column's rounding where its two values differ, or always with `equal_bounded`
@@ -168,7 +183,7 @@ def _share(first, second, target, run: int, per_row: bool, weight, total, sizes,
     import torch
 
     if room is not None and first.numel() <= room.numel() and first.dtype == room.dtype:
-        difference = torch.sub(first, second, out=room.view(-1)[:first.numel()].view(first.shape))
+        difference = torch.sub(first, second, out=room.view(-1)[: first.numel()].view(first.shape))
     else:
         difference = first - second
     if sizes is not None:
@@ -205,17 +220,20 @@ def _targets(plan_: Colouring, device):
         run = run_length(rows, repeat)
         if run % repeat:  # no runs (1) though rows repeat: each row its own group, so each row spelled out
             rows, repeat = rows.repeat_interleave(repeat, dim=0), 1
-        heads = rows[::run // repeat]  # one row per group
+        heads = rows[:: run // repeat]  # one row per group
         groups, count = heads.shape[0], plan_.colours.numel()
         full = bool((heads[:, -1] >= 0).all()) if heads.numel() else True  # no padding (a band, a block)
         valid = None if full else heads >= 0
         # padding entries write into a spare colour row past the last one
-        colour = plan_.colours.take(heads) if full else torch.where(valid, plan_.colours.take(heads.clamp(min=0)),
-                                                                     plan_.count)
+        colour = (
+            plan_.colours.take(heads)
+            if full
+            else torch.where(valid, plan_.colours.take(heads.clamp(min=0)), plan_.count)
+        )
         slots = torch.add(torch.arange(groups, device=device).unsqueeze(1), colour, alpha=groups)  # one pass
         targets = torch.full(((plan_.count + 1) * groups,), count, dtype=torch.long, device=device)
         targets.scatter_(0, slots.reshape(-1), (heads if full else torch.where(valid, heads, count)).reshape(-1))
-        plan_.targets, plan_.run = targets[:plan_.count * groups], run
+        plan_.targets, plan_.run = targets[: plan_.count * groups], run
         plan_.moves = torch.add(torch.arange(count, device=device), plan_.colours, alpha=count)
     return plan_.targets
 
@@ -269,8 +287,9 @@ def _batched(probe, learned, copies, checked: list):
         single = sparsity.body_at(probe.function, probe.arguments(copies[-1].reshape(x.shape)), learned)
         probe.stats["batch_check_evaluations"] = probe.stats.get("batch_check_evaluations", 0) + 1
         scale = float(single.abs().max()) if single is not None and single.numel() else 0.0
-        if single is None or not torch.allclose(values[-1], single, rtol=defaults.BATCH_AGREEMENT,
-                                                atol=defaults.BATCH_AGREEMENT * scale, equal_nan=True):
+        if single is None or not torch.allclose(
+            values[-1], single, rtol=defaults.BATCH_AGREEMENT, atol=defaults.BATCH_AGREEMENT * scale, equal_nan=True
+        ):
             return None
         checked.append(True)
     return values
@@ -311,6 +330,9 @@ def estimates_for(probe, scheme: str, h, *, exact: bool = False):
     probe.structure = "coloured"
     probe.stats["colours"] = probe.colouring.count
     probe.stats["colouring"] = probe.colouring.method
-    probe.stats["body"] = ("the output" if probe.colouring.learned.body_kind == "output"
-                           else f"the vector entering the final {probe.colouring.learned.body_kind}")
+    probe.stats["body"] = (
+        "the output"
+        if probe.colouring.learned.body_kind == "output"
+        else f"the vector entering the final {probe.colouring.learned.body_kind}"
+    )
     return found

@@ -59,7 +59,7 @@ class Operand:
         return self._tensor
 
     @classmethod
-    def doubled(cls, operand: "Operand") -> "Operand":
+    def doubled(cls, operand: Operand) -> Operand:
         """`Operand(2 * operand.tensor)`. In float64 the doubling is exact (or overflows to inf)
         in Python floats as in torch, so the plain values are doubled without a tensor; other
         dtypes round (and overflow) in their own precision, so torch doubles them."""
@@ -72,8 +72,9 @@ class Operand:
         return twice
 
 
-def compare(name: str, input_name: str, left, right, *, left_label: str, right_label: str,
-            rtol: float, atol: float, bound=None) -> dict:
+def compare(
+    name: str, input_name: str, left, right, *, left_label: str, right_label: str, rtol: float, atol: float, bound=None
+) -> dict:
     """One comparison record between two same-shaped tensors (or `Operand`s of them).
 
     `bound`, a tensor shaped like `right`, adds an allowance of its own to each element's
@@ -86,18 +87,66 @@ def compare(name: str, input_name: str, left, right, *, left_label: str, right_l
     if bound is not None:
         extra = Operand(bound).values if left.values is not None and right.values is not None else None
         if extra is None or len(extra) != len(right.values):
-            return compare_tensors(name, input_name, left.tensor, right.tensor, left_label=left_label,
-                                   right_label=right_label, rtol=rtol, atol=atol, bound=bound)
-    if left.values is not None and right.values is not None and left.shape == right.shape \
-            and _plain_number(rtol) and _plain_number(atol):
-        return _compare_floats(name, input_name, left.values, right.values, right.shape,
-                               left_label=left_label, right_label=right_label, rtol=rtol, atol=atol, extra=extra)
-    return compare_tensors(name, input_name, left.tensor, right.tensor, left_label=left_label,
-                            right_label=right_label, rtol=rtol, atol=atol, bound=bound)
+            return compare_tensors(
+                name,
+                input_name,
+                left.tensor,
+                right.tensor,
+                left_label=left_label,
+                right_label=right_label,
+                rtol=rtol,
+                atol=atol,
+                bound=bound,
+            )
+    if (
+        left.values is not None
+        and right.values is not None
+        and left.shape == right.shape
+        and _plain_number(rtol)
+        and _plain_number(atol)
+    ):
+        return _compare_floats(
+            name,
+            input_name,
+            left.values,
+            right.values,
+            right.shape,
+            left_label=left_label,
+            right_label=right_label,
+            rtol=rtol,
+            atol=atol,
+            extra=extra,
+        )
+    return compare_tensors(
+        name,
+        input_name,
+        left.tensor,
+        right.tensor,
+        left_label=left_label,
+        right_label=right_label,
+        rtol=rtol,
+        atol=atol,
+        bound=bound,
+    )
 
 
-def _record(name, input_name, left_label, right_label, rtol, atol, passed, max_abs, max_rel,
-            shape, worst_flat, left, right, abs_err, rel_err) -> dict:
+def _record(
+    name,
+    input_name,
+    left_label,
+    right_label,
+    rtol,
+    atol,
+    passed,
+    max_abs,
+    max_rel,
+    shape,
+    worst_flat,
+    left,
+    right,
+    abs_err,
+    rel_err,
+) -> dict:
     return {
         "name": name,
         "input": input_name,
@@ -141,13 +190,28 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     worst_flat = int(torch.argmax(excess.reshape(-1) if not passed else error.reshape(-1)))
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
     relative = torch.where(error == 0, 0.0, torch.where(right64 == 0, _INF, error / size))
-    result = _record(name, input_name, left_label, right_label, rtol, atol, passed,
-                     error.max(), relative.max(), right64.shape, worst_flat,
-                     to_value(left64.reshape(-1)[worst_flat]), to_value(right64.reshape(-1)[worst_flat]),
-                     error.reshape(-1)[worst_flat], relative.reshape(-1)[worst_flat])
+    result = _record(
+        name,
+        input_name,
+        left_label,
+        right_label,
+        rtol,
+        atol,
+        passed,
+        error.max(),
+        relative.max(),
+        right64.shape,
+        worst_flat,
+        to_value(left64.reshape(-1)[worst_flat]),
+        to_value(right64.reshape(-1)[worst_flat]),
+        error.reshape(-1)[worst_flat],
+        relative.reshape(-1)[worst_flat],
+    )
     if extra is not None:
-        result["error_bound"] = {"max": _finite_or_none(extra.max()) if extra.numel() else 0.0,
-                                 "at_worst": _finite_or_none(extra.reshape(-1)[worst_flat])}
+        result["error_bound"] = {
+            "max": _finite_or_none(extra.max()) if extra.numel() else 0.0,
+            "at_worst": _finite_or_none(extra.reshape(-1)[worst_flat]),
+        }
     return result
 
 
@@ -160,8 +224,9 @@ def compare_rows(requests: list[dict]) -> list[dict]:
     `compare_tensors`, elementwise, and its reductions run along the row, so each record is
     bit-identical to that of its own `compare` call; any other request is handed to `compare`.
     """
-    requests = [{**request, "left": _operand(request["left"]), "right": _operand(request["right"])}
-                for request in requests]
+    requests = [
+        {**request, "left": _operand(request["left"]), "right": _operand(request["right"])} for request in requests
+    ]
     results: list = [None] * len(requests)
     groups: dict = {}
     for i, request in enumerate(requests):
@@ -184,10 +249,14 @@ def _stackable(request: dict) -> bool:
     if left.values is not None and right.values is not None:  # the plain path (or a shape mismatch)
         return False
     tensors = [left.tensor, right.tensor] + ([] if bound is None else [bound])
-    return (left.shape == right.shape and 0 < right.tensor.numel() <= STACKED_ELEMENTS
-            and all(t.is_floating_point() for t in tensors)
-            and (bound is None or bound.numel() == right.tensor.numel())
-            and _plain_number(request["rtol"]) and _plain_number(request["atol"]))
+    return (
+        left.shape == right.shape
+        and 0 < right.tensor.numel() <= STACKED_ELEMENTS
+        and all(t.is_floating_point() for t in tensors)
+        and (bound is None or bound.numel() == right.tensor.numel())
+        and _plain_number(request["rtol"])
+        and _plain_number(request["atol"])
+    )
 
 
 def _stacked(requests: list[dict]) -> list[dict]:
@@ -202,7 +271,9 @@ def _stacked(requests: list[dict]) -> list[dict]:
     error = (left64 - right64).abs()
     rtol = torch.tensor([[float(r["rtol"])] for r in requests], dtype=torch.float64)
     atol = torch.tensor([[float(r["atol"])] for r in requests], dtype=torch.float64)
-    extra = rows([r["bound"] if b else torch.zeros(right64.shape[1], dtype=torch.float64) for r, b in zip(requests, bounded)])
+    extra = rows(
+        [r["bound"] if b else torch.zeros(right64.shape[1], dtype=torch.float64) for r, b in zip(requests, bounded)]
+    )
     bound = atol + rtol * right64.abs() + extra  # + 0 where there is no bound, as compare_tensors adds
     nan = torch.isnan(error)
     excess = torch.where(nan, torch.full_like(error, float("inf")), error - bound)
@@ -211,21 +282,41 @@ def _stacked(requests: list[dict]) -> list[dict]:
     relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
     relative = torch.where(error == 0, torch.zeros_like(relative), relative)
     at = worst.unsqueeze(1)
-    columns = [passed.tolist(), error.max(dim=1).values.tolist(), relative.max(dim=1).values.tolist(),
-               worst.tolist()] + [t.gather(1, at).reshape(-1).tolist() for t in (left64, right64, error, relative)]
+    columns = [
+        passed.tolist(),
+        error.max(dim=1).values.tolist(),
+        relative.max(dim=1).values.tolist(),
+        worst.tolist(),
+    ] + [t.gather(1, at).reshape(-1).tolist() for t in (left64, right64, error, relative)]
     extra_max, extra_at = extra.max(dim=1).values.tolist(), extra.gather(1, at).reshape(-1).tolist()
     records = []
     for k, (r, (ok, max_abs, max_rel, flat, left, right, abs_err, rel_err)) in enumerate(zip(requests, zip(*columns))):
-        record = _record(r["name"], r["input_name"], r["left_label"], r["right_label"], r["rtol"], r["atol"], ok,
-                         max_abs, max_rel, r["right"].shape, flat, left, right, abs_err, rel_err)
+        record = _record(
+            r["name"],
+            r["input_name"],
+            r["left_label"],
+            r["right_label"],
+            r["rtol"],
+            r["atol"],
+            ok,
+            max_abs,
+            max_rel,
+            r["right"].shape,
+            flat,
+            left,
+            right,
+            abs_err,
+            rel_err,
+        )
         if bounded[k]:
             record["error_bound"] = {"max": _finite_or_none(extra_max[k]), "at_worst": _finite_or_none(extra_at[k])}
         records.append(record)
     return records
 
 
-def _compare_floats(name, input_name, left: list, right: list, shape, *, left_label, right_label,
-                    rtol, atol, extra=None) -> dict:
+def _compare_floats(
+    name, input_name, left: list, right: list, shape, *, left_label, right_label, rtol, atol, extra=None
+) -> dict:
     """The plain-Python path: the torch path's operations, element by element, in doubles."""
     if len(left) == 1 and extra is None:  # one element is its own worst and its own maximum
         a, b = left[0], right[0]
@@ -245,9 +336,23 @@ def _compare_floats(name, input_name, left: list, right: list, shape, *, left_la
         worst_flat = _argmax(excess)
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
     relative = [0.0 if e == 0 else (_INF if b == 0 else e / abs(b)) for e, b in zip(errors, right)]
-    result = _record(name, input_name, left_label, right_label, rtol, atol, passed,
-                     _max(errors), _max(relative), shape, worst_flat,
-                     left[worst_flat], right[worst_flat], errors[worst_flat], relative[worst_flat])
+    result = _record(
+        name,
+        input_name,
+        left_label,
+        right_label,
+        rtol,
+        atol,
+        passed,
+        _max(errors),
+        _max(relative),
+        shape,
+        worst_flat,
+        left[worst_flat],
+        right[worst_flat],
+        errors[worst_flat],
+        relative[worst_flat],
+    )
     if extra is not None:
         result["error_bound"] = {"max": _finite_or_none(_max(extra)), "at_worst": _finite_or_none(extra[worst_flat])}
     return result
@@ -277,8 +382,9 @@ def _plain_number(value) -> bool:
 def _plain_values(tensor) -> list[float] | None:
     """The elements of a small real CPU tensor as Python floats, else None."""
     real, strided, _ = _real_dtypes()
-    if not (tensor.is_cpu and 0 < tensor.numel() <= SMALL_ELEMENTS and tensor.dtype in real
-            and tensor.layout is strided):
+    if not (
+        tensor.is_cpu and 0 < tensor.numel() <= SMALL_ELEMENTS and tensor.dtype in real and tensor.layout is strided
+    ):
         return None
     if tensor.dim() == 0:
         return [tensor.item()]
@@ -294,8 +400,11 @@ def _real_dtypes() -> tuple:
     if _REAL_DTYPES is None:
         import torch
 
-        _REAL_DTYPES = (frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16)), torch.strided,
-                        torch.float64)
+        _REAL_DTYPES = (
+            frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16)),
+            torch.strided,
+            torch.float64,
+        )
     return _REAL_DTYPES
 
 

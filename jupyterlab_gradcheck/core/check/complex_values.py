@@ -21,9 +21,11 @@ from __future__ import annotations
 COMPLEX_DTYPES = {"complex128": "float64", "complex64": "float32"}
 
 #: The sentence a record carries wherever an input or the output is complex.
-CONVENTION = ("PyTorch's convention: the gradient of the real loss L = sum(Re(conj(grad_output) * f)) with "
-              "respect to a complex z is dL/dRe(z) + i dL/dIm(z) (the conjugate Wirtinger derivative, times 2); "
-              "finite differences shift the real and the imaginary part of each complex element in turn")
+CONVENTION = (
+    "PyTorch's convention: the gradient of the real loss L = sum(Re(conj(grad_output) * f)) with "
+    "respect to a complex z is dL/dRe(z) + i dL/dIm(z) (the conjugate Wirtinger derivative, times 2); "
+    "finite differences shift the real and the imaginary part of each complex element in turn"
+)
 
 
 def is_complex_dtype(dtype: str) -> bool:
@@ -174,8 +176,9 @@ def expectation_value(raw, names: list):
     return as_record_value(raw)
 
 
-def refuse_unsupported(dtype: str, inputs: dict, expectation: dict, *, expression, scheme: str, mode: str,
-                       hessian) -> None:
+def refuse_unsupported(
+    dtype: str, inputs: dict, expectation: dict, *, expression, scheme: str, mode: str, hessian
+) -> None:
     """SpecError, before anything runs, for what a check cannot do with complex values.
 
     `expectation` maps each input to its parsed expectation (a value, a callable or an Expression). Expressions are real-valued
@@ -190,20 +193,34 @@ def refuse_unsupported(dtype: str, inputs: dict, expectation: dict, *, expressio
         for where, values in (("inputs", inputs), ("analytical_gradient", expectation)):
             for name, value in values.items():
                 if is_complex_value(value):
-                    raise SpecError("{where}.{name} is complex but dtype {dtype} is real: use complex128 or complex64",
-                                    where=where, name=name, dtype=dtype, field=f"{where}.{name}")
+                    raise SpecError(
+                        "{where}.{name} is complex but dtype {dtype} is real: use complex128 or complex64",
+                        where=where,
+                        name=name,
+                        dtype=dtype,
+                        field=f"{where}.{name}",
+                    )
         return
     if expression is not None:
-        raise SpecError("dtype {dtype} needs a Python callable: expressions are real-valued", dtype=dtype,
-                        field="dtype")
+        raise SpecError(
+            "dtype {dtype} needs a Python callable: expressions are real-valued", dtype=dtype, field="dtype"
+        )
     if any(isinstance(value, Expression) for value in expectation.values()):
-        raise SpecError("analytical_gradient: with dtype {dtype} write a value or a callable, not an expression "
-                        "(expressions are real-valued)", dtype=dtype, field="analytical_gradient")
-    for refused, field in ((scheme == "complex_step", "finite_difference.scheme"),
-                           (mode == "projected", "finite_difference.mode"), (hessian is not None, "hessian")):
+        raise SpecError(
+            "analytical_gradient: with dtype {dtype} write a value or a callable, not an expression "
+            "(expressions are real-valued)",
+            dtype=dtype,
+            field="analytical_gradient",
+        )
+    for refused, field in (
+        (scheme == "complex_step", "finite_difference.scheme"),
+        (mode == "projected", "finite_difference.mode"),
+        (hessian is not None, "hessian"),
+    ):
         if refused:
-            raise SpecError("{what} is for real inputs; with dtype {dtype} leave it out", what=field, dtype=dtype,
-                            field=field)
+            raise SpecError(
+                "{what} is for real inputs; with dtype {dtype} leave it out", what=field, dtype=dtype, field=field
+            )
 
 
 def refuse_complex_grad_output(value, output) -> None:
@@ -214,8 +231,11 @@ def refuse_complex_grad_output(value, output) -> None:
     if is_complex_value(value) and not output.is_complex():
         from ..errors import SpecError
 
-        raise SpecError("grad_output is complex but the output is real ({dtype})",
-                        dtype=str(output.dtype).replace("torch.", ""), field="grad_output")
+        raise SpecError(
+            "grad_output is complex but the output is real ({dtype})",
+            dtype=str(output.dtype).replace("torch.", ""),
+            field="grad_output",
+        )
 
 
 def grad_output_tensor(value, output):

@@ -20,10 +20,28 @@ from .finite_difference import SHIFTS
 from .torch_gradcheck import FAST_MODE_ABOVE
 
 #: Calls that map element i to element i, keeping the shape of a same-shaped argument.
-_ELEMENTWISE_CALLS = frozenset({
-    "sin", "cos", "tan", "exp", "log", "log1p", "sqrt", "tanh", "sigmoid", "abs", "relu",
-    "softplus", "logsigmoid", "clamp", "where", "maximum", "minimum", "pow",
-})
+_ELEMENTWISE_CALLS = frozenset(
+    {
+        "sin",
+        "cos",
+        "tan",
+        "exp",
+        "log",
+        "log1p",
+        "sqrt",
+        "tanh",
+        "sigmoid",
+        "abs",
+        "relu",
+        "softplus",
+        "logsigmoid",
+        "clamp",
+        "where",
+        "maximum",
+        "minimum",
+        "pow",
+    }
+)
 #: Full reductions a diagonal chain may end in (see diagonal.REDUCTIONS).
 _REDUCTIONS = frozenset({"sum", "mean"})
 #: Evaluations of the diagonal path: both shifts of all elements, the base and a refinement.
@@ -90,8 +108,7 @@ def _strip_reduction(node: ast.AST) -> ast.AST | None:
     while True:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             node = node.operand
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) \
-                and _constant(node.right):
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) and _constant(node.right):
             node = node.left
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and _constant(node.left):
             node = node.right
@@ -116,8 +133,9 @@ def _elementwise(node: ast.AST) -> bool:
     if isinstance(node, ast.Compare):
         return _elementwise(node.left) and all(_elementwise(c) for c in node.comparators)
     if isinstance(node, ast.Call) and _call_name(node) in _ELEMENTWISE_CALLS:
-        return all(_elementwise(arg) for arg in _operands(node)) and \
-            all(_constant(keyword.value) for keyword in node.keywords)
+        return all(_elementwise(arg) for arg in _operands(node)) and all(
+            _constant(keyword.value) for keyword in node.keywords
+        )
     return False
 
 

@@ -9,7 +9,7 @@ The graph that produced an output names, at each node of a custom Function, the 
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 #: The class name of a node PyTorch's own derivative formulas make (SinBackward0, MmBackward0), and of a leaf's.
 _BUILT_IN = re.compile(r"^([A-Z][A-Za-z0-9]*Backward\d*|AccumulateGrad)$")
@@ -20,8 +20,10 @@ def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", d
     tensors, in `dtype` on `device`) goes through, in graph order."""
     import torch
 
-    leaves = {n: torch.as_tensor(v, dtype=getattr(torch, dtype), device=device).detach().clone().requires_grad_(True)
-              for n, v in inputs.items()}
+    leaves = {
+        n: torch.as_tensor(v, dtype=getattr(torch, dtype), device=device).detach().clone().requires_grad_(True)
+        for n, v in inputs.items()
+    }
     with torch.enable_grad():
         output = function(**leaves)
     return graph_functions(output)
@@ -55,5 +57,7 @@ def graph_functions(output) -> list:
 def only_built_in_formulas(output) -> bool:
     """Whether every node of the graph that produced `output` (a tensor, or a tuple or list of them) is one of
     PyTorch's own derivative formulas or a leaf: no custom Function, no C++ extension's node, nothing unknown."""
-    return all(getattr(node, "_forward_cls", None) is None and _BUILT_IN.match(type(node).__name__)
-               for node in graph_nodes(output))
+    return all(
+        getattr(node, "_forward_cls", None) is None and _BUILT_IN.match(type(node).__name__)
+        for node in graph_nodes(output)
+    )

@@ -34,8 +34,14 @@ DTYPES = tuple(EPS)
 EXPRESSION_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 #: Dtype in which finite differences are evaluated for each declared dtype.
-FD_DTYPE = {"float64": "float64", "float32": "float32", "float16": "float32", "bfloat16": "float32",
-            "complex128": "complex128", "complex64": "complex64"}
+FD_DTYPE = {
+    "float64": "float64",
+    "float32": "float32",
+    "float16": "float32",
+    "bfloat16": "float32",
+    "complex128": "complex128",
+    "complex64": "complex64",
+}
 
 SCHEMES = ("central", "forward", "complex_step", "richardson")
 
@@ -59,8 +65,9 @@ _STEP_EXPONENT = {"central": 1 / 3, "forward": 1 / 2, "richardson": 1 / 5, "comp
 def comparison_tolerance(dtype: str) -> dict:
     """Default `{rtol, atol}` for analytical vs autograd and pass-to-pass comparisons."""
     eps = EPS[dtype]
-    rtol = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2,
-            "complex128": 1e-7, "complex64": 1e-4}[dtype]
+    rtol = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2, "complex128": 1e-7, "complex64": 1e-4}[
+        dtype
+    ]
     return {"rtol": rtol, "atol": max(10 * eps, rtol * 1e-3)}
 
 

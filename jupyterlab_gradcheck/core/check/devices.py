@@ -13,13 +13,18 @@ def available_devices() -> list[dict]:
     devices = [{"id": "cpu", "name": _cpu_name(), "available": True, "reason": ""}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
-            devices.append({
-                "id": f"cuda:{index}", "name": torch.cuda.get_device_name(index),
-                "available": True, "reason": "",
-            })
+            devices.append(
+                {
+                    "id": f"cuda:{index}",
+                    "name": torch.cuda.get_device_name(index),
+                    "available": True,
+                    "reason": "",
+                }
+            )
     else:
         reason = (
-            Message("this torch build has no CUDA support") if torch.version.cuda is None
+            Message("this torch build has no CUDA support")
+            if torch.version.cuda is None
             else Message("torch.cuda.is_available() is False: no CUDA device is visible")
         )
         devices.append({"id": "cuda", "name": "", "available": False, "reason": reason})
@@ -27,8 +32,14 @@ def available_devices() -> list[dict]:
     if mps is not None and mps.is_available():
         devices.append({"id": "mps", "name": "Apple Metal (MPS)", "available": True, "reason": ""})
     else:
-        devices.append({"id": "mps", "name": "", "available": False,
-                        "reason": Message("torch.backends.mps.is_available() is False: not an Apple GPU")})
+        devices.append(
+            {
+                "id": "mps",
+                "name": "",
+                "available": False,
+                "reason": Message("torch.backends.mps.is_available() is False: not an Apple GPU"),
+            }
+        )
     return devices
 
 
@@ -55,5 +66,6 @@ def resolve_device(requested: str, devices: list[dict] | None = None) -> str:
     kind = requested.split(":")[0]
     absent = next((d for d in devices if d["id"].split(":")[0] == kind and not d["available"]), None)
     reason = absent["reason"] if absent else Message("present devices are {present}", present=", ".join(present))
-    raise DeviceUnavailable("device {requested!r} is not available: {reason}",
-                            requested=requested, reason=reason, field="device")
+    raise DeviceUnavailable(
+        "device {requested!r} is not available: {reason}", requested=requested, reason=reason, field="device"
+    )

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ..i18n import Message
 from . import defaults, diagonal
-from .error_bound import BOUND_FACTOR
 from .complex_values import as_number, complex_text
+from .error_bound import BOUND_FACTOR
 from .finite_difference import Probe, difference_quotient
 
 #: Multiple of the estimated floor within which a discrepancy is called precision-limited.
@@ -100,7 +100,7 @@ def kink_evidence(ctx: DiagnosisContext, input_name: str, flat_index: int):
     eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
     probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
     x_i = float(ctx.fd_values[input_name].reshape(-1)[flat_index])
-    h1 = eps ** 0.25 * max(1.0, abs(x_i))
+    h1 = eps**0.25 * max(1.0, abs(x_i))
     f1, b1, _ = _one_sided(probe, flat_index, h1)
     f2, b2, rounding = _one_sided(probe, flat_index, h1 / 10)
     d1, d2 = abs(f1 - b1), abs(f2 - b2)
@@ -109,7 +109,9 @@ def kink_evidence(ctx: DiagnosisContext, input_name: str, flat_index: int):
     return (d2 > threshold and d2 > 0.5 * d1), f2, b2
 
 
-def _rounding_floor(ctx: DiagnosisContext, input_name: str, flat_index: int, gradient: float) -> tuple[float, float, float]:
+def _rounding_floor(
+    ctx: DiagnosisContext, input_name: str, flat_index: int, gradient: float
+) -> tuple[float, float, float]:
     """(floor, rounding part, truncation part) of the finite difference at one element."""
     import torch
 
@@ -149,58 +151,93 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         return "nondeterministic", ctx.nondeterminism
     if name in ("pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1"):
         return "probable_bug", (
-            Message("repeated passes disagree at {where} ({first} vs {second}) although the forward "
-                    "value repeats: the backward keeps state between calls",
-                    where=where, first=_fmt(left), second=_fmt(right))
+            Message(
+                "repeated passes disagree at {where} ({first} vs {second}) although the forward "
+                "value repeats: the backward keeps state between calls",
+                where=where,
+                first=_fmt(left),
+                second=_fmt(right),
+            )
         )
     complex_input = ctx.fd_values[input_name].is_complex()
     if complex_input and "finite_difference" in name and not ctx.refinement.get(input_name):
         # the kink and rounding-floor tests shift a real element; a complex one is differenced part by part
         return "probable_bug", (
-            Message("at {where} autograd gives {autograd} but finite differences of its real and imaginary parts "
-                    "give {fd}, beyond the tolerance of the modulus of their difference: suspect the backward",
-                    where=where, autograd=_fmt(right), fd=_fmt(left))
+            Message(
+                "at {where} autograd gives {autograd} but finite differences of its real and imaginary parts "
+                "give {fd}, beyond the tolerance of the modulus of their difference: suspect the backward",
+                where=where,
+                autograd=_fmt(right),
+                fd=_fmt(left),
+            )
         )
     is_kink, forward, backward = (False, None, None) if complex_input else kink_evidence(ctx, input_name, flat)
     if is_kink:
         return "kink", (
-            Message("one-sided differences at {where} disagree (forward {forward}, backward {backward}) and "
-                    "do not converge as the step shrinks: the function is not differentiable there, so "
-                    "any single derivative value is a convention",
-                    where=where, forward=_fmt(forward), backward=_fmt(backward))
+            Message(
+                "one-sided differences at {where} disagree (forward {forward}, backward {backward}) and "
+                "do not converge as the step shrinks: the function is not differentiable there, so "
+                "any single derivative value is a convention",
+                where=where,
+                forward=_fmt(forward),
+                backward=_fmt(backward),
+            )
         )
     abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
     tried = ctx.refinement.get(input_name)
     if "finite_difference" in name and tried:
         bound = (comparison.get("error_bound") or {}).get("at_worst")
         return "probable_bug", (
-            Message("at {where} autograd gives {autograd} but finite differences give {fd}; the default "
-                    "step failed {elements} element(s), so {tried}, and {still_failing} still differ "
-                    "beyond their error estimate (here ≈ {bound}): suspect the backward",
-                    where=where, autograd=_digits(right, left), fd=_digits(left, right), elements=tried["elements"],
-                    tried=tried["tried"], still_failing=tried["still_failing"], bound=_fmt(bound))
+            Message(
+                "at {where} autograd gives {autograd} but finite differences give {fd}; the default "
+                "step failed {elements} element(s), so {tried}, and {still_failing} still differ "
+                "beyond their error estimate (here ≈ {bound}): suspect the backward",
+                where=where,
+                autograd=_digits(right, left),
+                fd=_digits(left, right),
+                elements=tried["elements"],
+                tried=tried["tried"],
+                still_failing=tried["still_failing"],
+                bound=_fmt(bound),
+            )
         )
     if "finite_difference" in name:
         floor, rounding, truncation = _rounding_floor(ctx, input_name, flat, right)
         if abs_err <= FLOOR_MARGIN * floor:
             return "precision_limited", (
-                Message("the discrepancy {abs_err} at {where} is within what a {dtype} {scheme} difference "
-                        "with this step can resolve (rounding bound ≈ {rounding}, truncation ≈ {truncation}): "
-                        "choose the default step, not a tighter tolerance",
-                        abs_err=_fmt(abs_err), where=where, dtype=ctx.dtype, scheme=ctx.scheme,
-                        rounding=_fmt(rounding), truncation=_fmt(truncation))
+                Message(
+                    "the discrepancy {abs_err} at {where} is within what a {dtype} {scheme} difference "
+                    "with this step can resolve (rounding bound ≈ {rounding}, truncation ≈ {truncation}): "
+                    "choose the default step, not a tighter tolerance",
+                    abs_err=_fmt(abs_err),
+                    where=where,
+                    dtype=ctx.dtype,
+                    scheme=ctx.scheme,
+                    rounding=_fmt(rounding),
+                    truncation=_fmt(truncation),
+                )
             )
         return "probable_bug", (
-            Message("at {where} autograd gives {autograd} but finite differences give {fd}, far beyond "
-                    "the step's error floor ≈ {floor}: suspect the backward",
-                    where=where, autograd=_fmt(right), fd=_fmt(left), floor=_fmt(floor))
+            Message(
+                "at {where} autograd gives {autograd} but finite differences give {fd}, far beyond "
+                "the step's error floor ≈ {floor}: suspect the backward",
+                where=where,
+                autograd=_fmt(right),
+                fd=_fmt(left),
+                floor=_fmt(floor),
+            )
         )
     eps = defaults.EPS[ctx.dtype]
     if abs_err <= EXACT_ULPS * eps * max(abs(left), abs(right)):
         return "precision_limited", (
-            Message("the discrepancy {abs_err} at {where} is within {ulps} ulps of {dtype}: "
-                    "rounding, not a wrong derivative",
-                    abs_err=_fmt(abs_err), where=where, ulps=EXACT_ULPS, dtype=ctx.dtype)
+            Message(
+                "the discrepancy {abs_err} at {where} is within {ulps} ulps of {dtype}: "
+                "rounding, not a wrong derivative",
+                abs_err=_fmt(abs_err),
+                where=where,
+                ulps=EXACT_ULPS,
+                dtype=ctx.dtype,
+            )
         )
     fd = ctx.grads.get("finite_difference", {}).get(input_name)
     autograd = ctx.grads["autograd_grad"][input_name]
@@ -212,19 +249,38 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
         fd_agrees_hand = abs(fd_i - left) <= tol["atol"] + tol["rtol"] * abs(left)
         if fd_agrees_autograd:
             return "probable_bug", (
-                Message("the hand derivation gives {hand} at {where}, but autograd gives {autograd} and "
-                        "finite differences agree with autograd ({fd}): the expectation is wrong",
-                        hand=_fmt(left), where=where, autograd=_fmt(right), fd=_fmt(fd_i))
+                Message(
+                    "the hand derivation gives {hand} at {where}, but autograd gives {autograd} and "
+                    "finite differences agree with autograd ({fd}): the expectation is wrong",
+                    hand=_fmt(left),
+                    where=where,
+                    autograd=_fmt(right),
+                    fd=_fmt(fd_i),
+                )
             )
         if fd_agrees_hand:
             return "probable_bug", (
-                Message("autograd gives {autograd} at {where}, but the hand derivation and finite differences "
-                        "agree on {hand}: suspect the backward", autograd=_fmt(right), where=where, hand=_fmt(left))
+                Message(
+                    "autograd gives {autograd} at {where}, but the hand derivation and finite differences "
+                    "agree on {hand}: suspect the backward",
+                    autograd=_fmt(right),
+                    where=where,
+                    hand=_fmt(left),
+                )
             )
         return "probable_bug", (
-            Message("at {where} the hand derivation ({hand}), autograd ({autograd}) and finite "
-                    "differences ({fd}) all disagree",
-                    where=where, hand=_fmt(left), autograd=_fmt(right), fd=_fmt(fd_i))
+            Message(
+                "at {where} the hand derivation ({hand}), autograd ({autograd}) and finite "
+                "differences ({fd}) all disagree",
+                where=where,
+                hand=_fmt(left),
+                autograd=_fmt(right),
+                fd=_fmt(fd_i),
+            )
         )
-    return "probable_bug", Message("the hand derivation gives {hand} at {where} but autograd gives {autograd}",
-                                   hand=_fmt(left), where=where, autograd=_fmt(right))
+    return "probable_bug", Message(
+        "the hand derivation gives {hand} at {where} but autograd gives {autograd}",
+        hand=_fmt(left),
+        where=where,
+        autograd=_fmt(right),
+    )

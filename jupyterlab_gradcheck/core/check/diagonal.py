@@ -26,14 +26,68 @@ from .error_bound import moved_outputs
 
 #: aten operations (by overload packet) whose every overload maps element i to element i when
 #: the result keeps the input's shape; dtype conversions and copies are identities.
-ELEMENTWISE = frozenset({
-    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "clamp", "clamp_max",
-    "clamp_min", "clone", "cos", "cosh", "div", "eq", "erf", "erfc", "exp", "exp2", "expm1", "ge",
-    "gt", "hypot", "le", "log", "log10", "log1p", "log2", "logaddexp", "lt", "maximum", "minimum",
-    "mul", "ne", "neg", "pow", "reciprocal", "relu", "rsqrt", "rsub", "sigmoid", "sign", "sin",
-    "sinh", "softplus", "sqrt", "square", "sub", "tan", "tanh", "where", "_to_copy", "alias",
-    "detach", "lift_fresh", "lift_fresh_copy",
-})
+ELEMENTWISE = frozenset(
+    {
+        "abs",
+        "acos",
+        "acosh",
+        "add",
+        "asin",
+        "asinh",
+        "atan",
+        "atan2",
+        "atanh",
+        "clamp",
+        "clamp_max",
+        "clamp_min",
+        "clone",
+        "cos",
+        "cosh",
+        "div",
+        "eq",
+        "erf",
+        "erfc",
+        "exp",
+        "exp2",
+        "expm1",
+        "ge",
+        "gt",
+        "hypot",
+        "le",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "logaddexp",
+        "lt",
+        "maximum",
+        "minimum",
+        "mul",
+        "ne",
+        "neg",
+        "pow",
+        "reciprocal",
+        "relu",
+        "rsqrt",
+        "rsub",
+        "sigmoid",
+        "sign",
+        "sin",
+        "sinh",
+        "softplus",
+        "sqrt",
+        "square",
+        "sub",
+        "tan",
+        "tanh",
+        "where",
+        "_to_copy",
+        "alias",
+        "detach",
+        "lift_fresh",
+        "lift_fresh_copy",
+    }
+)
 #: Full reductions: the chain's body enters one of these and the result has one element.
 REDUCTIONS = {"sum": "sum", "mean": "mean"}
 #: What may follow the reduction: a constant factor keeps d phi / d x_i a multiple of g'(x_i).
@@ -89,17 +143,26 @@ def _mode_class():
             if not any(roles):
                 return out
             name = func._overloadpacket.__name__
-            if name.endswith("_") or not isinstance(out, torch.Tensor) or any(
-                    isinstance(item, (list, tuple)) and any(self.role(v) for v in item) for item in args):
+            if (
+                name.endswith("_")
+                or not isinstance(out, torch.Tensor)
+                or any(isinstance(item, (list, tuple)) and any(self.role(v) for v in item) for item in args)
+            ):
                 raise _NotDiagonal(name)
             self.operations.append(name)
             if "reduced" in roles:
                 self._after_reduction(name, args, kwargs, roles, out)
             elif name in ELEMENTWISE and tuple(out.shape) == self.shape:
                 self.derived[id(out)] = ("body", out)
-            elif name in REDUCTIONS and self.reduced is None and out.numel() == 1 and roles.count("body") == 1 \
-                    and roles[0] == "body" and tuple(args[0].shape) == self.shape \
-                    and (args[0].is_floating_point() or args[0].is_complex()):
+            elif (
+                name in REDUCTIONS
+                and self.reduced is None
+                and out.numel() == 1
+                and roles.count("body") == 1
+                and roles[0] == "body"
+                and tuple(args[0].shape) == self.shape
+                and (args[0].is_floating_point() or args[0].is_complex())
+            ):
                 self.reduced, self.body, self.reduction = out, args[0], name
                 self.factor = complex(1.0 / self.numel if name == "mean" else 1.0)
                 self.derived[id(out)] = ("reduced", out)
@@ -122,8 +185,9 @@ def _mode_class():
                     self.factor /= constants[0]
                 else:
                     self.factor = -self.factor
-            elif not ((name in _SHIFT and set(kwargs) <= {"alpha"} and kwargs.get("alpha", 1) == 1)
-                      or name in _IDENTITY):
+            elif not (
+                (name in _SHIFT and set(kwargs) <= {"alpha"} and kwargs.get("alpha", 1) == 1) or name in _IDENTITY
+            ):
                 raise _NotDiagonal(name)
             self.reduced = out
             self.derived[id(out)] = ("reduced", out)
@@ -149,8 +213,9 @@ def record(function, arguments: dict, name: str):
             return None  # a reduction whose value was dropped: the output is the body itself
         return Trace("elementwise", tuple(recorder.operations), out)
     if recorder.role(out) == "reduced" and out is recorder.reduced:
-        return Trace(f"elementwise then {recorder.reduction}", tuple(recorder.operations), recorder.body,
-                     recorder.factor)
+        return Trace(
+            f"elementwise then {recorder.reduction}", tuple(recorder.operations), recorder.body, recorder.factor
+        )
     return None
 
 
@@ -182,7 +247,9 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
         if exact and along_imaginary:  # the part shifted: the imaginary part's step really taken
             moved = (point - x).imag
             taken = torch.where(moved == 0, shift, moved)
-        elif exact and not imaginary:  # the shift really taken; a vanished one keeps its nominal size (0 / 2h, not 0 / 0)
+        elif (
+            exact and not imaginary
+        ):  # the shift really taken; a vanished one keeps its nominal size (0 / 2h, not 0 / 0)
             taken = torch.where(point == x, shift, (point - x).real if x.is_complex() else point - x)
         trace = record(probe.function, probe.arguments(point), probe.name)
         if trace is None or (trace.kind, trace.operations, trace.factor) != (base.kind, base.operations, base.factor):
@@ -230,8 +297,9 @@ def _weighted(weight, difference):
     complex output (core/check/complex_values.py)."""
     if not (weight.is_complex() or difference.is_complex()):
         return weight * difference
-    return weight.real * difference.real + (weight.imag * difference.imag if weight.is_complex()
-                                            and difference.is_complex() else 0)
+    return weight.real * difference.real + (
+        weight.imag * difference.imag if weight.is_complex() and difference.is_complex() else 0
+    )
 
 
 def _rounding(weight, first, second, width, equal_bounded=False, precision=None):

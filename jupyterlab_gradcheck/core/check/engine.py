@@ -10,27 +10,27 @@ wraps them for that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import SpecError
 from ..expr.evaluator import compile_expression
-from ..i18n import Message
 from ..expr.symbolic import symbolic_opinion
+from ..i18n import Message
 from . import budget, defaults, outputs, projected
 from .comparison import Operand, compare_rows
 from .complex_values import with_complex_kept
+from .custom_functions import graph_functions, only_built_in_formulas
 from .devices import resolve_device
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
 from .error_bound import BOUND_FACTOR, element_tolerance
+from .expectation_tensors import analytical_tensors
 from .finite_difference import fd_gradients
-from .custom_functions import graph_functions, only_built_in_formulas
+from .function_modes import MODES, function_modes
 from .observations import SeveralOutputs, observe_autograd
 from .policy import STEP_SCALE_CAP, gradcheck_fast, gradcheck_undefined_grad, policy
-from .expectation_tensors import analytical_tensors
-from .function_modes import MODES, function_modes
-from .undefined_grad import UNDEFINED_REASON
 from .refinement import refine_inputs
 from .second_order import second_order, second_order_of_outputs
 from .signature import check_signature
@@ -39,13 +39,17 @@ from .step_sweep import guarded_step_sweep
 from .sweep_riders import Riding, found, sweep_riders
 from .tensors import describe, to_tensor, to_value
 from .torch_gradcheck import torch_gradcheck
+from .undefined_grad import UNDEFINED_REASON
 
 #: Input elements above which the step sweep is left out of the record by default.
 SWEEP_MAX_ELEMENTS = 10_000
 
 _COMPARISON_ORDER = (
-    "analytical_vs_backward_pass_1", "analytical_vs_autograd_grad",
-    "autograd_vs_finite_difference", "pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1",
+    "analytical_vs_backward_pass_1",
+    "analytical_vs_autograd_grad",
+    "autograd_vs_finite_difference",
+    "pass_2_vs_twice_pass_1",
+    "after_clear_none_vs_pass_1",
 )
 
 
@@ -62,8 +66,9 @@ def _nondeterminism(function, leaves: dict) -> str:
     return ""
 
 
-def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds: dict | None,
-                 projected_rows: dict | None = None) -> list[dict]:
+def _comparisons(
+    spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds: dict | None, projected_rows: dict | None = None
+) -> list[dict]:
     tol, fd_tol = spec.tolerance, spec.finite_difference
     rows = []
     for name in spec.inputs:
@@ -73,18 +78,59 @@ def _comparisons(spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds:
         twice = Operand.doubled(pass_1)
         projected_row = (projected_rows or {}).get(name)
         requests = [
-            dict(name="analytical_vs_backward_pass_1", input_name=name, left=expected, right=pass_1,
-                 left_label="analytical", right_label="backward_pass_1", **tol),
-            dict(name="analytical_vs_autograd_grad", input_name=name, left=expected, right=autograd,
-                 left_label="analytical", right_label="autograd_grad", **tol),
-            dict(name="pass_2_vs_twice_pass_1", input_name=name, left=raw["backward_pass_2_accumulated"][name],
-                 right=twice, left_label="backward_pass_2_accumulated", right_label="2 x backward_pass_1", **tol),
-            dict(name="after_clear_none_vs_pass_1", input_name=name, left=raw["after_clear_none"][name], right=pass_1,
-                 left_label="after_clear_none", right_label="backward_pass_1", **tol),
-        ] + ([] if projected_row else [dict(
-            name="autograd_vs_finite_difference", input_name=name, left=fd[name], right=autograd,
-            left_label="finite_difference", right_label="autograd_grad", rtol=fd_tol["rtol"], atol=fd_tol["atol"],
-            bound=bounds[name] if bounds else None)])
+            dict(
+                name="analytical_vs_backward_pass_1",
+                input_name=name,
+                left=expected,
+                right=pass_1,
+                left_label="analytical",
+                right_label="backward_pass_1",
+                **tol,
+            ),
+            dict(
+                name="analytical_vs_autograd_grad",
+                input_name=name,
+                left=expected,
+                right=autograd,
+                left_label="analytical",
+                right_label="autograd_grad",
+                **tol,
+            ),
+            dict(
+                name="pass_2_vs_twice_pass_1",
+                input_name=name,
+                left=raw["backward_pass_2_accumulated"][name],
+                right=twice,
+                left_label="backward_pass_2_accumulated",
+                right_label="2 x backward_pass_1",
+                **tol,
+            ),
+            dict(
+                name="after_clear_none_vs_pass_1",
+                input_name=name,
+                left=raw["after_clear_none"][name],
+                right=pass_1,
+                left_label="after_clear_none",
+                right_label="backward_pass_1",
+                **tol,
+            ),
+        ] + (
+            []
+            if projected_row
+            else [
+                dict(
+                    name="autograd_vs_finite_difference",
+                    input_name=name,
+                    left=fd[name],
+                    right=autograd,
+                    left_label="finite_difference",
+                    right_label="autograd_grad",
+                    rtol=fd_tol["rtol"],
+                    atol=fd_tol["atol"],
+                    bound=bounds[name] if bounds else None,
+                )
+            ]
+        )
         # one input's rows computed together (core/check/comparison.py compare_rows); the sort below orders them
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
@@ -100,13 +146,21 @@ def _path_note(fd_info: dict) -> str:
     """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
     elements at a time (a learned sparse pattern, core/check/coloured.py), in words."""
     inputs = fd_info["inputs"].items()
-    chains = [f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
-              for name, info in inputs if info.get("structure", "general") not in ("general", "coloured")]
-    coloured = [f"{name} ({info['colours']} colours, {info['forward_evaluations']} evaluations)"
-                for name, info in inputs if info.get("structure") == "coloured"]
+    chains = [
+        f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
+        for name, info in inputs
+        if info.get("structure", "general") not in ("general", "coloured")
+    ]
+    coloured = [
+        f"{name} ({info['colours']} colours, {info['forward_evaluations']} evaluations)"
+        for name, info in inputs
+        if info.get("structure") == "coloured"
+    ]
     return (f" Every element shifted at once for {', '.join(chains)}." if chains else "") + (
         f" Elements sharing no output shifted together, one colour at a time, for {', '.join(coloured)}."
-        if coloured else "")
+        if coloured
+        else ""
+    )
 
 
 def _batching(info: dict) -> str | None:
@@ -120,23 +174,35 @@ def _failure(row: dict, diagnosis: str, reason: str) -> dict:
     """The failure of a comparison row, naming its output where the row does (a function of several outputs)."""
     worst = row["worst"]
     return {
-        "comparison": row["name"], "input": row["input"], "index": worst["index"],
-        "left_label": row["left"], "right_label": row["right"],
-        "left": worst["left"], "right": worst["right"],
-        "abs_err": worst["abs_err"], "rel_err": worst["rel_err"],
-        "rtol": row["rtol"], "atol": row["atol"],
-        "diagnosis": diagnosis, "reason": reason,
+        "comparison": row["name"],
+        "input": row["input"],
+        "index": worst["index"],
+        "left_label": row["left"],
+        "right_label": row["right"],
+        "left": worst["left"],
+        "right": worst["right"],
+        "abs_err": worst["abs_err"],
+        "rel_err": worst["rel_err"],
+        "rtol": row["rtol"],
+        "atol": row["atol"],
+        "diagnosis": diagnosis,
+        "reason": reason,
         **({"output": row["output"]} if "output" in row else {}),
     }
 
 
 #: Why each comparison of core/check/function_modes.py fails, in the failure it becomes.
 _MODE_REASONS = {
-    "forward_ad_vs_finite_difference": Message("forward-mode AD (the Function's jvp) disagrees with finite differences "
-                                          "along u: suspect the jvp"),
-    "forward_ad_vs_backward": Message("forward-mode AD and the backward disagree along u: one of jvp and backward is wrong"),
-    "batched_grad_vs_one_at_a_time": Message("the backward batched by vmap differs from one grad_output at a time: suspect "
-                                        "its vmap rule, or a backward that depends on the batch"),
+    "forward_ad_vs_finite_difference": Message(
+        "forward-mode AD (the Function's jvp) disagrees with finite differences along u: suspect the jvp"
+    ),
+    "forward_ad_vs_backward": Message(
+        "forward-mode AD and the backward disagree along u: one of jvp and backward is wrong"
+    ),
+    "batched_grad_vs_one_at_a_time": Message(
+        "the backward batched by vmap differs from one grad_output at a time: suspect "
+        "its vmap rule, or a backward that depends on the batch"
+    ),
     "undefined_grad_vs_zero": UNDEFINED_REASON,
 }
 
@@ -160,8 +226,7 @@ def _join(record: dict, failures: list, *, passed: bool) -> None:
     record["passed"] = record["passed"] and passed
 
 
-def run_check(spec, *, sweep: bool | None = None, devices: list | None = None,
-              symbolic: bool = True) -> dict:
+def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, symbolic: bool = True) -> dict:
     """Run the check described by `spec` and return the completed record.
 
     `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements) adds the step
@@ -200,18 +265,22 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
     """The record of a function with one output, as it has always been."""
     part = _first_order(spec, function, leaves, device, observed, whole=True, sweep=_sweep_wanted(sweep, leaves))
     record = spec.to_dict()
-    record.update({
-        "executed": True, **part.fields,
-        "symbolic": _symbolic(spec, leaves, part, symbolic),
-        "environment": capture_environment(device),
-    })
+    record.update(
+        {
+            "executed": True,
+            **part.fields,
+            "symbolic": _symbolic(spec, leaves, part, symbolic),
+            "environment": capture_environment(device),
+        }
+    )
     if spec.hessian is not None:
         block = second_order(function, leaves, part.v, spec.hessian, spec.tolerance)
         record["second_order"] = block
         _join(record, block["failures"], passed=block["passed"])
     if not spec.expression:
-        _add_function_modes(record, function_modes(function, leaves, part.v, part.raw["autograd_grad"],
-                                                   part.raw["custom_functions"]))
+        _add_function_modes(
+            record, function_modes(function, leaves, part.v, part.raw["autograd_grad"], part.raw["custom_functions"])
+        )
     if _sweep_wanted(sweep, leaves):
         record["step_sweep"] = part.sweeper()
     return record
@@ -228,12 +297,22 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
     first = parts[min(parts)]
     record = spec.to_dict()
     rules = policy(spec.policy)
-    verdict = torch_gradcheck(function, leaves, spec.dtype, device,
-                              fast=gradcheck_fast(rules, _elements(leaves.values()), _elements(found)),
-                              undefined_grad=gradcheck_undefined_grad(rules, only_built_in_formulas(found)))
-    record.update({"executed": True, **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
-                   "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
-                   "environment": capture_environment(device)})
+    verdict = torch_gradcheck(
+        function,
+        leaves,
+        spec.dtype,
+        device,
+        fast=gradcheck_fast(rules, _elements(leaves.values()), _elements(found)),
+        undefined_grad=gradcheck_undefined_grad(rules, only_built_in_formulas(found)),
+    )
+    record.update(
+        {
+            "executed": True,
+            **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
+            "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
+            "environment": capture_environment(device),
+        }
+    )
     # each differentiable output's grad_output, for the blocks policy 7 observes over several outputs
     weights = {k: p.v.detach() for k, p in parts.items()} if rules.several_output_modes else None
     if spec.hessian is not None and weights:
@@ -242,15 +321,17 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
         _join(record, block["failures"], passed=block["passed"])
     elif spec.hessian is not None:
         record["second_order"] = outputs.second_order_skipped(len(found))
-    _add_function_modes(record, function_modes(function, leaves, None, None, graph_functions(found),
-                                              outputs=len(found), weights=weights))
+    _add_function_modes(
+        record,
+        function_modes(function, leaves, None, None, graph_functions(found), outputs=len(found), weights=weights),
+    )
     if _sweep_wanted(sweep, leaves):
         k = outputs.sweep_output(record, parts)
         record["step_sweep"] = {**parts[k].sweeper(), "output": k}
     return record
 
 
-def _symbolic(spec: CheckSpec, leaves: dict, part: "_Part", requested: bool) -> dict:
+def _symbolic(spec: CheckSpec, leaves: dict, part: _Part, requested: bool) -> dict:
     if not requested:
         return {"status": "skipped", "reason": Message("SymPy opinion not requested for this run")}
     return symbolic_opinion(spec, leaves, part.analytical, part.raw["autograd_grad"])
@@ -267,8 +348,9 @@ class _Part:
     sweeper: Callable[[], dict]
 
 
-def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, whole: bool,
-                 sweep: bool = False) -> _Part:
+def _first_order(
+    spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, whole: bool, sweep: bool = False
+) -> _Part:
     """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
     once on the whole function instead). `sweep` says the record will have a step sweep: under policy 5
@@ -290,59 +372,105 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
     # the projected mode (core/check/projected.py): asked for, or chosen when the exhaustive one is over budget
     projection, projected_rows = projected.requested(spec.finite_difference), None
     names = list(spec.inputs)
-    riders = sweep_riders(function, fd_values, fd_v, names[0], 0) if (
-        sweep and rules.sweep_rides and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex()) else []
+    riders = (
+        sweep_riders(function, fd_values, fd_v, names[0], 0)
+        if (sweep and rules.sweep_rides and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex())
+        else []
+    )
     if not projection:
         try:
-            fd_raw, fd_info = fd_gradients(function, fd_values, fd_v, dtype=spec.dtype, scheme=fd_scheme, step=fd_step,
-                                           work_elements=spec.work_elements, policy=rules, rounding=rounding,
-                                           budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None,
-                                           chains=raw.get("chain_possible"),
-                                           riders={names[0]: Riding(riders)} if riders else None)
+            fd_raw, fd_info = fd_gradients(
+                function,
+                fd_values,
+                fd_v,
+                dtype=spec.dtype,
+                scheme=fd_scheme,
+                step=fd_step,
+                work_elements=spec.work_elements,
+                policy=rules,
+                rounding=rounding,
+                budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None,
+                chains=raw.get("chain_possible"),
+                riders={names[0]: Riding(riders)} if riders else None,
+            )
         except budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:
         projected_rows, fd_info = projected.compare_inputs(
-            function, fd_values, fd_v, raw["autograd_grad"], dtype=spec.dtype, reason=projection,
-            rtol=spec.finite_difference["rtol"], atol=spec.finite_difference["atol"], work_elements=spec.work_elements)
+            function,
+            fd_values,
+            fd_v,
+            raw["autograd_grad"],
+            dtype=spec.dtype,
+            reason=projection,
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            work_elements=spec.work_elements,
+        )
         fd_raw, rounding, bounded = {}, None, False
     bounds = {n: element_tolerance(r).reshape(fd_raw[n].shape) for n, r in rounding.items()} if bounded else None
     if bounded:
-        fd_info["error_bound"] = (f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
-                                  "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width")
+        fd_info["error_bound"] = (
+            f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
+            "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width"
+        )
     if bounded and rules.refine and fd_scheme == "central":
-        refined = refine_inputs(function, fd_values, fd_v, dtype=spec.dtype, autograd=raw["autograd_grad"],
-                                estimates=fd_raw, bounds=bounds, rtol=spec.finite_difference["rtol"],
-                                atol=spec.finite_difference["atol"], work_elements=spec.work_elements,
-                                structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
-                                equal_bounded=rules.equal_evaluations_bounded, wide=rules.wide_step_outputs)
+        refined = refine_inputs(
+            function,
+            fd_values,
+            fd_v,
+            dtype=spec.dtype,
+            autograd=raw["autograd_grad"],
+            estimates=fd_raw,
+            bounds=bounds,
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            work_elements=spec.work_elements,
+            structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
+            equal_bounded=rules.equal_evaluations_bounded,
+            wide=rules.wide_step_outputs,
+        )
         if refined:
             fd_info["refinement"] = refined
     fd = {n: _as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
-    half_note = f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
+    half_note = (
+        f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
+    )
     observations["finite_difference"] = {
         "name": "finite_difference",
-        "description": Message("{scheme} difference of sum(grad_output * f) along each input element",
-                               scheme=fd_scheme),
+        "description": Message(
+            "{scheme} difference of sum(grad_output * f) along each input element", scheme=fd_scheme
+        ),
         "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{_path_note(fd_info)}",
         "gradients": {n: describe(fd[n]) for n in fd},
         **fd_info,
     }
     if whole:
         observations["torch_gradcheck"] = torch_gradcheck(
-            function, leaves, spec.dtype, device, fast=gradcheck_fast(rules, _elements(leaves.values()), v.numel()),
-            undefined_grad=gradcheck_undefined_grad(rules, raw["built_in_only"]))
+            function,
+            leaves,
+            spec.dtype,
+            device,
+            fast=gradcheck_fast(rules, _elements(leaves.values()), v.numel()),
+            undefined_grad=gradcheck_undefined_grad(rules, raw["built_in_only"]),
+        )
     raw["finite_difference"] = fd
 
     comparisons = _comparisons(spec, analytical, raw, fd, bounds, projected_rows)
     context = DiagnosisContext(
-        function=function, fd_values=fd_values, fd_v=fd_v, dtype=spec.dtype, scheme=fd_scheme,
+        function=function,
+        fd_values=fd_values,
+        fd_v=fd_v,
+        dtype=spec.dtype,
+        scheme=fd_scheme,
         step=fd_info["step"] if fd_step is not None else None,
-        fd_tolerance=spec.finite_difference, grads=raw,
+        fd_tolerance=spec.finite_difference,
+        grads=raw,
         # two more forward passes, needed only to explain a failure
         nondeterminism=_nondeterminism(function, leaves) if any(not r["passed"] for r in comparisons) else "",
         fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
-        refinement=fd_info.get("refinement", {}), policy=spec.policy,
+        refinement=fd_info.get("refinement", {}),
+        policy=spec.policy,
     )
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
     verdict = observations["torch_gradcheck"]["status"] if whole else None
@@ -364,16 +492,34 @@ def _first_order(spec: CheckSpec, function, leaves: dict, device: str, observed:
         """The step sweep at the worst element of the first failure (else the first input's first element)."""
         first = failures[0] if failures else None
         name = first["input"] if first else names[0]
-        flat = next((r["worst"]["flat_index"] for r in comparisons
-                     if first and r["name"] == first["comparison"] and r["input"] == name), 0)
+        flat = next(
+            (
+                r["worst"]["flat_index"]
+                for r in comparisons
+                if first and r["name"] == first["comparison"] and r["input"] == name
+            ),
+            0,
+        )
         x_i = float(fd_values[name].reshape(-1)[flat].abs())
         scale = min(max(1.0, x_i), STEP_SCALE_CAP) if rules.bounded_step else max(1.0, x_i)
-        chosen = {spec.dtype: fd_info["step"] * scale
-                  if fd_step is None else fd_info["step"]} if fd_step != "adaptive" else None
+        chosen = (
+            {spec.dtype: fd_info["step"] * scale if fd_step is None else fd_info["step"]}
+            if fd_step != "adaptive"
+            else None
+        )
         reference = raw["autograd_grad"][name] if spec.dtype == "float64" else None
-        return guarded_step_sweep(function, fd_values, fd_v, name, flat, chosen=chosen,
-                                  reference=reference, bounded=rules.bounded_step,
-                                  batching=_batching(fd_info["inputs"][name]), together=found(riders, name, flat))
+        return guarded_step_sweep(
+            function,
+            fd_values,
+            fd_v,
+            name,
+            flat,
+            chosen=chosen,
+            reference=reference,
+            bounded=rules.bounded_step,
+            batching=_batching(fd_info["inputs"][name]),
+            together=found(riders, name, flat),
+        )
 
     return _Part(fields, raw, v, analytical, sweeper)
 

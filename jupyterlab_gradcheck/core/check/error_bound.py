@@ -45,8 +45,11 @@ def rounding_of(probe, first, second, width):
     else:
         precision = probe.values[probe.name].dtype
         moved = moved_outputs(first, second, probe.equal_bounded, precision)
-        if probe.touched is not None and probe.rows_of is not None \
-                and equal_evaluations_count(probe.equal_bounded, first.dtype, precision):
+        if (
+            probe.touched is not None
+            and probe.rows_of is not None
+            and equal_evaluations_count(probe.equal_bounded, first.dtype, precision)
+        ):
             moved = moved | touched_rows(probe.touched, probe.rows_of).reshape(moved.shape)
         magnitude = (first.abs() + second.abs()) * moved
     weights = probe.v.abs().reshape(-1).to(magnitude.dtype)

@@ -29,8 +29,7 @@ def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
             value = torch.as_tensor(value, dtype=leaves[name].dtype, device=leaves[name].device)
         elif callable(written):
             with torch.no_grad():
-                value = torch.as_tensor(written(**detached), dtype=leaves[name].dtype,
-                                        device=leaves[name].device)
+                value = torch.as_tensor(written(**detached), dtype=leaves[name].dtype, device=leaves[name].device)
         else:
             value = to_tensor(written, spec.dtype, str(leaves[name].device))
         shape = leaves[name].shape
@@ -40,7 +39,9 @@ def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
             raise SpecError(
                 "analytical_gradient for {name!r} has shape {shape}, which does not match the "
                 "input's shape {input_shape}",
-                name=name, shape=list(value.shape), input_shape=list(leaves[name].shape),
+                name=name,
+                shape=list(value.shape),
+                input_shape=list(leaves[name].shape),
                 field="analytical_gradient",
             ) from None
     return result

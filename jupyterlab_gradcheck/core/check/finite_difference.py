@@ -29,8 +29,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import adaptive_step, budget, coloured, complex_values, defaults, diagonal, error_bound, shifts
 from ..errors import SpecError
+from . import adaptive_step, budget, coloured, complex_values, defaults, diagonal, error_bound, shifts
 from .policy import COLOURED_FROM_WORK, CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 from .shifts import signed_steps, step_vector
 
@@ -104,7 +104,8 @@ class Probe:
         """The keyword arguments of f with input `name` replaced by x (any dtype, real or complex)."""
         others = {
             k: (t.to(x.dtype) if x.is_complex() and not t.is_complex() else t)
-            for k, t in self.values.items() if k != self.name
+            for k, t in self.values.items()
+            if k != self.name
         }
         return {**others, self.name: x}
 
@@ -147,19 +148,22 @@ class Probe:
         self.guard = False  # once per input: the first batch shows whether batching is faithful
         copy = xs[-1]
         buffer = torch.cat([copy.reshape(-1) + 1, copy.reshape(-1)])  # other values first
-        single = self.output(buffer[copy.numel():].view(copy.shape))
+        single = self.output(buffer[copy.numel() :].view(copy.shape))
         self.stats["batch_check_evaluations"] = self.stats.get("batch_check_evaluations", 0) + 1
         if out[-1].dtype == single.dtype and torch.equal(out[-1], single):
             return True  # the same values (and no nan): the agreement below holds without computing it
         # the largest finite magnitude (a copy may hold nan or inf, which must then match exactly)
         scale = float(single.abs().nan_to_num(nan=0.0, posinf=0.0).max()) if single.numel() else 0.0
-        if out[-1].shape == single.shape and torch.allclose(out[-1], single, rtol=BATCH_AGREEMENT,
-                                                            atol=BATCH_AGREEMENT * scale, equal_nan=True):
+        if out[-1].shape == single.shape and torch.allclose(
+            out[-1], single, rtol=BATCH_AGREEMENT, atol=BATCH_AGREEMENT * scale, equal_nan=True
+        ):
             return True
         self.batched = False
-        self.refused = ("a separate evaluation of one copy, its input at another storage offset, differed from the "
-                        "batched one (the function reads its input's storage directly, as as_strided does, or "
-                        "cannot be batched faithfully): every copy is evaluated on storage of its own")
+        self.refused = (
+            "a separate evaluation of one copy, its input at another storage offset, differed from the "
+            "batched one (the function reads its input's storage directly, as as_strided does, or "
+            "cannot be batched faithfully): every copy is evaluated on storage of its own"
+        )
         return False
 
     def component(self):
@@ -196,6 +200,7 @@ class Probe:
         """Copies of x for flat elements start..stop-1, one block per row of `steps` (core/check/shifts.py)."""
         return shifts.shifted_range(self.values[self.name], start, stop, steps, imaginary=imaginary)
 
+
 def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bool = False):
     """The scheme's estimate of d phi / d x_i for every (or the given) flat element i.
 
@@ -217,8 +222,12 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
     base = probe.output(x) if scheme == "forward" else None
     steps = signed_steps(probe, scheme, h, indices, exact=exact)
     rows = probe.rows_per_chunk(steps.shape[0])
-    if probe.budget_s is not None and indices is None and total >= BUDGET_FROM \
-            and total * max(x.numel(), probe.v.numel(), probe.work) >= BUDGET_WORK_FROM:
+    if (
+        probe.budget_s is not None
+        and indices is None
+        and total >= BUDGET_FROM
+        and total * max(x.numel(), probe.v.numel(), probe.work) >= BUDGET_WORK_FROM
+    ):
         rows = min(rows, max(LOOP_BELOW, -(-total // BUDGET_PARTS)))  # a first part timed before the rest runs
     if total <= rows:  # one chunk: nothing to assemble
         estimates, rounding = _chunk_estimates(probe, scheme, steps, indices, 0, total, base, ride=indices is None)
@@ -249,8 +258,9 @@ def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop
     if indices is None:
         stack = probe.shifted_range(start, stop, chunk, imaginary=imaginary)
     else:
-        stack = probe.shifted(chunk.reshape(-1), imaginary=imaginary,
-                              indices=tiled(indices[start:stop], steps.shape[0]))
+        stack = probe.shifted(
+            chunk.reshape(-1), imaginary=imaginary, indices=tiled(indices[start:stop], steps.shape[0])
+        )
     probe.rows_of = None if indices is None else indices[start:stop]
     if ride and probe.riders is not None:
         riding, probe.riders = probe.riders, None
@@ -279,12 +289,12 @@ def quotient(probe: Probe, scheme: str, out, steps, base):
     if scheme == "forward":
         estimate = probe.contract(out - base) / steps[0]
         return estimate, (error_bound.rounding_of(probe, out, base, steps[0]) if track else None)
-    plus, minus = out[:count], out[count:2 * count]
+    plus, minus = out[:count], out[count : 2 * count]
     width = steps[0] - steps[1]
     central = probe.contract(plus - minus) / width
     rounding = error_bound.rounding_of(probe, plus, minus, width) if track else None
     if scheme == "richardson":
-        half_plus, half_minus = out[2 * count:3 * count], out[3 * count:]
+        half_plus, half_minus = out[2 * count : 3 * count], out[3 * count :]
         half_width = steps[2] - steps[3]
         half = probe.contract(half_plus - half_minus) / half_width
         if track:
@@ -293,10 +303,22 @@ def quotient(probe: Probe, scheme: str, out, steps, base):
     return central, rounding
 
 
-def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
-                 work_elements: int = 1, structured: bool = True, policy: Policy | None = None,
-                 rounding: dict | None = None, budget_s: float | None = None,
-                 chains: dict | None = None, riders: dict | None = None) -> tuple[dict, dict]:
+def fd_gradients(
+    function,
+    values: dict,
+    v,
+    *,
+    dtype: str,
+    scheme: str,
+    step,
+    work_elements: int = 1,
+    structured: bool = True,
+    policy: Policy | None = None,
+    rounding: dict | None = None,
+    budget_s: float | None = None,
+    chains: dict | None = None,
+    riders: dict | None = None,
+) -> tuple[dict, dict]:
     """Finite-difference gradient per input (in the values' dtype) and what was done.
 
     `policy` (default: the current one) decides the step's bound, exact steps and the batch
@@ -316,15 +338,35 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
     policy = policy or POLICIES[CURRENT]
     complex_seen = v.is_complex() or any(x.is_complex() for x in values.values())
     if complex_seen and scheme == "complex_step":
-        raise SpecError("finite_difference.scheme complex_step needs real inputs and a real output (use central "
-                        "or richardson)", field="finite_difference.scheme")
+        raise SpecError(
+            "finite_difference.scheme complex_step needs real inputs and a real output (use central or richardson)",
+            field="finite_difference.scheme",
+        )
     grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "mode": "exhaustive", "inputs": {}}
-    options = dict(dtype=dtype, scheme=scheme, step=step, work_elements=work_elements, policy=policy,
-                   structured=structured, track=rounding is not None, budget_s=None if complex_seen else budget_s)
+    options = dict(
+        dtype=dtype,
+        scheme=scheme,
+        step=step,
+        work_elements=work_elements,
+        policy=policy,
+        structured=structured,
+        track=rounding is not None,
+        budget_s=None if complex_seen else budget_s,
+    )
     for name, x in values.items():
-        parts = [_estimate(function, values, v, name, imaginary, chain=(chains or {}).get(name, True),
-                           riders=None if imaginary else (riders or {}).get(name), **options)
-                 for imaginary in ((False, True) if x.is_complex() else (False,))]
+        parts = [
+            _estimate(
+                function,
+                values,
+                v,
+                name,
+                imaginary,
+                chain=(chains or {}).get(name, True),
+                riders=None if imaginary else (riders or {}).get(name),
+                **options,
+            )
+            for imaginary in ((False, True) if x.is_complex() else (False,))
+        ]
         flat, used, kind, telemetry, probe = parts[0]
         if x.is_complex():
             flat = torch.complex(flat.real, parts[1][0].real)
@@ -334,16 +376,27 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
         stats = [part[4].stats for part in parts]
         refused = next((part[4].refused for part in parts if part[4].refused), "")
         info["inputs"][name] = {
-            "step": used, "step_kind": kind, "batched": all(part[4].batched for part in parts),
+            "step": used,
+            "step_kind": kind,
+            "batched": all(part[4].batched for part in parts),
             "structure": probe.structure,
             "forward_evaluations": sum(st["forward_evaluations"] for st in stats),
-            **({"batch_check_evaluations": sum(st.get("batch_check_evaluations", 0) for st in stats)}
-               if "batch_check_evaluations" in probe.stats else {}),
+            **(
+                {"batch_check_evaluations": sum(st.get("batch_check_evaluations", 0) for st in stats)}
+                if "batch_check_evaluations" in probe.stats
+                else {}
+            ),
             **({"batched_refused": refused} if refused else {}),
-            **{key: probe.stats[key] for key in ("colours", "colouring", "body", "pattern_evaluations")
-               if key in probe.stats},
-            **({"structure_refused": probe.structure_refused}
-               if probe.structure == "general" and probe.structure_refused else {}),
+            **{
+                key: probe.stats[key]
+                for key in ("colours", "colouring", "body", "pattern_evaluations")
+                if key in probe.stats
+            },
+            **(
+                {"structure_refused": probe.structure_refused}
+                if probe.structure == "general" and probe.structure_refused
+                else {}
+            ),
             **({"telemetry": telemetry} if telemetry else {}),
         }
     first = next(iter(info["inputs"].values()))
@@ -354,19 +407,48 @@ def fd_gradients(function, values: dict, v, *, dtype: str, scheme: str, step,
 
 
 #: Why a check with a complex input or output that is no elementwise chain takes the general path.
-COMPLEX_GENERAL = ("complex values: no elementwise chain was observed, and the coloured path is for real inputs "
-                   "and outputs, so every element is shifted on its own")
+COMPLEX_GENERAL = (
+    "complex values: no elementwise chain was observed, and the coloured path is for real inputs "
+    "and outputs, so every element is shifted on its own"
+)
 
 
-def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: str, scheme: str, step,
-              work_elements: int, policy: Policy, structured: bool, track: bool, budget_s, chain: bool = True,
-              riders=None):
+def _estimate(
+    function,
+    values: dict,
+    v,
+    name: str,
+    imaginary: bool,
+    *,
+    dtype: str,
+    scheme: str,
+    step,
+    work_elements: int,
+    policy: Policy,
+    structured: bool,
+    track: bool,
+    budget_s,
+    chain: bool = True,
+    riders=None,
+):
     """(flat estimates, step recorded, step kind, adaptive telemetry or None, probe) of one input, or of one
     part of a complex input (`imaginary`: its imaginary part shifted)."""
     x = values[name]
-    probe = Probe(function, values, v, name, work=work_elements, structured=structured,
-                  guard=policy.batch_guard, track_rounding=track, budget_s=budget_s, imaginary_shift=imaginary,
-                  chain_possible=chain, riders=riders, equal_bounded=policy.equal_evaluations_bounded)
+    probe = Probe(
+        function,
+        values,
+        v,
+        name,
+        work=work_elements,
+        structured=structured,
+        guard=policy.batch_guard,
+        track_rounding=track,
+        budget_s=budget_s,
+        imaginary_shift=imaginary,
+        chain_possible=chain,
+        riders=riders,
+        equal_bounded=policy.equal_evaluations_bounded,
+    )
     if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
         probe.colouring = False
     if x.is_complex() or v.is_complex():
@@ -377,7 +459,13 @@ def _estimate(function, values: dict, v, name: str, imaginary: bool, *, dtype: s
     h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)
     flat = difference_quotient(probe, scheme, h, exact=policy.bounded_step)
     used = defaults.fd_step(dtype, scheme) if step is None else float(step)
-    kind = "fixed" if step is not None else (
-        f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact" if policy.bounded_step
-        else "relative to max(1, |x|)")
+    kind = (
+        "fixed"
+        if step is not None
+        else (
+            f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact"
+            if policy.bounded_step
+            else "relative to max(1, |x|)"
+        )
+    )
     return flat, used, kind, None, probe

@@ -40,19 +40,24 @@ def parse_fixed(raw, inputs: dict, is_callable: bool) -> dict:
     if raw is None or raw == {}:
         return {}
     if not is_callable:
-        raise SpecError("fixed holds the held arguments of a Python callable; an expression has none",
-                        field="fixed")
+        raise SpecError("fixed holds the held arguments of a Python callable; an expression has none", field="fixed")
     if not isinstance(raw, dict):
         raise SpecError("fixed must map argument names to values", field="fixed")
     for name, value in raw.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise SpecError("fixed argument name {name!r} is not a Python identifier", name=name, field="fixed")
         if name in inputs:
-            raise SpecError("{name!r} is both an input and a fixed argument: an argument is either "
-                            "differentiated or held fixed", name=name, field=f"fixed.{name}")
+            raise SpecError(
+                "{name!r} is both an input and a fixed argument: an argument is either differentiated or held fixed",
+                name=name,
+                field=f"fixed.{name}",
+            )
         if not _plain(value):
-            raise SpecError("fixed.{name} must be a number, true/false, null, a string or a nested list of them",
-                            name=name, field=f"fixed.{name}")
+            raise SpecError(
+                "fixed.{name} must be a number, true/false, null, a string or a nested list of them",
+                name=name,
+                field=f"fixed.{name}",
+            )
     if sum(_count(value) for value in raw.values()) > MAX_FIXED_ELEMENTS:
         raise SpecError("fixed holds more than {limit} values", limit=MAX_FIXED_ELEMENTS, field="fixed")
     return dict(raw)

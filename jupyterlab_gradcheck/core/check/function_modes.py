@@ -27,8 +27,7 @@ from __future__ import annotations
 from ..i18n import Message
 from .comparison import compare
 from .complex_values import real_inner
-from .output_modes import (along_u, batched_grad_outputs, dual_pairs, forward_ad_outputs, forward_skipped,
-                           vmap_skipped)
+from .output_modes import along_u, batched_grad_outputs, dual_pairs, forward_ad_outputs, forward_skipped, vmap_skipped
 from .tensors import describe
 from .undefined_grad import undefined_grad
 
@@ -43,7 +42,6 @@ SEED = 17
 #: same kernels batched, equal to rounding (1e-9).
 EXACT = {"rtol": 1e-9, "atol": 1e-9}
 DIFFERENCES = {"rtol": 1e-6, "atol": 1e-6}
-
 
 
 def _directions(leaves: dict) -> dict:
@@ -64,8 +62,9 @@ def _direction_text(leaves: dict) -> str:
     """How the direction u was drawn, in words."""
     if len(leaves) == 1:
         return Message("u: standard normal, seed {seed}", seed=SEED)
-    return Message("u: standard normal for each input, drawn in the order {names}, seed {seed}",
-                   names=_label(leaves), seed=SEED)
+    return Message(
+        "u: standard normal for each input, drawn in the order {names}, seed {seed}", names=_label(leaves), seed=SEED
+    )
 
 
 def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
@@ -85,13 +84,31 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
     backward_along = sum(real_inner(gradients[n].detach(), directions[n]).reshape(1) for n in leaves)
     label = _label(leaves)
     comparisons = [
-        compare("forward_ad_vs_finite_difference", label, fd.reshape(-1), tangent.detach().reshape(-1),
-                left_label="finite_difference_along_u", right_label="forward_ad", **DIFFERENCES),
-        compare("forward_ad_vs_backward", label, backward_along, along,
-                left_label="grad . u (backward)", right_label="sum(v * J u) (forward_ad)", **EXACT),
+        compare(
+            "forward_ad_vs_finite_difference",
+            label,
+            fd.reshape(-1),
+            tangent.detach().reshape(-1),
+            left_label="finite_difference_along_u",
+            right_label="forward_ad",
+            **DIFFERENCES,
+        ),
+        compare(
+            "forward_ad_vs_backward",
+            label,
+            backward_along,
+            along,
+            left_label="grad . u (backward)",
+            right_label="sum(v * J u) (forward_ad)",
+            **EXACT,
+        ),
     ]
-    return {"status": "observed", "direction": _direction_text(leaves), "tangent": describe(tangent.detach()),
-            "comparisons": comparisons}
+    return {
+        "status": "observed",
+        "direction": _direction_text(leaves),
+        "tangent": describe(tangent.detach()),
+        "comparisons": comparisons,
+    }
 
 
 def batched_grad(function, leaves: dict, v) -> dict:
@@ -117,18 +134,38 @@ def batched_grad(function, leaves: dict, v) -> dict:
         except Exception as exc:  # a backward vmap cannot batch: say so
             return vmap_skipped(exc)
     shown = batched[0] if not several else torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
-    block = {"status": "observed", "grad_outputs": 3, "gradients": describe(shown.detach()),
-             "comparisons": [compare("batched_grad_vs_one_at_a_time", name, one.detach().reshape(-1),
-                                     together.detach().reshape(-1), left_label="one_at_a_time",
-                                     right_label="vmap", **EXACT)
-                             for name, one, together in zip(names, one_by_one, batched)]}
+    block = {
+        "status": "observed",
+        "grad_outputs": 3,
+        "gradients": describe(shown.detach()),
+        "comparisons": [
+            compare(
+                "batched_grad_vs_one_at_a_time",
+                name,
+                one.detach().reshape(-1),
+                together.detach().reshape(-1),
+                left_label="one_at_a_time",
+                right_label="vmap",
+                **EXACT,
+            )
+            for name, one, together in zip(names, one_by_one, batched)
+        ],
+    }
     if several:
         block["note"] = Message("the gradients of {names}, each flattened, side by side", names=_label(leaves))
     return block
 
 
-def function_modes(function, leaves: dict, v, gradients: dict | None, classes: list, *,
-                   outputs: int | None = None, weights: dict | None = None) -> dict | None:
+def function_modes(
+    function,
+    leaves: dict,
+    v,
+    gradients: dict | None,
+    classes: list,
+    *,
+    outputs: int | None = None,
+    weights: dict | None = None,
+) -> dict | None:
     """{"forward_ad", "batched_grad", "undefined_grad"} for a function whose graph holds custom Functions
     (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
     are observed for one output, whatever the inputs; for a tuple or list of `outputs` (their count)
@@ -139,17 +176,31 @@ def function_modes(function, leaves: dict, v, gradients: dict | None, classes: l
         return None
     block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
     if outputs is None:
-        block.update({"input": _label(leaves), "forward_ad": forward_ad(function, leaves, v, gradients),
-                      "batched_grad": batched_grad(function, leaves, v)})
+        block.update(
+            {
+                "input": _label(leaves),
+                "forward_ad": forward_ad(function, leaves, v, gradients),
+                "batched_grad": batched_grad(function, leaves, v),
+            }
+        )
     elif weights:
         forward = forward_ad_outputs(function, leaves, _directions(leaves), weights, (DIFFERENCES, EXACT))
         if forward["status"] == "observed":
             forward["direction"] = _direction_text(leaves)
-        block.update({"input": _label(leaves), "forward_ad": forward,
-                      "batched_grad": batched_grad_outputs(function, leaves, sorted(weights), SEED, EXACT)})
+        block.update(
+            {
+                "input": _label(leaves),
+                "forward_ad": forward,
+                "batched_grad": batched_grad_outputs(function, leaves, sorted(weights), SEED, EXACT),
+            }
+        )
     else:
         for key in ("forward_ad", "batched_grad"):
-            block[key] = {"status": "skipped", "reason": Message(
-                "observed for a function of one output; this one has {outputs} outputs", outputs=outputs)}
+            block[key] = {
+                "status": "skipped",
+                "reason": Message(
+                    "observed for a function of one output; this one has {outputs} outputs", outputs=outputs
+                ),
+            }
     block["undefined_grad"] = undefined_grad(function, leaves)
     return block

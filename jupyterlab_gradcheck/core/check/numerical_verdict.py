@@ -9,7 +9,7 @@ the other observations; `engine.run_check` is the full record.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import SpecError
 from . import defaults
@@ -22,14 +22,23 @@ from .observations import forward, grad_output_for
 def _dtype_name(tensor) -> str:
     name = str(tensor.dtype).replace("torch.", "")
     if name not in defaults.DTYPES:
-        raise SpecError("input dtype {name} is not one of {choices}",
-                        name=name, choices=', '.join(defaults.DTYPES), field="inputs")
+        raise SpecError(
+            "input dtype {name} is not one of {choices}", name=name, choices=", ".join(defaults.DTYPES), field="inputs"
+        )
     return name
 
 
-def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, scheme: str = "central",
-                      step=None, rtol: float | None = None, atol: float | None = None,
-                      structured: bool = True) -> dict:
+def numerical_verdict(
+    function: Callable,
+    inputs: dict,
+    *,
+    grad_output=None,
+    scheme: str = "central",
+    step=None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    structured: bool = True,
+) -> dict:
     """Whether finite differences of `function` agree with autograd at `inputs`.
 
     `inputs` maps keyword names to floating-point tensors (all of one dtype). The tolerance
@@ -43,8 +52,12 @@ def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, sch
     import torch
 
     if scheme not in defaults.SCHEMES:
-        raise SpecError("scheme {scheme!r} is not one of {choices}",
-                        scheme=scheme, choices=', '.join(defaults.SCHEMES), field="scheme")
+        raise SpecError(
+            "scheme {scheme!r} is not one of {choices}",
+            scheme=scheme,
+            choices=", ".join(defaults.SCHEMES),
+            field="scheme",
+        )
     if not inputs:
         raise SpecError("numerical_verdict needs at least one input", field="inputs")
     dtypes = {_dtype_name(t) for t in inputs.values()}
@@ -55,20 +68,26 @@ def numerical_verdict(function: Callable, inputs: dict, *, grad_output=None, sch
     output = forward(function, leaves)
     v = grad_output_for(output, grad_output)
     grads = torch.autograd.grad(output, tuple(leaves.values()), v, allow_unused=True)
-    autograd = {name: torch.zeros_like(leaf) if g is None else g
-                for (name, leaf), g in zip(leaves.items(), grads)}
+    autograd = {name: torch.zeros_like(leaf) if g is None else g for (name, leaf), g in zip(leaves.items(), grads)}
 
     fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
     fd_values = {name: t.detach().to(fd_dtype) for name, t in inputs.items()}
     fd_v = with_complex_kept(v.detach(), fd_dtype)  # a complex output's grad_output stays complex, a real one real
-    fd_raw, info = fd_gradients(function, fd_values, fd_v, dtype=dtype, scheme=scheme, step=step,
-                                structured=structured)
+    fd_raw, info = fd_gradients(function, fd_values, fd_v, dtype=dtype, scheme=scheme, step=step, structured=structured)
     tolerance = defaults.fd_tolerance(dtype, scheme)
     rtol = tolerance["rtol"] if rtol is None else rtol
     atol = tolerance["atol"] if atol is None else atol
     rows = [
-        compare("autograd_vs_finite_difference", name, fd_raw[name].to(autograd[name].dtype), autograd[name],
-                left_label="finite_difference", right_label="autograd_grad", rtol=rtol, atol=atol)
+        compare(
+            "autograd_vs_finite_difference",
+            name,
+            fd_raw[name].to(autograd[name].dtype),
+            autograd[name],
+            left_label="finite_difference",
+            right_label="autograd_grad",
+            rtol=rtol,
+            atol=atol,
+        )
         for name in leaves
     ]
     failing = [row for row in rows if not row["passed"]]

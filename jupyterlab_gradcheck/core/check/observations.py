@@ -12,8 +12,8 @@ from __future__ import annotations
 from ..errors import SpecError
 from ..i18n import N_
 from .chain_paths import chain_possible
-from .custom_functions import graph_functions, only_built_in_formulas
 from .complex_values import grad_output_tensor
+from .custom_functions import graph_functions, only_built_in_formulas
 from .tensors import describe
 
 DESCRIPTIONS = {
@@ -23,9 +23,7 @@ DESCRIPTIONS = {
         "backward() adds into .grad, so a pure function gives twice pass 1"
     ),
     "after_clear_none": N_("x.grad after the deliberate clearing x.grad = None and a fresh pass"),
-    "autograd_grad": N_(
-        "return value of torch.autograd.grad(y, x, grad_output); it does not write .grad"
-    ),
+    "autograd_grad": N_("return value of torch.autograd.grad(y, x, grad_output); it does not write .grad"),
 }
 
 
@@ -46,14 +44,18 @@ def forward(function, leaves: dict):
 
     output = function(**leaves)
     if isinstance(output, (tuple, list)):
-        raise SeveralOutputs("function returned a {type} of {count} outputs where one tensor was expected",
-                             outputs=output, type=type(output).__name__, count=len(output))
+        raise SeveralOutputs(
+            "function returned a {type} of {count} outputs where one tensor was expected",
+            outputs=output,
+            type=type(output).__name__,
+            count=len(output),
+        )
     if not isinstance(output, torch.Tensor):
         raise SpecError("function returned {type}, not a tensor", type=type(output).__name__, field="function")
     if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:
         raise SpecError(
             "function output (dtype {dtype}) does not depend differentiably on the inputs",
-            dtype=str(output.dtype).replace('torch.', ''),
+            dtype=str(output.dtype).replace("torch.", ""),
             field="function",
         )
     return output
@@ -71,7 +73,8 @@ def grad_output_for(output, grad_output):
             return tensor.reshape(()).expand_as(output).clone()
         raise SpecError(
             "grad_output has shape {shape} but the output has shape {output_shape}",
-            shape=list(tensor.shape), output_shape=list(output.shape),
+            shape=list(tensor.shape),
+            output_shape=list(output.shape),
             field="grad_output",
         )
     return tensor
@@ -81,8 +84,7 @@ def _grads(leaves: dict) -> dict:
     import torch
 
     return {
-        name: (_copy(leaf.grad) if leaf.grad is not None else torch.zeros_like(leaf))
-        for name, leaf in leaves.items()
+        name: (_copy(leaf.grad) if leaf.grad is not None else torch.zeros_like(leaf)) for name, leaf in leaves.items()
     }
 
 
@@ -141,17 +143,11 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     for leaf in leaves.values():
         leaf.grad = None
     names = list(leaves)
-    returned = torch.autograd.grad(
-        forward(function, leaves), [leaves[n] for n in names], v, allow_unused=True
-    )
+    returned = torch.autograd.grad(forward(function, leaves), [leaves[n] for n in names], v, allow_unused=True)
     untouched = all(leaves[n].grad is None for n in names)
-    by_grad = {
-        n: (_copy(g) if g is not None else torch.zeros_like(leaves[n]))
-        for n, g in zip(names, returned)
-    }
+    by_grad = {n: (_copy(g) if g is not None else torch.zeros_like(leaves[n])) for n, g in zip(names, returned)}
     unused_note = (
-        f"input(s) {', '.join(unused)} do not reach the output: gradient None, shown as zeros. "
-        if unused else ""
+        f"input(s) {', '.join(unused)} do not reach the output: gradient None, shown as zeros. " if unused else ""
     )
     raw = {
         "custom_functions": functions,
@@ -169,9 +165,11 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
         ),
         "after_clear_none": _observation("after_clear_none", after_clear, "x.grad = None, then one pass"),
         "autograd_grad": _observation(
-            "autograd_grad", by_grad,
+            "autograd_grad",
+            by_grad,
             ".grad stayed None: autograd.grad returns the gradient without touching .grad"
-            if untouched else ".grad was written during torch.autograd.grad (unexpected)",
+            if untouched
+            else ".grad was written during torch.autograd.grad (unexpected)",
             grad_attribute_untouched=untouched,
         ),
     }

@@ -9,7 +9,7 @@ there are is known only once the function runs; here each entry is checked as wr
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import SpecError
 from ..expr.limits import Limits
@@ -28,15 +28,23 @@ def per_output(raw, names: list, is_callable: bool, limits: Limits, parse_one: C
     if not is_per_output(raw, names):
         return None
     if not is_callable:
-        raise SpecError("analytical_gradient.outputs is for a Python function that returns several outputs; an "
-                        "expression has one output", field="analytical_gradient.outputs")
+        raise SpecError(
+            "analytical_gradient.outputs is for a Python function that returns several outputs; an "
+            "expression has one output",
+            field="analytical_gradient.outputs",
+        )
     entries = raw["outputs"]
     if not isinstance(entries, (list, tuple)) or not entries:
-        raise SpecError("analytical_gradient.outputs must be a list with one expectation per output",
-                        field="analytical_gradient.outputs")
+        raise SpecError(
+            "analytical_gradient.outputs must be a list with one expectation per output",
+            field="analytical_gradient.outputs",
+        )
     if len(entries) > limits.max_inputs:
-        raise SpecError("analytical_gradient.outputs has more than {max_inputs} entries", max_inputs=limits.max_inputs,
-                        field="analytical_gradient.outputs")
+        raise SpecError(
+            "analytical_gradient.outputs has more than {max_inputs} entries",
+            max_inputs=limits.max_inputs,
+            field="analytical_gradient.outputs",
+        )
     return [None if entry is None else parse_one(entry) for entry in entries]
 
 

@@ -35,13 +35,18 @@ def _flat(tensors: list):
 
 def forward_skipped(exc) -> dict:
     """Forward mode recorded as not applying, with the reason PyTorch gave (no jvp, an unsupported operation)."""
-    return {"status": "skipped", "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc))}
+    return {
+        "status": "skipped",
+        "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc)),
+    }
 
 
 def vmap_skipped(exc) -> dict:
     """Batched gradients recorded as not applying, with the reason PyTorch gave (a backward vmap cannot batch)."""
-    return {"status": "skipped", "reason": Message("vmap over grad_outputs does not apply: {reason}",
-                                                   reason=exception_line(exc))}
+    return {
+        "status": "skipped",
+        "reason": Message("vmap over grad_outputs does not apply: {reason}", reason=exception_line(exc)),
+    }
 
 
 def dual_pairs(function, leaves: dict, directions: dict) -> list:
@@ -63,7 +68,8 @@ def along_u(function, leaves: dict, directions: dict) -> tuple:
 
     dtype = next(iter(leaves.values())).dtype
     h = torch.finfo(dtype).eps ** (1 / 3) * max(
-        1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values()))
+        1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values())
+    )
     with torch.no_grad():
         plus = function(**{n: x.detach() + h * directions[n] for n, x in leaves.items()})
         minus = function(**{n: x.detach() - h * directions[n] for n, x in leaves.items()})
@@ -78,8 +84,13 @@ def _gradient(function, leaves: dict, indices: list, weights: dict) -> dict:
     with torch.enable_grad():
         inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
         found = function(**inputs)
-        grads = torch.autograd.grad([found[k] for k in indices], list(inputs.values()),
-                                    [weights[k] for k in indices], allow_unused=True, materialize_grads=True)
+        grads = torch.autograd.grad(
+            [found[k] for k in indices],
+            list(inputs.values()),
+            [weights[k] for k in indices],
+            allow_unused=True,
+            materialize_grads=True,
+        )
     return dict(zip(inputs, grads))
 
 
@@ -97,20 +108,42 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
     label = ", ".join(leaves)
     differences, exact = tolerances
     comparisons = [
-        {**compare("forward_ad_vs_finite_difference", label, ((plus[k] - minus[k]) / width).reshape(-1),
-                   tangents[k].reshape(-1), left_label=f"finite_difference_along_u (output {k})",
-                   right_label=f"forward_ad (output {k})", **differences), "output": k}
-        for k in indices]
+        {
+            **compare(
+                "forward_ad_vs_finite_difference",
+                label,
+                ((plus[k] - minus[k]) / width).reshape(-1),
+                tangents[k].reshape(-1),
+                left_label=f"finite_difference_along_u (output {k})",
+                right_label=f"forward_ad (output {k})",
+                **differences,
+            ),
+            "output": k,
+        }
+        for k in indices
+    ]
     gradient = _gradient(function, leaves, indices, weights)
     along = sum(real_inner(weights[k], tangents[k]).reshape(1) for k in indices)
     backward_along = sum(real_inner(gradient[n], directions[n]).reshape(1) for n in leaves)
-    comparisons.append(compare("forward_ad_vs_backward", label, backward_along, along,
-                               left_label="grad . u (backward)", right_label="sum_k sum(v_k * J_k u) (forward_ad)",
-                               **exact))
-    return {"status": "observed", "tangent": describe(_flat([tangents[k] for k in indices])),
-            "note": Message("the tangents of outputs {outputs}, each flattened, side by side",
-                            outputs=", ".join(map(str, indices))),
-            "comparisons": comparisons}
+    comparisons.append(
+        compare(
+            "forward_ad_vs_backward",
+            label,
+            backward_along,
+            along,
+            left_label="grad . u (backward)",
+            right_label="sum_k sum(v_k * J_k u) (forward_ad)",
+            **exact,
+        )
+    )
+    return {
+        "status": "observed",
+        "tangent": describe(_flat([tangents[k] for k in indices])),
+        "note": Message(
+            "the tangents of outputs {outputs}, each flattened, side by side", outputs=", ".join(map(str, indices))
+        ),
+        "comparisons": comparisons,
+    }
 
 
 def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, tolerance: dict) -> dict:
@@ -127,8 +160,14 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
         draws = [torch.randn((3, *o.shape), dtype=o.dtype, generator=generator).to(o.device) for o in outputs]
 
         def grad_of(*weights):
-            return torch.autograd.grad(outputs, [inputs[n] for n in names], weights, retain_graph=True,
-                                       allow_unused=True, materialize_grads=True)
+            return torch.autograd.grad(
+                outputs,
+                [inputs[n] for n in names],
+                weights,
+                retain_graph=True,
+                allow_unused=True,
+                materialize_grads=True,
+            )
 
         one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(*(d[i] for d in draws)) for i in range(3)))]
         try:
@@ -136,10 +175,25 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
         except Exception as exc:  # a backward vmap cannot batch: say so
             return vmap_skipped(exc)
     shown = torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
-    return {"status": "observed", "grad_outputs": 3, "gradients": describe(shown.detach()),
-            "note": Message("three grad_outputs for each of outputs {outputs}; the gradients of {names}, each "
-                            "flattened, side by side", outputs=", ".join(map(str, indices)), names=", ".join(names)),
-            "comparisons": [compare("batched_grad_vs_one_at_a_time", name, one.detach().reshape(-1),
-                                    together.detach().reshape(-1), left_label="one_at_a_time",
-                                    right_label="vmap", **tolerance)
-                            for name, one, together in zip(names, one_by_one, batched)]}
+    return {
+        "status": "observed",
+        "grad_outputs": 3,
+        "gradients": describe(shown.detach()),
+        "note": Message(
+            "three grad_outputs for each of outputs {outputs}; the gradients of {names}, each flattened, side by side",
+            outputs=", ".join(map(str, indices)),
+            names=", ".join(names),
+        ),
+        "comparisons": [
+            compare(
+                "batched_grad_vs_one_at_a_time",
+                name,
+                one.detach().reshape(-1),
+                together.detach().reshape(-1),
+                left_label="one_at_a_time",
+                right_label="vmap",
+                **tolerance,
+            )
+            for name, one, together in zip(names, one_by_one, batched)
+        ],
+    }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import SpecError
 from ..i18n import Message
@@ -37,8 +37,11 @@ def differentiable(output) -> bool:
     """Whether an output is one whose gradient is checked: a float or complex tensor requiring grad."""
     import torch
 
-    return isinstance(output, torch.Tensor) and (output.is_floating_point() or output.is_complex()) \
+    return (
+        isinstance(output, torch.Tensor)
+        and (output.is_floating_point() or output.is_complex())
         and output.requires_grad
+    )
 
 
 def forward_outputs(function, leaves: dict):
@@ -47,8 +50,11 @@ def forward_outputs(function, leaves: dict):
 
     found = function(**leaves)
     if isinstance(found, torch.Tensor):
-        raise SpecError("analytical_gradient gives one expectation per output, but the function returns one tensor: "
-                        "write its expectation as for one output", field="analytical_gradient.outputs")
+        raise SpecError(
+            "analytical_gradient gives one expectation per output, but the function returns one tensor: "
+            "write its expectation as for one output",
+            field="analytical_gradient.outputs",
+        )
     if not isinstance(found, (tuple, list)):
         raise SpecError("function returned {type}, not a tensor", type=type(found).__name__, field="function")
     return found
@@ -72,8 +78,13 @@ def _entry(index: int, output) -> dict:
 
     if not isinstance(output, torch.Tensor):
         return {"index": index, "shape": None, "dtype": type(output).__name__, "device": None, "differentiable": False}
-    return {"index": index, "shape": list(output.shape), "dtype": str(output.dtype).replace("torch.", ""),
-            "device": str(output.device), "differentiable": differentiable(output)}
+    return {
+        "index": index,
+        "shape": list(output.shape),
+        "dtype": str(output.dtype).replace("torch.", ""),
+        "device": str(output.device),
+        "differentiable": differentiable(output),
+    }
 
 
 def output_function(function: Callable, index: int) -> Callable:
@@ -82,6 +93,7 @@ def output_function(function: Callable, index: int) -> Callable:
     sum(v_k * f_k) with zeros at the other outputs, as its expectation through a Function's backward is
     (core/check/backward_expectation.py); how a backward takes undefined gradients is observed on its
     own (core/check/undefined_grad.py)."""
+
     def output_k(**values):
         found = function(**values)
         others = [o for i, o in enumerate(found) if i != index and differentiable(o)]
@@ -116,8 +128,13 @@ def _per_output(value, count: int, field: str, what: str) -> list:
     """A per-output list given for `count` outputs, or the SpecError saying the counts differ."""
     if not isinstance(value, (list, tuple)) or len(value) != count:
         given = len(value) if isinstance(value, (list, tuple)) else 1
-        raise SpecError("{what} gives {given} entries but the function returns {count} outputs: give one per output",
-                        what=what, given=given, count=count, field=field)
+        raise SpecError(
+            "{what} gives {given} entries but the function returns {count} outputs: give one per output",
+            what=what,
+            given=given,
+            count=count,
+            field=field,
+        )
     return list(value)
 
 
@@ -126,35 +143,59 @@ def plan(spec: CheckSpec, function: Callable, found) -> Plan:
     does not give one entry per output, or no output can be differentiated."""
     count = len(found)
     if not count:
-        raise SpecError("function returned an empty {type}: there is no output to check", type=type(found).__name__,
-                        field="function")
+        raise SpecError(
+            "function returned an empty {type}: there is no output to check",
+            type=type(found).__name__,
+            field="function",
+        )
     if spec.outputs_analytical is None:
-        raise SpecError("function returns {count} outputs: write analytical_gradient as {{\"outputs\": [...]}} with one "
-                        "expectation per output (in Python, grad= a tuple)", count=count,
-                        field="analytical_gradient")
-    expectations = _per_output(spec.outputs_analytical, count, "analytical_gradient.outputs",
-                               "analytical_gradient.outputs")
+        raise SpecError(
+            'function returns {count} outputs: write analytical_gradient as {{"outputs": [...]}} with one '
+            "expectation per output (in Python, grad= a tuple)",
+            count=count,
+            field="analytical_gradient",
+        )
+    expectations = _per_output(
+        spec.outputs_analytical, count, "analytical_gradient.outputs", "analytical_gradient.outputs"
+    )
     written = spec.analytical_gradient["outputs"]
-    grad_outputs = [None] * count if spec.grad_output is None else _per_output(
-        per_output_values(spec.grad_output, count), count, "grad_output", "grad_output")
+    grad_outputs = (
+        [None] * count
+        if spec.grad_output is None
+        else _per_output(per_output_values(spec.grad_output, count), count, "grad_output", "grad_output")
+    )
     entries = [_entry(k, output) for k, output in enumerate(found)]
     parts = {}
     for k, entry in enumerate(entries):
         if not entry["differentiable"]:
             if expectations[k] is not None:
-                raise SpecError("analytical_gradient.outputs[{k}] is given, but output {k} ({dtype}) is not "
-                                "differentiated: write None for it", k=k, dtype=entry["dtype"],
-                                field=f"analytical_gradient.outputs[{k}]")
+                raise SpecError(
+                    "analytical_gradient.outputs[{k}] is given, but output {k} ({dtype}) is not "
+                    "differentiated: write None for it",
+                    k=k,
+                    dtype=entry["dtype"],
+                    field=f"analytical_gradient.outputs[{k}]",
+                )
             continue
         if expectations[k] is None:
-            raise SpecError("analytical_gradient.outputs[{k}] is missing: write the expectation of output {k}", k=k,
-                            field=f"analytical_gradient.outputs[{k}]")
-        part_spec = dataclasses.replace(spec, analytical=expectations[k], analytical_gradient=written[k],
-                                        outputs_analytical=None, grad_output=grad_outputs[k], hessian=None)
+            raise SpecError(
+                "analytical_gradient.outputs[{k}] is missing: write the expectation of output {k}",
+                k=k,
+                field=f"analytical_gradient.outputs[{k}]",
+            )
+        part_spec = dataclasses.replace(
+            spec,
+            analytical=expectations[k],
+            analytical_gradient=written[k],
+            outputs_analytical=None,
+            grad_output=grad_outputs[k],
+            hessian=None,
+        )
         parts[k] = (part_spec, output_function(function, k))
     if not parts:
-        raise SpecError("none of the function's {count} outputs depends differentiably on the inputs", count=count,
-                        field="function")
+        raise SpecError(
+            "none of the function's {count} outputs depends differentiably on the inputs", count=count, field="function"
+        )
     return Plan(entries, parts)
 
 
@@ -170,8 +211,9 @@ def check_outputs_fit(spec: CheckSpec, device: str) -> None:
         return
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
     with torch.enable_grad():
-        found = forward_outputs(spec.function, leaves) if spec.outputs_analytical is not None \
-            else spec.function(**leaves)
+        found = (
+            forward_outputs(spec.function, leaves) if spec.outputs_analytical is not None else spec.function(**leaves)
+        )
     if isinstance(found, (tuple, list)):
         plan(spec, spec.function, found)
     elif isinstance(found, torch.Tensor):
@@ -187,9 +229,15 @@ def merge(found_plan: Plan, parts: dict[int, dict], verdict: dict) -> dict:
     for k, fields in parts.items():
         own_rows = [{**row, "output": k} for row in fields["comparisons"]]
         own_failures = [{**failure, "output": k} for failure in fields["failures"]]
-        entries[k].update({"grad_output_used": fields["grad_output_used"], "analytical": fields["analytical"],
-                           "observations": fields["observations"], "comparisons": own_rows,
-                           "passed": not own_failures})
+        entries[k].update(
+            {
+                "grad_output_used": fields["grad_output_used"],
+                "analytical": fields["analytical"],
+                "observations": fields["observations"],
+                "comparisons": own_rows,
+                "passed": not own_failures,
+            }
+        )
         rows += own_rows
         failures += own_failures
     first = parts[min(parts)]
@@ -214,6 +262,11 @@ def sweep_output(record: dict, parts: dict) -> int:
 
 def second_order_skipped(count: int) -> dict:
     """The second-order block of a several-output check: not run, and why."""
-    return {"status": "skipped", "passed": True, "failures": [],
-            "reason": Message("the second order is checked for a function with one output; this one returns {count}",
-                              count=count)}
+    return {
+        "status": "skipped",
+        "passed": True,
+        "failures": [],
+        "reason": Message(
+            "the second order is checked for a function with one output; this one returns {count}", count=count
+        ),
+    }

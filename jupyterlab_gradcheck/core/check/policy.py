@@ -100,19 +100,70 @@ class Policy:
 POLICIES = {
     1: Policy(1, bounded_step=False, error_bound=False, refine=False, batch_guard=False, gradcheck_fast=False),
     2: Policy(2, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True),
-    3: Policy(3, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
-              coloured=True, auto_budget=True),
-    4: Policy(4, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
-              coloured=True, auto_budget=True, gradcheck_slow_scalar=True),
-    5: Policy(5, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
-              coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
-              sweep_rides=True),
-    6: Policy(6, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
-              coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
-              sweep_rides=True, equal_evaluations_bounded=True),
-    7: Policy(7, bounded_step=True, error_bound=True, refine=True, batch_guard=True, gradcheck_fast=True,
-              coloured=True, auto_budget=True, gradcheck_slow_scalar=True, undefined_grad_for_functions=True,
-              sweep_rides=True, equal_evaluations_bounded=True, several_output_modes=True, wide_step_outputs=True),
+    3: Policy(
+        3,
+        bounded_step=True,
+        error_bound=True,
+        refine=True,
+        batch_guard=True,
+        gradcheck_fast=True,
+        coloured=True,
+        auto_budget=True,
+    ),
+    4: Policy(
+        4,
+        bounded_step=True,
+        error_bound=True,
+        refine=True,
+        batch_guard=True,
+        gradcheck_fast=True,
+        coloured=True,
+        auto_budget=True,
+        gradcheck_slow_scalar=True,
+    ),
+    5: Policy(
+        5,
+        bounded_step=True,
+        error_bound=True,
+        refine=True,
+        batch_guard=True,
+        gradcheck_fast=True,
+        coloured=True,
+        auto_budget=True,
+        gradcheck_slow_scalar=True,
+        undefined_grad_for_functions=True,
+        sweep_rides=True,
+    ),
+    6: Policy(
+        6,
+        bounded_step=True,
+        error_bound=True,
+        refine=True,
+        batch_guard=True,
+        gradcheck_fast=True,
+        coloured=True,
+        auto_budget=True,
+        gradcheck_slow_scalar=True,
+        undefined_grad_for_functions=True,
+        sweep_rides=True,
+        equal_evaluations_bounded=True,
+    ),
+    7: Policy(
+        7,
+        bounded_step=True,
+        error_bound=True,
+        refine=True,
+        batch_guard=True,
+        gradcheck_fast=True,
+        coloured=True,
+        auto_budget=True,
+        gradcheck_slow_scalar=True,
+        undefined_grad_for_functions=True,
+        sweep_rides=True,
+        equal_evaluations_bounded=True,
+        several_output_modes=True,
+        wide_step_outputs=True,
+    ),
 }
 #: Element evaluations (elements x the larger of input and output numel) from which, under policy 3,
 #: the coloured path is tried: below, the general path's 2n batched copies cost less than learning the
@@ -126,8 +177,12 @@ def policy_version(record: dict) -> int:
     if value is None:
         return UNVERSIONED if record.get("executed") is True else CURRENT
     if isinstance(value, bool) or not isinstance(value, int) or value not in POLICIES:
-        raise SpecError("policy {value!r} is not one of {choices}",
-                        value=value, choices=', '.join(map(str, POLICIES)), field="policy")
+        raise SpecError(
+            "policy {value!r} is not one of {choices}",
+            value=value,
+            choices=", ".join(map(str, POLICIES)),
+            field="policy",
+        )
     return value
 
 

@@ -64,8 +64,9 @@ class _Direction:
         import torch
 
         x = self.probe.values[self.probe.name]
-        outputs = torch.stack([self.probe.output(x + shift.reshape(x.shape)),
-                               self.probe.output(x - shift.reshape(x.shape))])
+        outputs = torch.stack(
+            [self.probe.output(x + shift.reshape(x.shape)), self.probe.output(x - shift.reshape(x.shape))]
+        )
         self.evaluations += 2
         plus, minus = self.probe.contract(outputs)  # sum(v * f), or sum(Re(conj(v) f)) for a complex output
         magnitude = (outputs.reshape(2, -1).abs() * self.probe.v.reshape(-1).abs()).sum()
@@ -80,8 +81,12 @@ class _Direction:
         difference, rounding = self._difference(s)
         reference = float((self.g * s).sum())
         tolerance = float((s.abs() * (self.atol + self.rtol * self.g.abs())).sum()) + BOUND_FACTOR * rounding
-        result = {"finite_difference": difference, "autograd": reference, "tolerance": tolerance,
-                  "excess": abs(difference - reference) - tolerance}
+        result = {
+            "finite_difference": difference,
+            "autograd": reference,
+            "tolerance": tolerance,
+            "excess": abs(difference - reference) - tolerance,
+        }
         if result["excess"] > 0:  # before a failure stands, allow for the truncation along this direction
             doubled, doubled_rounding = self._difference(2 * s)
             truncation = abs(doubled - 2 * difference) / 6
@@ -103,9 +108,16 @@ def _element(direction: _Direction, index: int, name: str, shape, rtol: float, a
     width = float((value + h) - (value - h))  # the steps the arithmetic really takes (policy 2)
     difference, _ = direction._difference(shift)
     estimate = 2 * difference / width
-    row = compare("autograd_vs_finite_difference", name, torch.tensor([estimate], dtype=torch.float64),
-                  direction.g[index:index + 1].to(torch.float64), left_label="finite_difference",
-                  right_label="autograd_grad", rtol=rtol, atol=atol)
+    row = compare(
+        "autograd_vs_finite_difference",
+        name,
+        torch.tensor([estimate], dtype=torch.float64),
+        direction.g[index : index + 1].to(torch.float64),
+        left_label="finite_difference",
+        right_label="autograd_grad",
+        rtol=rtol,
+        atol=atol,
+    )
     flat = int(index)
     unravelled = []
     for size in reversed(list(shape)):
@@ -131,8 +143,18 @@ def localise(direction: _Direction) -> tuple[int, list]:
     return int(subset[0]), steps
 
 
-def compare_inputs(function, values: dict, v, autograd: dict, *, dtype: str, rtol: float, atol: float,
-                   reason: str, work_elements: int = 1) -> tuple[dict, dict]:
+def compare_inputs(
+    function,
+    values: dict,
+    v,
+    autograd: dict,
+    *,
+    dtype: str,
+    rtol: float,
+    atol: float,
+    reason: str,
+    work_elements: int = 1,
+) -> tuple[dict, dict]:
     """(comparison row by input, the finite_difference observation's fields) in projected mode.
 
     Each row is the engine's `autograd_vs_finite_difference` row: on a pass, `worst` holds the
@@ -149,38 +171,65 @@ def compare_inputs(function, values: dict, v, autograd: dict, *, dtype: str, rto
         projection = {"directions": 1, "seed": SEED, **whole}
         if whole["excess"] <= 0:
             row = {
-                "name": "autograd_vs_finite_difference", "input": name, "left": "finite_difference",
-                "right": "autograd_grad", "max_abs_err": abs(whole["finite_difference"] - whole["autograd"]),
-                "max_rel_err": None, "rtol": rtol, "atol": atol, "passed": True,
-                "worst": {"index": None, "flat_index": None, "left": whole["finite_difference"],
-                          "right": whole["autograd"], "abs_err": abs(whole["finite_difference"] - whole["autograd"]),
-                          "rel_err": None},
+                "name": "autograd_vs_finite_difference",
+                "input": name,
+                "left": "finite_difference",
+                "right": "autograd_grad",
+                "max_abs_err": abs(whole["finite_difference"] - whole["autograd"]),
+                "max_rel_err": None,
+                "rtol": rtol,
+                "atol": atol,
+                "passed": True,
+                "worst": {
+                    "index": None,
+                    "flat_index": None,
+                    "left": whole["finite_difference"],
+                    "right": whole["autograd"],
+                    "abs_err": abs(whole["finite_difference"] - whole["autograd"]),
+                    "rel_err": None,
+                },
             }
         else:
             index, steps = localise(direction)
             row = _element(direction, index, name, x.shape, rtol, atol)
             row["passed"] = False  # the direction failed: the check fails even where the element alone passes
-            projection["localisation"] = {"splits": len(steps), "element": int(index),
-                                          "element_alone_passed": bool(row["worst"]["abs_err"] is not None and
-                                                                       row["worst"]["abs_err"] <= atol + rtol *
-                                                                       abs(row["worst"]["right"]))}
+            projection["localisation"] = {
+                "splits": len(steps),
+                "element": int(index),
+                "element_alone_passed": bool(
+                    row["worst"]["abs_err"] is not None
+                    and row["worst"]["abs_err"] <= atol + rtol * abs(row["worst"]["right"])
+                ),
+            }
         row["mode"] = "projected"
         row["projection"] = projection
         rows[name] = row
-        inputs[name] = {"step": defaults.fd_step(dtype, "central"), "batched": False,
-                        "structure": "projected", "forward_evaluations": direction.evaluations}
-    info = {"scheme": "central", "fd_dtype": defaults.FD_DTYPE[dtype], "mode": "projected", "mode_reason": reason,
-            "description": Message("central difference of sum(grad_output * f) along one random direction against "
-                                   "autograd's projection; a failure localised by halving the index set"),
-            "note": f"projected mode ({reason}): one random direction compared, not every element.",
+        inputs[name] = {
             "step": defaults.fd_step(dtype, "central"),
-            "step_kind": "relative to min(max(1, |x|), 16), times a random sign over sqrt(n) per element",
-            "inputs": inputs}
+            "batched": False,
+            "structure": "projected",
+            "forward_evaluations": direction.evaluations,
+        }
+    info = {
+        "scheme": "central",
+        "fd_dtype": defaults.FD_DTYPE[dtype],
+        "mode": "projected",
+        "mode_reason": reason,
+        "description": Message(
+            "central difference of sum(grad_output * f) along one random direction against "
+            "autograd's projection; a failure localised by halving the index set"
+        ),
+        "note": f"projected mode ({reason}): one random direction compared, not every element.",
+        "step": defaults.fd_step(dtype, "central"),
+        "step_kind": "relative to min(max(1, |x|), 16), times a random sign over sqrt(n) per element",
+        "inputs": inputs,
+    }
     return rows, info
 
 
-def projected_verdict(function, inputs: dict, *, grad_output=None, rtol: float | None = None,
-                      atol: float | None = None) -> dict:
+def projected_verdict(
+    function, inputs: dict, *, grad_output=None, rtol: float | None = None, atol: float | None = None
+) -> dict:
     """`numerical_verdict`'s answer in projected mode: one direction compared, a failure localised.
 
     Returns `{"passed", "dtype", "rtol", "atol", "comparisons", "worst", "finite_difference"}`.
@@ -199,10 +248,24 @@ def projected_verdict(function, inputs: dict, *, grad_output=None, rtol: float |
     tolerance = defaults.fd_tolerance(dtype, "central")
     rtol = tolerance["rtol"] if rtol is None else rtol
     atol = tolerance["atol"] if atol is None else atol
-    rows, info = compare_inputs(function, {n: t.detach().to(fd_dtype) for n, t in inputs.items()},
-                                v.detach().to(fd_dtype), autograd, dtype=dtype, rtol=rtol, atol=atol,
-                                reason="requested")
+    rows, info = compare_inputs(
+        function,
+        {n: t.detach().to(fd_dtype) for n, t in inputs.items()},
+        v.detach().to(fd_dtype),
+        autograd,
+        dtype=dtype,
+        rtol=rtol,
+        atol=atol,
+        reason="requested",
+    )
     failing = [row for row in rows.values() if not row["passed"]]
     chosen = failing[0] if failing else next(iter(rows.values()))
-    return {"passed": not failing, "dtype": dtype, "rtol": rtol, "atol": atol, "comparisons": list(rows.values()),
-            "worst": {"input": chosen["input"], **chosen["worst"]}, "finite_difference": info}
+    return {
+        "passed": not failing,
+        "dtype": dtype,
+        "rtol": rtol,
+        "atol": atol,
+        "comparisons": list(rows.values()),
+        "worst": {"input": chosen["input"], **chosen["worst"]},
+        "finite_difference": info,
+    }

@@ -20,8 +20,13 @@ def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
     real = _real_shape(value["real"], f"{field}.real", limits)
     imag = _real_shape(value["imag"], f"{field}.imag", limits)
     if real != imag:
-        raise SpecError("{where}: the real part has shape {real} but the imaginary part has shape {imag}",
-                        where=field, real=real, imag=imag, field=field)
+        raise SpecError(
+            "{where}: the real part has shape {real} but the imaginary part has shape {imag}",
+            where=field,
+            real=real,
+            imag=imag,
+            field=field,
+        )
     return real
 
 
@@ -35,7 +40,8 @@ def _real_shape(value, field: str, limits: Limits) -> list[int]:
             if not isinstance(item, list) and not _is_number(item):
                 raise SpecError(
                     "{where}: expected a number or a list of numbers, found {found}",
-                    where=field, found=_describe(item),
+                    where=field,
+                    found=_describe(item),
                     field=field,
                 )
         if all(_is_number(item) for item in level):
@@ -43,25 +49,38 @@ def _real_shape(value, field: str, limits: Limits) -> list[int]:
                 _check_finite(item, field)
             return shape
         if not all(isinstance(item, list) for item in level):
-            raise SpecError("{where}: ragged list (numbers and lists mixed at depth {count})",
-                            where=field, count=len(shape), field=field)
+            raise SpecError(
+                "{where}: ragged list (numbers and lists mixed at depth {count})",
+                where=field,
+                count=len(shape),
+                field=field,
+            )
         lengths = {len(item) for item in level}
         if len(lengths) != 1:
             raise SpecError(
                 "{where}: ragged list (lengths {lengths} at depth {count})",
-                where=field, lengths=sorted(lengths), count=len(shape), field=field
+                where=field,
+                lengths=sorted(lengths),
+                count=len(shape),
+                field=field,
             )
         length = lengths.pop()
         if length == 0:
             raise SpecError("{where}: empty list at depth {count}", where=field, count=len(shape), field=field)
         shape.append(length)
         if len(shape) > limits.max_input_rank:
-            raise SpecError("{where}: more than {max_input_rank} dimensions",
-                            where=field, max_input_rank=limits.max_input_rank, field=field)
+            raise SpecError(
+                "{where}: more than {max_input_rank} dimensions",
+                where=field,
+                max_input_rank=limits.max_input_rank,
+                field=field,
+            )
         if math.prod(shape) > limits.max_input_elements:
             raise SpecError(
                 "{where}: more than {max_input_elements} elements",
-                where=field, max_input_elements=limits.max_input_elements, field=field
+                where=field,
+                max_input_elements=limits.max_input_elements,
+                field=field,
             )
         level = [inner for item in level for inner in item]
 
@@ -81,8 +100,12 @@ def _check_finite(item, field: str) -> None:
     if isinstance(item, int) and abs(item) > 2**63:
         # described by its size: a float conversion of a 310-digit integer would overflow
         digits = int(item.bit_length() * math.log10(2)) + 1
-        raise SpecError("{where}: an integer of about {digits} digits is out of range (at most 2**63)",
-                        where=field, digits=digits, field=field)
+        raise SpecError(
+            "{where}: an integer of about {digits} digits is out of range (at most 2**63)",
+            where=field,
+            digits=digits,
+            field=field,
+        )
 
 
 def _describe(item) -> str:

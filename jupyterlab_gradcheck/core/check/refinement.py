@@ -49,12 +49,13 @@ def touched_outputs(probe: Probe, h, failing) -> dict | None:
 
     steps = signed_steps(probe, "central", h[failing] * WIDE, failing, exact=True)
     try:
-        out = probe.outputs(probe.shifted(steps.reshape(-1), imaginary=probe.imaginary_shift,
-                                          indices=tiled(failing, steps.shape[0])))
+        out = probe.outputs(
+            probe.shifted(steps.reshape(-1), imaginary=probe.imaginary_shift, indices=tiled(failing, steps.shape[0]))
+        )
     except Exception:  # the wide step left the function's domain: no outputs are added
         return None
     count = failing.numel()
-    plus, minus = out[:count].reshape(count, -1), out[count:2 * count].reshape(count, -1)
+    plus, minus = out[:count].reshape(count, -1), out[count : 2 * count].reshape(count, -1)
     moved = (plus != minus) & torch.isfinite(plus) & torch.isfinite(minus)
     return {int(i): row for i, row in zip(failing, moved)}
 
@@ -114,31 +115,60 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
     new_estimate[failing] = refined
     new_bound[failing] = REFINED_MARGIN * refined_error
     reference = autograd[failing]
-    still = ((refined - reference).abs() > atol + rtol * reference.abs() + REFINED_MARGIN * refined_error) \
-        | torch.isnan(refined)
+    still = (
+        (refined - reference).abs() > atol + rtol * reference.abs() + REFINED_MARGIN * refined_error
+    ) | torch.isnan(refined)
     info = {
         "elements": int(count),
         "resolved": int(count - int(still.sum())),
         "still_failing": int(still.sum()),
         "flat_indices": [int(i) for i in failing[:16]],
-        "tried": Message("central differences at {count} steps from {first:g}h to {last:g}h, Richardson-extrapolated "
-                         "pair by pair; kept the later of the two successive extrapolations that agree best, with "
-                         "their difference plus the rounding bound as its error estimate", count=len(MULTIPLES),
-                         first=MULTIPLES[0], last=MULTIPLES[-1]),
+        "tried": Message(
+            "central differences at {count} steps from {first:g}h to {last:g}h, Richardson-extrapolated "
+            "pair by pair; kept the later of the two successive extrapolations that agree best, with "
+            "their difference plus the rounding bound as its error estimate",
+            count=len(MULTIPLES),
+            first=MULTIPLES[0],
+            last=MULTIPLES[-1],
+        ),
         "chosen_multiples": sorted({MULTIPLES[int(b) + 2] for b in best[:64]}),
         "forward_evaluations": (2 * k) if probe.structured else 2 * k * int(count),
     }
     if wide and not probe.structured:
-        info["wide_step"] = {"multiple": WIDE, "forward_evaluations": 2 * int(count), **(
-            {"outputs_moved": int(sum(int(r.sum()) for r in probe.touched.values()))} if probe.touched is not None
-            else {"outputs_moved": None, "reason": Message("the function could not be evaluated at the wide step (it "
-                                                           "raised there): no outputs were added to the bound")})}
+        info["wide_step"] = {
+            "multiple": WIDE,
+            "forward_evaluations": 2 * int(count),
+            **(
+                {"outputs_moved": int(sum(int(r.sum()) for r in probe.touched.values()))}
+                if probe.touched is not None
+                else {
+                    "outputs_moved": None,
+                    "reason": Message(
+                        "the function could not be evaluated at the wide step (it "
+                        "raised there): no outputs were added to the bound"
+                    ),
+                }
+            ),
+        }
     return new_estimate, new_bound, info
 
 
-def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, estimates: dict, bounds: dict,
-                  rtol: float, atol: float, structures: dict, work_elements: int = 1, equal_bounded: bool = False,
-                  wide: bool = False) -> dict:
+def refine_inputs(
+    function,
+    values: dict,
+    v,
+    *,
+    dtype: str,
+    autograd: dict,
+    estimates: dict,
+    bounds: dict,
+    rtol: float,
+    atol: float,
+    structures: dict,
+    work_elements: int = 1,
+    equal_bounded: bool = False,
+    wide: bool = False,
+) -> dict:
     """Refine every input's failing elements in place (flat views of `estimates`, `bounds`); info by input.
 
     `structures` names the path each input's estimate took ("general" or a diagonal chain). A complex
@@ -153,19 +183,39 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
         if bool(((estimate - reference).abs() <= atol + rtol * reference.abs() + bounds[name]).all()):
             continue  # every element already passes: nothing to refine (NaN compares False, so it is refined)
         if values[name].is_complex():
-            info = refine_complex(function, values, v, name, dtype=dtype, autograd=reference, estimates=estimates,
-                                  bounds=bounds, rtol=rtol, atol=atol, work_elements=work_elements,
-                                  equal_bounded=equal_bounded, wide=wide)
+            info = refine_complex(
+                function,
+                values,
+                v,
+                name,
+                dtype=dtype,
+                autograd=reference,
+                estimates=estimates,
+                bounds=bounds,
+                rtol=rtol,
+                atol=atol,
+                work_elements=work_elements,
+                equal_bounded=equal_bounded,
+                wide=wide,
+            )
             if info is not None:
                 report[name] = info
             continue
-        probe = Probe(function, values, v, name, work=work_elements,
-                      structured=structures.get(name, "general") != "general", equal_bounded=equal_bounded)
+        probe = Probe(
+            function,
+            values,
+            v,
+            name,
+            work=work_elements,
+            structured=structures.get(name, "general") != "general",
+            equal_bounded=equal_bounded,
+        )
         h = step_vector(probe, None, dtype, "central", bounded=True)
         flat_estimate, flat_bound = estimate.reshape(-1), bounds[name].reshape(-1)
         reference = reference.reshape(-1)
-        new_estimate, new_bound, info = refine(probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol,
-                                               wide=wide)
+        new_estimate, new_bound, info = refine(
+            probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol, wide=wide
+        )
         if info is not None:
             estimates[name] = new_estimate.reshape(estimate.shape)
             bounds[name] = new_bound.reshape(estimate.shape)
@@ -173,9 +223,22 @@ def refine_inputs(function, values: dict, v, *, dtype: str, autograd: dict, esti
     return report
 
 
-def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd, estimates: dict, bounds: dict,
-                   rtol: float, atol: float, work_elements: int = 1, equal_bounded: bool = False,
-                   wide: bool = False) -> dict | None:
+def refine_complex(
+    function,
+    values: dict,
+    v,
+    name: str,
+    *,
+    dtype: str,
+    autograd,
+    estimates: dict,
+    bounds: dict,
+    rtol: float,
+    atol: float,
+    work_elements: int = 1,
+    equal_bounded: bool = False,
+    wide: bool = False,
+) -> dict | None:
     """Refine a complex input's failing elements part by part; its report, or None when nothing failed.
 
     A complex element's estimate is d_re + i d_im, each part the central difference along that part
@@ -192,14 +255,28 @@ def refine_complex(function, values: dict, v, name: str, *, dtype: str, autograd
     reference = autograd.reshape(-1)
     parts, infos = [], []
     for imaginary in (False, True):
-        probe = Probe(function, values, v, name, work=work_elements, structured=False, imaginary_shift=imaginary,
-                      equal_bounded=equal_bounded)
+        probe = Probe(
+            function,
+            values,
+            v,
+            name,
+            work=work_elements,
+            structured=False,
+            imaginary_shift=imaginary,
+            equal_bounded=equal_bounded,
+        )
         h = step_vector(probe, None, dtype, "central", bounded=True)
         pick = (lambda t: t.imag) if imaginary else (lambda t: t.real)
-        new_part, new_bound, info = refine(probe, h, pick(reference), pick(flat_estimate), flat_bound,
-                                           rtol=rtol, atol=atol, wide=wide)
-        parts.append((new_part, torch.where(new_bound != flat_bound, new_bound, torch.zeros_like(new_bound)),
-                      new_bound != flat_bound))
+        new_part, new_bound, info = refine(
+            probe, h, pick(reference), pick(flat_estimate), flat_bound, rtol=rtol, atol=atol, wide=wide
+        )
+        parts.append(
+            (
+                new_part,
+                torch.where(new_bound != flat_bound, new_bound, torch.zeros_like(new_bound)),
+                new_bound != flat_bound,
+            )
+        )
         if info is not None:
             infos.append(info)
     if not infos:

@@ -50,7 +50,7 @@ def parse_hessian(raw, names: list[str], numel: int):
             _wrong_size(names, count, numel)
     if raw == DOUBLE_BACKWARD or callable(raw) or isinstance(raw, list):
         return raw
-    raise SpecError("hessian must be a matrix, a callable of the inputs or \"double_backward\"", field="hessian")
+    raise SpecError('hessian must be a matrix, a callable of the inputs or "double_backward"', field="hessian")
 
 
 def _gradients(function, values: dict, v, *, create_graph: bool):
@@ -61,8 +61,9 @@ def _gradients(function, values: dict, v, *, create_graph: bool):
         leaves = {n: x.detach().clone().requires_grad_(True) for n, x in values.items()}
         output = function(**leaves)
         weights = torch.ones_like(output) if v is None else v
-        found = torch.autograd.grad(output, list(leaves.values()), weights, create_graph=create_graph,
-                                    allow_unused=True)
+        found = torch.autograd.grad(
+            output, list(leaves.values()), weights, create_graph=create_graph, allow_unused=True
+        )
     return leaves, [(torch.zeros_like(leaf) if g is None else g).reshape(-1) for leaf, g in zip(leaves.values(), found)]
 
 
@@ -76,18 +77,36 @@ def autograd_hessian(function, values: dict, v):
         flat_leaves = list(leaves.values())
         constant = [n for n, part in zip(leaves, parts) if not part.requires_grad]
         if len(constant) == len(parts):
-            return None, Message("the backward is not differentiable: the gradient of {name} it returns carries no "
-                                 "graph (a .detach() inside it, or a value computed outside autograd)",
-                                 name=", ".join(constant))
+            return None, Message(
+                "the backward is not differentiable: the gradient of {name} it returns carries no "
+                "graph (a .detach() inside it, or a value computed outside autograd)",
+                name=", ".join(constant),
+            )
         rows = []
         for part in parts:
             for i in range(part.numel()):
-                found = torch.autograd.grad(part[i], flat_leaves, retain_graph=True, allow_unused=True) \
-                    if part.requires_grad else [None] * len(flat_leaves)
-                rows.append(torch.cat([(torch.zeros_like(leaf) if row is None else row).reshape(-1)
-                                       for leaf, row in zip(flat_leaves, found)]))
-    note = Message("the gradient of {names} carries no graph: its rows are taken as 0 (a constant gradient), and "
-                   "the finite differences say whether they are", names=", ".join(constant)) if constant else ""
+                found = (
+                    torch.autograd.grad(part[i], flat_leaves, retain_graph=True, allow_unused=True)
+                    if part.requires_grad
+                    else [None] * len(flat_leaves)
+                )
+                rows.append(
+                    torch.cat(
+                        [
+                            (torch.zeros_like(leaf) if row is None else row).reshape(-1)
+                            for leaf, row in zip(flat_leaves, found)
+                        ]
+                    )
+                )
+    note = (
+        Message(
+            "the gradient of {names} carries no graph: its rows are taken as 0 (a constant gradient), and "
+            "the finite differences say whether they are",
+            names=", ".join(constant),
+        )
+        if constant
+        else ""
+    )
     return torch.stack(rows).detach(), note
 
 
@@ -117,17 +136,27 @@ def _gradgradcheck(function, values: dict) -> dict:
     settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
     names = list(values)
     if any(x.dtype != torch.float64 for x in values.values()):
-        return {"status": "skipped", "verdict": None, "settings": settings,
-                "reason": Message("gradgradcheck needs double precision")}
+        return {
+            "status": "skipped",
+            "verdict": None,
+            "settings": settings,
+            "reason": Message("gradgradcheck needs double precision"),
+        }
     try:
-        torch.autograd.gradgradcheck(lambda *leaves: function(**dict(zip(names, leaves))),
-                                     tuple(x.detach().clone().requires_grad_(True) for x in values.values()),
-                                     **settings)
+        torch.autograd.gradgradcheck(
+            lambda *leaves: function(**dict(zip(names, leaves))),
+            tuple(x.detach().clone().requires_grad_(True) for x in values.values()),
+            **settings,
+        )
     except Exception as exc:  # its verdict, or it could not run: the reason says which
         first = " ".join(str(exc).split("\n")[0].split())[:300]
         failed = type(exc).__name__ == "GradcheckError"
-        return {"status": "failed" if failed else "error", "verdict": False if failed else None,
-                "settings": settings, "reason": first if failed else f"{type(exc).__name__}: {first}"}
+        return {
+            "status": "failed" if failed else "error",
+            "verdict": False if failed else None,
+            "settings": settings,
+            "reason": first if failed else f"{type(exc).__name__}: {first}",
+        }
     return {"status": "passed", "verdict": True, "settings": settings, "reason": Message("gradgradcheck passed")}
 
 
@@ -141,8 +170,9 @@ def expected_hessian(written, function, values: dict, v, autograd):
         return autograd
     if callable(written):
         with torch.no_grad():
-            value = torch.as_tensor(written(**{k: t.detach() for k, t in values.items()}), dtype=x.dtype,
-                                    device=x.device)
+            value = torch.as_tensor(
+                written(**{k: t.detach() for k, t in values.items()}), dtype=x.dtype, device=x.device
+            )
     else:
         value = to_tensor(written, str(x.dtype).replace("torch.", ""), str(x.device))
     if value.numel() != n * n:
@@ -152,10 +182,20 @@ def expected_hessian(written, function, values: dict, v, autograd):
 
 def _wrong_size(names: list[str], count: int, n: int):
     if len(names) == 1:
-        raise SpecError("hessian for {name!r} has {count} elements; an input of {n} elements has an {n} x {n} "
-                        "Hessian", name=names[0], count=count, n=n, field="hessian")
-    raise SpecError("hessian for the inputs {names} has {count} elements; their {n} elements together have an "
-                    "{n} x {n} Hessian", names=", ".join(names), count=count, n=n, field="hessian")
+        raise SpecError(
+            "hessian for {name!r} has {count} elements; an input of {n} elements has an {n} x {n} Hessian",
+            name=names[0],
+            count=count,
+            n=n,
+            field="hessian",
+        )
+    raise SpecError(
+        "hessian for the inputs {names} has {count} elements; their {n} elements together have an {n} x {n} Hessian",
+        names=", ".join(names),
+        count=count,
+        n=n,
+        field="hessian",
+    )
 
 
 def _layout(values: dict) -> list[dict]:
@@ -173,8 +213,9 @@ def _element(layout: list[dict], k: int) -> str:
     return f"{part['input']}[{k - part['offset']}]"
 
 
-def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=None,
-                 phi: str = "sum(grad_output * f)") -> dict:
+def second_order(
+    function, leaves: dict, v, written, tolerance: dict, *, whole=None, phi: str = "sum(grad_output * f)"
+) -> dict:
     """The record's `second_order` block: observations, comparisons and failures (gradgradcheck runs on
     `whole` where the Hessian is that of a function built from it; `phi` says which scalar it is of)."""
     values = {n: leaf.detach() for n, leaf in leaves.items()}
@@ -189,42 +230,88 @@ def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=N
         # a gradient that does not depend on x (a linear function) has no graph to differentiate
         # either: its finite differences say the Hessian is 0, so the backward is not at fault
         autograd = fd.new_zeros(fd.shape)
-        reason = Message("the gradient carries no graph and its finite differences are 0: a constant "
-                         "gradient, whose Hessian is 0")
+        reason = Message(
+            "the gradient carries no graph and its finite differences are 0: a constant gradient, whose Hessian is 0"
+        )
     observations = {
-        "autograd": {"name": "hessian_autograd", "note": reason,
-                     "description": Message("autograd.grad of each element of autograd.grad(..., create_graph=True)"),
-                     **({"hessian": describe(autograd)} if autograd is not None else {})},
-        "finite_difference": {"name": "hessian_finite_difference", "hessian": describe(fd),
-                              "description": Message("central differences of autograd's gradient along each "
-                                                     "input element, step eps^(1/3) max(1, |x_i|)")},
+        "autograd": {
+            "name": "hessian_autograd",
+            "note": reason,
+            "description": Message("autograd.grad of each element of autograd.grad(..., create_graph=True)"),
+            **({"hessian": describe(autograd)} if autograd is not None else {}),
+        },
+        "finite_difference": {
+            "name": "hessian_finite_difference",
+            "hessian": describe(fd),
+            "description": Message(
+                "central differences of autograd's gradient along each input element, step eps^(1/3) max(1, |x_i|)"
+            ),
+        },
         "torch_gradgradcheck": {"name": "torch_gradgradcheck", **_gradgradcheck(whole or function, values)},
     }
     expected = expected_hessian(written, function, values, weights, autograd)
     comparisons, failures = [], []
     if autograd is None:
-        failures.append({"comparison": "hessian_autograd", "input": label, "index": None,
-                         "left_label": "hessian_autograd", "right_label": "", "left": None, "right": None,
-                         "abs_err": None, "rel_err": None, "rtol": None, "atol": None,
-                         "diagnosis": "probable_bug", "reason": reason})
+        failures.append(
+            {
+                "comparison": "hessian_autograd",
+                "input": label,
+                "index": None,
+                "left_label": "hessian_autograd",
+                "right_label": "",
+                "left": None,
+                "right": None,
+                "abs_err": None,
+                "rel_err": None,
+                "rtol": None,
+                "atol": None,
+                "diagnosis": "probable_bug",
+                "reason": reason,
+            }
+        )
     else:
         if expected is not None and written != DOUBLE_BACKWARD:
-            comparisons.append(compare("hessian_analytical_vs_autograd", label, expected, autograd,
-                                       left_label="analytical", right_label="hessian_autograd", **tolerance))
-        comparisons.append(compare("hessian_autograd_vs_finite_difference", label, fd, autograd,
-                                   left_label="hessian_finite_difference", right_label="hessian_autograd",
-                                   **FD_TOLERANCE))
+            comparisons.append(
+                compare(
+                    "hessian_analytical_vs_autograd",
+                    label,
+                    expected,
+                    autograd,
+                    left_label="analytical",
+                    right_label="hessian_autograd",
+                    **tolerance,
+                )
+            )
+        comparisons.append(
+            compare(
+                "hessian_autograd_vs_finite_difference",
+                label,
+                fd,
+                autograd,
+                left_label="hessian_finite_difference",
+                right_label="hessian_autograd",
+                **FD_TOLERANCE,
+            )
+        )
     failures += [_failure(row, label, layout if several else None) for row in comparisons if not row["passed"]]
     passed = not failures and observations["torch_gradgradcheck"]["status"] != "failed"
     n = sum(t.numel() for t in values.values())
-    block = {"input": label, "expectation": written if isinstance(written, str) else
-             ("<callable>" if callable(written) else written),
-             "observations": observations, "comparisons": comparisons, "failures": failures, "passed": passed,
-             "dtype": str(x.dtype).replace("torch.", ""), "device": str(x.device), "shape": [n, n],
-             "convention": f"H[i, j] = d^2 {phi} / dx_i dx_j over the flattened input"}
+    block = {
+        "input": label,
+        "expectation": written if isinstance(written, str) else ("<callable>" if callable(written) else written),
+        "observations": observations,
+        "comparisons": comparisons,
+        "failures": failures,
+        "passed": passed,
+        "dtype": str(x.dtype).replace("torch.", ""),
+        "device": str(x.device),
+        "shape": [n, n],
+        "convention": f"H[i, j] = d^2 {phi} / dx_i dx_j over the flattened input",
+    }
     if several:
-        block["convention"] = (f"H[i, j] = d^2 {phi} / dz_i dz_j over z, the inputs flattened and "
-                               f"concatenated in the order {label}")
+        block["convention"] = (
+            f"H[i, j] = d^2 {phi} / dz_i dz_j over z, the inputs flattened and concatenated in the order {label}"
+        )
         block["layout"] = layout
     return block
 
@@ -232,16 +319,37 @@ def second_order(function, leaves: dict, v, written, tolerance: dict, *, whole=N
 def _failure(row: dict, label: str, layout: list[dict] | None) -> dict:
     """A failed Hessian comparison as a failure naming its entry (and, for several inputs, whose elements)."""
     worst = row["worst"]
-    found = {"left": row["left"], "a": f"{worst['left']:.9g}", "right": row["right"], "b": f"{worst['right']:.9g}",
-             "index": ", ".join(map(str, worst["index"]))}
-    reason = Message("at H[{index}] {left} gives {a} but {right} gives {b}", **found) if layout is None else Message(
-        "at H[{index}] ({where}) {left} gives {a} but {right} gives {b}",
-        where=", ".join(_element(layout, k) for k in worst["index"]), **found)
-    return {"comparison": row["name"], "input": label, "index": worst["index"],
-            "left_label": row["left"], "right_label": row["right"],
-            "left": worst["left"], "right": worst["right"], "abs_err": worst["abs_err"],
-            "rel_err": worst["rel_err"], "rtol": row["rtol"], "atol": row["atol"],
-            "diagnosis": "probable_bug", "reason": reason}
+    found = {
+        "left": row["left"],
+        "a": f"{worst['left']:.9g}",
+        "right": row["right"],
+        "b": f"{worst['right']:.9g}",
+        "index": ", ".join(map(str, worst["index"])),
+    }
+    reason = (
+        Message("at H[{index}] {left} gives {a} but {right} gives {b}", **found)
+        if layout is None
+        else Message(
+            "at H[{index}] ({where}) {left} gives {a} but {right} gives {b}",
+            where=", ".join(_element(layout, k) for k in worst["index"]),
+            **found,
+        )
+    )
+    return {
+        "comparison": row["name"],
+        "input": label,
+        "index": worst["index"],
+        "left_label": row["left"],
+        "right_label": row["right"],
+        "left": worst["left"],
+        "right": worst["right"],
+        "abs_err": worst["abs_err"],
+        "rel_err": worst["rel_err"],
+        "rtol": row["rtol"],
+        "atol": row["atol"],
+        "diagnosis": "probable_bug",
+        "reason": reason,
+    }
 
 
 def second_order_of_outputs(function, leaves: dict, weights: dict, written, tolerance: dict) -> dict:
@@ -249,15 +357,20 @@ def second_order_of_outputs(function, leaves: dict, weights: dict, written, tole
     phi = sum_k sum(v_k * f_k) over its differentiable outputs k, each weighted by the check's grad_output
     v_k (`weights`), with gradgradcheck run on the whole function, as it checks a tuple of outputs."""
     if any(w.is_complex() for w in weights.values()):
-        return {"status": "skipped", "passed": True, "failures": [],
-                "reason": Message("the second order of several outputs is checked for real outputs")}
+        return {
+            "status": "skipped",
+            "passed": True,
+            "failures": [],
+            "reason": Message("the second order of several outputs is checked for real outputs"),
+        }
     indices = sorted(weights)
 
     def weighted(**values):
         found = function(**values)
         return sum((weights[k] * found[k]).sum() for k in indices)
 
-    block = second_order(weighted, leaves, None, written, tolerance, whole=function,
-                         phi="sum_k sum(grad_output_k * f_k)")
+    block = second_order(
+        weighted, leaves, None, written, tolerance, whole=function, phi="sum_k sum(grad_output_k * f_k)"
+    )
     block["outputs"] = indices
     return block

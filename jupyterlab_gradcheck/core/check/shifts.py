@@ -13,8 +13,7 @@ from . import defaults
 from .policy import STEP_SCALE_CAP
 
 #: Shifted copies per element for each scheme: the signed multiples of h evaluated.
-SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,),
-           "richardson": (1.0, -1.0, 0.5, -0.5)}
+SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
 
 
 def shifted(x, steps, *, imaginary: bool = False, indices=None):

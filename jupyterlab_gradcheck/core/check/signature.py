@@ -79,13 +79,14 @@ def _check(function, names: list[str]) -> None:
     try:
         signature.bind(**{name: None for name in names})
     except TypeError:
-        parameters = [p.name for p in signature.parameters.values()
-                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        parameters = [p.name for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         raise SpecError(
             "function {function} takes ({parameters}) but the inputs are named {names}: name each input "
             "as the parameter it is passed to",
             function=getattr(function, "__qualname__", type(function).__name__),
-            parameters=", ".join(parameters), names=", ".join(names), field="function",
+            parameters=", ".join(parameters),
+            names=", ".join(names),
+            field="function",
         ) from None
 
 
@@ -103,7 +104,7 @@ def _check_forward(function_class, names: list[str]) -> None:
     if signature is None:
         return
     new_style = _new_style(function_class)
-    parameters = list(signature.parameters.values())[0 if new_style else 1:]  # after ctx, where there is one
+    parameters = list(signature.parameters.values())[0 if new_style else 1 :]  # after ctx, where there is one
     if any(p.kind is p.VAR_POSITIONAL for p in parameters):
         return
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -113,13 +114,19 @@ def _check_forward(function_class, names: list[str]) -> None:
     if new_style:
         raise SpecError(
             "{function}.forward takes {count} input(s) ({parameters}) but {given} were given ({names})",
-            function=function_class.__qualname__, count=len(positional),
-            parameters=", ".join(p.name for p in positional), given=len(names), names=", ".join(names),
+            function=function_class.__qualname__,
+            count=len(positional),
+            parameters=", ".join(p.name for p in positional),
+            given=len(names),
+            names=", ".join(names),
             field="function",
         )
     raise SpecError(
         "{function}.forward takes {count} input(s) after ctx ({parameters}) but {given} were given ({names})",
-        function=function_class.__qualname__, count=len(positional),
-        parameters=", ".join(p.name for p in positional), given=len(names), names=", ".join(names),
+        function=function_class.__qualname__,
+        count=len(positional),
+        parameters=", ".join(p.name for p in positional),
+        given=len(names),
+        names=", ".join(names),
         field="function",
     )

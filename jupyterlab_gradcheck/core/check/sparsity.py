@@ -29,14 +29,48 @@ from dataclasses import dataclass
 from functools import cache
 
 #: Operations that only move (or copy) values: the rule runs them on the index tensors.
-ROUTING = frozenset({
-    "view", "_unsafe_view", "reshape", "slice", "select", "permute", "transpose", "t", "expand", "squeeze",
-    "unsqueeze", "flip", "narrow", "unfold", "index_select", "index", "gather", "cat", "stack", "roll",
-    "repeat", "diagonal", "movedim", "view_as", "expand_as", "_reshape_alias", "numpy_T", "mT",
-})
+ROUTING = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "slice",
+        "select",
+        "permute",
+        "transpose",
+        "t",
+        "expand",
+        "squeeze",
+        "unsqueeze",
+        "flip",
+        "narrow",
+        "unfold",
+        "index_select",
+        "index",
+        "gather",
+        "cat",
+        "stack",
+        "roll",
+        "repeat",
+        "diagonal",
+        "movedim",
+        "view_as",
+        "expand_as",
+        "_reshape_alias",
+        "numpy_T",
+        "mT",
+    }
+)
 #: Routing operations applied to a single input's index sets themselves: reshapes, and cuts along argument 1's dim.
-DIRECT = {"view": "reshape", "_unsafe_view": "reshape", "reshape": "reshape", "_reshape_alias": "reshape",
-          "slice": "dim", "select": "dim", "narrow": "dim"}
+DIRECT = {
+    "view": "reshape",
+    "_unsafe_view": "reshape",
+    "reshape": "reshape",
+    "_reshape_alias": "reshape",
+    "slice": "dim",
+    "select": "dim",
+    "narrow": "dim",
+}
 #: Operations that keep every element where it is (dtype conversions, copies).
 IDENTITY = frozenset({"clone", "contiguous", "alias", "detach", "_to_copy", "lift_fresh", "lift_fresh_copy"})
 #: Reductions along `dim` (all dimensions when none is given).
@@ -92,7 +126,7 @@ def _dedupe(dep):
     if bool(repeated.any()):  # else already distinct and in order (a reduction over distinct elements' sets)
         dep = torch.sort(torch.where(repeated, -1, dep), dim=-1, descending=True).values
     width = int((dep >= 0).sum(-1).max()) if dep.numel() else 0
-    return dep[..., :max(width, 1)]
+    return dep[..., : max(width, 1)]
 
 
 def _union(deps: list, shape):
@@ -159,24 +193,33 @@ def _mode_class():
                 raise Unlearnable(f"aten.{name} updates a tensor in place or returns several")
             if name in ROUTING and any(not (v.is_floating_point() or v.is_complex()) for v in tainted):
                 raise Unlearnable(f"aten.{name} uses indices or masks computed from the input")
-            if any(self.dep(v) is DENSE for v in tainted) or (
-                    name in REDUCING and out.numel() == 1 and self.numel > 1):
+            if any(self.dep(v) is DENSE for v in tainted) or (name in REDUCING and out.numel() == 1 and self.numel > 1):
                 dep = DENSE  # depends on every element: kept as a mark, its sets never built
             else:
                 dep = self._rule(func, name, args, kwargs, out)
             if dep is not DENSE and (dep.numel() > MAX_DEPENDENCY_ELEMENTS or dep.shape[-1] > max(1, self.numel // 2)):
-                raise Unlearnable(f"after aten.{name} an output element depends on {dep.shape[-1]} of the "
-                                  f"{self.numel} input elements: the Jacobian is (nearly) dense")
+                raise Unlearnable(
+                    f"after aten.{name} an output element depends on {dep.shape[-1]} of the "
+                    f"{self.numel} input elements: the Jacobian is (nearly) dense"
+                )
             self.deps[id(out)] = (out, dep)
             self._follow_final(name, position, args, kwargs, out)
             return out
 
         def _follow_final(self, name, position, args, kwargs, out):
             """Keep track of the last full sum/mean and of constant scales and shifts of it."""
-            source = [a for a in args if isinstance(a, torch.Tensor) and id(a) in self.final and
-                      self.final[id(a)][2] is a]
-            if name in FINAL and out.numel() == 1 and not source and self.dep(args[0]) is not None \
-                    and args[0].numel() > 1 and set(kwargs) <= {"dtype"} and (len(args) == 1 or not args[1]):
+            source = [
+                a for a in args if isinstance(a, torch.Tensor) and id(a) in self.final and self.final[id(a)][2] is a
+            ]
+            if (
+                name in FINAL
+                and out.numel() == 1
+                and not source
+                and self.dep(args[0]) is not None
+                and args[0].numel() > 1
+                and set(kwargs) <= {"dtype"}
+                and (len(args) == 1 or not args[1])
+            ):
                 factor = 1.0 / args[0].numel() if name == "mean" else 1.0
                 self.final[id(out)] = (position, factor, out)
                 self.bodies[position] = args[0]
@@ -191,10 +234,12 @@ def _mode_class():
             if any(not isinstance(c, (int, float)) for c in constants):
                 return
             if name in _SCALE and not kwargs and len(constants) == (name != "neg"):
-                factor = factor * constants[0] if name == "mul" else (
-                    factor / constants[0] if name == "div" else -factor)
-            elif not ((name in _SHIFT and kwargs.get("alpha", 1) == 1 and set(kwargs) <= {"alpha"})
-                      or name in IDENTITY):
+                factor = (
+                    factor * constants[0] if name == "mul" else (factor / constants[0] if name == "div" else -factor)
+                )
+            elif not (
+                (name in _SHIFT and kwargs.get("alpha", 1) == 1 and set(kwargs) <= {"alpha"}) or name in IDENTITY
+            ):
                 return
             self.final[id(out)] = (start, factor, out)
 
@@ -202,8 +247,9 @@ def _mode_class():
             if name in IDENTITY:
                 return self.dep(args[0])
             if torch.Tag.pointwise in func.tags:
-                return _union([self.dep(v) for v in list(args) + list(kwargs.values()) if self.dep(v) is not None],
-                              out.shape)
+                return _union(
+                    [self.dep(v) for v in list(args) + list(kwargs.values()) if self.dep(v) is not None], out.shape
+                )
             if name in ROUTING:
                 return self._routed(func, args, kwargs, out)
             if name in REDUCING:
@@ -212,11 +258,21 @@ def _mode_class():
                 keepdim = args[2] if len(args) > 2 and isinstance(args[2], bool) else kwargs.get("keepdim", False)
                 if name in ("var", "std", "norm", "linalg_vector_norm"):
                     keepdim = next((a for a in args[2:] if isinstance(a, bool)), kwargs.get("keepdim", False))
-                    dims = kwargs.get("dim", next((list(a) if isinstance(a, (list, tuple)) else [a]
-                                                   for a in args[1:] if isinstance(a, (list, tuple))), dims))
+                    dims = kwargs.get(
+                        "dim",
+                        next(
+                            (
+                                list(a) if isinstance(a, (list, tuple)) else [a]
+                                for a in args[1:]
+                                if isinstance(a, (list, tuple))
+                            ),
+                            dims,
+                        ),
+                    )
                     if name in ("norm", "linalg_vector_norm"):
-                        dims = kwargs.get("dim", args[2] if len(args) > 2 and isinstance(args[2], (list, tuple))
-                                          else dims)
+                        dims = kwargs.get(
+                            "dim", args[2] if len(args) > 2 and isinstance(args[2], (list, tuple)) else dims
+                        )
                         dims = [] if dims is None else list(dims)
                 return _reduced(self.dep(args[0]), dims, bool(keepdim), out.shape)
             if name in ALONG_DIM:
@@ -235,12 +291,18 @@ def _mode_class():
             table of all their index sets (an index tensor not derived from x is kept as it is); the
             operation's result then holds, for each output element, the row of the table it came from.
             """
-            values = [v for v in list(args) + [w for a in args if isinstance(a, (list, tuple)) for w in a]
-                      if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())]
+            values = [
+                v
+                for v in list(args) + [w for a in args if isinstance(a, (list, tuple)) for w in a]
+                if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+            ]
             name, dep = func._overloadpacket.__name__, self.dep(args[0])
             if len(values) == 1 and dep is not None and not kwargs and name in DIRECT and out.dtype == args[0].dtype:
-                moved = dep.reshape(*out.shape, dep.shape[-1]) if DIRECT[name] == "reshape" else \
-                    func(dep, (args[1] if len(args) > 1 else 0) % args[0].dim(), *args[2:])
+                moved = (
+                    dep.reshape(*out.shape, dep.shape[-1])
+                    if DIRECT[name] == "reshape"
+                    else func(dep, (args[1] if len(args) > 1 else 0) % args[0].dim(), *args[2:])
+                )
                 return moved if bool((moved[..., -1] >= 0).any()) else _dedupe(moved)
             width = max(self.dep(v).shape[-1] for v in values if self.dep(v) is not None)
             table, offsets, start = [], {}, 0
@@ -284,16 +346,23 @@ def _mode_class():
                 if name in ("dot", "vdot"):
                     deps.append(dep.reshape(1, -1))
                 elif name in ("mv", "addmv"):
-                    deps.append(dep.reshape(1, -1).expand(out.shape[0], -1) if side == 1
-                                else dep.reshape(dep.shape[0], -1))
+                    deps.append(
+                        dep.reshape(1, -1).expand(out.shape[0], -1) if side == 1 else dep.reshape(dep.shape[0], -1)
+                    )
                 elif name == "bmm":
-                    deps.append(dep.reshape(dep.shape[0], dep.shape[1], 1, -1).expand(-1, -1, out.shape[2], -1)
-                                if side == 0 else
-                                dep.permute(0, 2, 1, 3).reshape(dep.shape[0], 1, dep.shape[2], -1)
-                                .expand(-1, out.shape[1], -1, -1))
+                    deps.append(
+                        dep.reshape(dep.shape[0], dep.shape[1], 1, -1).expand(-1, -1, out.shape[2], -1)
+                        if side == 0
+                        else dep.permute(0, 2, 1, 3)
+                        .reshape(dep.shape[0], 1, dep.shape[2], -1)
+                        .expand(-1, out.shape[1], -1, -1)
+                    )
                 else:
-                    deps.append(dep.reshape(dep.shape[0], 1, -1).expand(-1, out.shape[1], -1) if side == 0 else
-                                dep.permute(1, 0, 2).reshape(1, dep.shape[1], -1).expand(out.shape[0], -1, -1))
+                    deps.append(
+                        dep.reshape(dep.shape[0], 1, -1).expand(-1, out.shape[1], -1)
+                        if side == 0
+                        else dep.permute(1, 0, 2).reshape(1, dep.shape[1], -1).expand(out.shape[0], -1, -1)
+                    )
             if name in ("addmm", "addmv") and self.dep(args[0]) is not None:
                 deps.append(self.dep(args[0]).broadcast_to(*out.shape, self.dep(args[0]).shape[-1]))
             deps = [d.reshape(*out.shape, -1) for d in deps]
@@ -325,15 +394,22 @@ def learn(function, arguments: dict, name: str) -> Learned:
             raise Unlearnable("the vector entering the final reduction is not floating point")
         if tracer.dep(body) is DENSE:
             raise Unlearnable("the vector entering the final reduction depends on every input element")
-        return Learned(tracer.dep(body), "sum" if tracer.operations[position] == "sum"
-                       else "mean", position, factor, tuple(tracer.operations), body.detach().reshape(-1).clone())
+        return Learned(
+            tracer.dep(body),
+            "sum" if tracer.operations[position] == "sum" else "mean",
+            position,
+            factor,
+            tuple(tracer.operations),
+            body.detach().reshape(-1).clone(),
+        )
     if not (out.is_floating_point() or out.is_complex()):
         raise Unlearnable("the output is not floating point")
     if tracer.dep(out) is DENSE:
-        raise Unlearnable("a full reduction's result is not the function's output up to constant scales and "
-                          "shifts: the Jacobian is dense")
-    return Learned(tracer.dep(out), "output", -1, 1.0, tuple(tracer.operations),
-                   out.detach().reshape(-1).clone())
+        raise Unlearnable(
+            "a full reduction's result is not the function's output up to constant scales and "
+            "shifts: the Jacobian is dense"
+        )
+    return Learned(tracer.dep(out), "output", -1, 1.0, tuple(tracer.operations), out.detach().reshape(-1).clone())
 
 
 @cache
@@ -391,7 +467,8 @@ def bodies_at(function, arguments, xs, learned: Learned):
     # those operations do not touch the body
     through = len(learned.operations) if learned.body_kind == "output" else learned.body_position + 1
     if tuple(mode.operations[:through]) != learned.operations[:through] or (
-            learned.body_kind == "output" and len(mode.operations) != through):
+        learned.body_kind == "output" and len(mode.operations) != through
+    ):
         return None
     value = out if learned.body_kind == "output" else mode.captured
     count, rows = xs.shape[0], learned.body.numel()

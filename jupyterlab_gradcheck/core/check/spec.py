@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import SpecError
 from ..expr.functions import RESERVED_NAMES
@@ -20,25 +21,55 @@ from ..expr.parser import Expression, parse_expression
 from ..expr.shapes import broadcast, infer_shapes
 from ..jsonio import encodable
 from . import defaults
-from .callable_source import FIELD as FUNCTION_SOURCE, function_source
+from .callable_source import FIELD as FUNCTION_SOURCE
+from .callable_source import function_source
+from .complex_values import (
+    as_record_value,
+    expectation_value,
+    grad_output_value,
+    is_complex_value,
+    refuse_unsupported,
+    single_value,
+)
 from .fixed_arguments import parse_fixed
 from .output_fields import grad_output_shape, per_output
-from .second_order import parse_hessian
 from .policy import CURRENT, policy_version
-from .complex_values import (as_record_value, expectation_value, grad_output_value, is_complex_value,
-                             refuse_unsupported, single_value)
 from .record_values import numel, shape_of
+from .second_order import parse_hessian
 from .tolerance_fields import finite_difference_field, tolerance_field
 
 INPUT_FIELDS = (
-    "id", "function", "inputs", "dtype", "device", "analytical_gradient", "grad_output",
-    "tolerance", "finite_difference", "origin", "destination", "observed_gradient", "executed",
-    "policy", "fixed", "hessian",
+    "id",
+    "function",
+    "inputs",
+    "dtype",
+    "device",
+    "analytical_gradient",
+    "grad_output",
+    "tolerance",
+    "finite_difference",
+    "origin",
+    "destination",
+    "observed_gradient",
+    "executed",
+    "policy",
+    "fixed",
+    "hessian",
 )
 #: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
 OUTPUT_FIELDS = (
-    "passed", "observations", "comparisons", "failure", "failures", "symbolic",
-    "environment", "step_sweep", "failed_to_run", "replay", "function_source", "second_order",
+    "passed",
+    "observations",
+    "comparisons",
+    "failure",
+    "failures",
+    "symbolic",
+    "environment",
+    "step_sweep",
+    "failed_to_run",
+    "replay",
+    "function_source",
+    "second_order",
     "function_modes",
 )
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
@@ -107,8 +138,11 @@ class CheckSpec:
             "executed": False,
             "policy": self.policy,
             **({"fixed": self.fixed} if self.fixed else {}),
-            **({"hessian": _callable_text(self.hessian) if callable(self.hessian) else self.hessian}
-               if self.hessian is not None else {}),
+            **(
+                {"hessian": _callable_text(self.hessian) if callable(self.hessian) else self.hessian}
+                if self.hessian is not None
+                else {}
+            ),
             **({} if isinstance(self.function, str) else {FUNCTION_SOURCE: function_source(self.function)}),
         }
 
@@ -148,7 +182,12 @@ def _text(record: dict, key: str, limits: Limits) -> str:
     if not isinstance(value, str):
         raise SpecError("{key} must be a string, got {type}", key=key, type=type(value).__name__, field=key)
     if len(value) > limits.max_text_length:
-        raise SpecError("{key} is longer than {max_text_length} characters", key=key, max_text_length=limits.max_text_length, field=key)
+        raise SpecError(
+            "{key} is longer than {max_text_length} characters",
+            key=key,
+            max_text_length=limits.max_text_length,
+            field=key,
+        )
     if not encodable(value):
         raise SpecError("{key} holds a lone surrogate, which is not Unicode text", key=key, field=key)
     return value
@@ -167,8 +206,8 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
     if nested and top_level:
         first = next(iter(top_level))
         raise SpecError(
-            "unknown field {first!r}: inputs are given under 'inputs', so nothing else may name "
-            "one", first=first,
+            "unknown field {first!r}: inputs are given under 'inputs', so nothing else may name one",
+            first=first,
             field=first,
         )
     inputs = dict(nested or top_level)
@@ -180,7 +219,8 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
             for key in top_level:
                 if key not in expression.names:
                     raise SpecError(
-                        "unknown field {key!r}: not part of the record and not a name in the function", key=key,
+                        "unknown field {key!r}: not part of the record and not a name in the function",
+                        key=key,
                         field=key,
                     )
     return inputs, expression
@@ -188,19 +228,25 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
 
 def _check_inputs(inputs: dict, limits: Limits) -> dict[str, list[int]]:
     if not inputs:
-        raise SpecError("no inputs: declare at least one, e.g. \"x\": 3", field="inputs")
+        raise SpecError('no inputs: declare at least one, e.g. "x": 3', field="inputs")
     if len(inputs) > limits.max_inputs:
         raise SpecError("more than {max_inputs} inputs", max_inputs=limits.max_inputs, field="inputs")
     shapes = {}
     for name, value in inputs.items():
         if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED_NAMES:
-            raise SpecError("input name {name!r} is not allowed (a letter, then letters, digits or _, not a "
-                            "function name)", name=name, field="inputs")
+            raise SpecError(
+                "input name {name!r} is not allowed (a letter, then letters, digits or _, not a function name)",
+                name=name,
+                field="inputs",
+            )
         shapes[name] = shape_of(value, f"inputs.{name}", limits)
     total = sum(numel(s) for s in shapes.values())
     if total > limits.max_input_elements:
         raise SpecError(
-            "inputs have {total} elements; the limit is {max_input_elements}", total=total, max_input_elements=limits.max_input_elements, field="inputs"
+            "inputs have {total} elements; the limit is {max_input_elements}",
+            total=total,
+            max_input_elements=limits.max_input_elements,
+            field="inputs",
         )
     return shapes
 
@@ -216,10 +262,18 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
     if mapping:
         unknown = sorted(set(raw) - set(names))
         if unknown:
-            raise SpecError("analytical_gradient names {unknown!r}, which is not an input", unknown=unknown[0], field=f"analytical_gradient.{unknown[0]}")
+            raise SpecError(
+                "analytical_gradient names {unknown!r}, which is not an input",
+                unknown=unknown[0],
+                field=f"analytical_gradient.{unknown[0]}",
+            )
         missing = [n for n in names if n not in raw]
         if missing:
-            raise SpecError("analytical_gradient gives no value for input {missing!r}", missing=missing[0], field="analytical_gradient")
+            raise SpecError(
+                "analytical_gradient gives no value for input {missing!r}",
+                missing=missing[0],
+                field="analytical_gradient",
+            )
         per_input = raw
     elif len(names) == 1:
         per_input = {names[0]: raw}
@@ -239,7 +293,11 @@ def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
             shape = shape_of(value, field_name, limits)
             if shape and shape != shapes[name] and numel(shape) != 1:
                 raise SpecError(
-                    "{field_name} has shape {shape} but input {name!r} has shape {input_shape}", field_name=field_name, shape=shape, name=name, input_shape=shapes[name],
+                    "{field_name} has shape {shape} but input {name!r} has shape {input_shape}",
+                    field_name=field_name,
+                    shape=shape,
+                    name=name,
+                    input_shape=shapes[name],
                     field=field_name,
                 )
             result[name] = value
@@ -260,8 +318,11 @@ def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits
                 fits = False
             if not fits:
                 raise SpecError(
-                    "{field_name} gives shape {produced}, which does not fit input {name!r} of shape "
-                    "{target}", field_name=field_name, produced=list(produced), name=name, target=list(target),
+                    "{field_name} gives shape {produced}, which does not fit input {name!r} of shape {target}",
+                    field_name=field_name,
+                    produced=list(produced),
+                    name=name,
+                    target=list(target),
                     field=field_name,
                 )
     return report
@@ -270,9 +331,15 @@ def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits
 def make_check_id(function_text: str, inputs: dict, dtype: str, device: str, fixed: dict | None = None) -> str:
     """A stable name: the function, then a digest of what it is evaluated at (held arguments included)."""
     canonical = json.dumps(
-        {"function": function_text, "inputs": inputs, "dtype": dtype, "device": device,
-         **({"fixed": fixed} if fixed else {})},
-        sort_keys=True, separators=(",", ":"),
+        {
+            "function": function_text,
+            "inputs": inputs,
+            "dtype": dtype,
+            "device": device,
+            **({"fixed": fixed} if fixed else {}),
+        },
+        sort_keys=True,
+        separators=(",", ":"),
     )
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:8]
     return f"{''.join(function_text.split())[:80]}@{digest}"
@@ -286,7 +353,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         raise SpecError("a check record must be a JSON object, got {type}", type=type(record).__name__)
     function = record.get("function")
     if function is None:
-        raise SpecError("function is missing: write the expression to differentiate, e.g. \"x*x\"", field="function")
+        raise SpecError('function is missing: write the expression to differentiate, e.g. "x*x"', field="function")
     is_callable = callable(function) and not isinstance(function, str)
     if not is_callable and not isinstance(function, str):
         raise SpecError("function must be a string, got {type}", type=type(function).__name__, field="function")
@@ -297,13 +364,20 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         raise SpecError("function uses none of the inputs, so it has no gradient to check", field="function")
     dtype = record.get("dtype", "complex128" if any(map(is_complex_value, inputs.values())) else "float64")
     if dtype not in defaults.DTYPES:
-        raise SpecError("dtype {dtype!r} is not one of {choices}", dtype=dtype, choices=', '.join(defaults.DTYPES), field="dtype")
+        raise SpecError(
+            "dtype {dtype!r} is not one of {choices}", dtype=dtype, choices=", ".join(defaults.DTYPES), field="dtype"
+        )
     device = record.get("device", "cpu")
     if not isinstance(device, str) or not DEVICE_PATTERN.match(device):
         raise SpecError("device {device!r} is not cpu, cuda, cuda:N, mps or auto", device=device, field="device")
     written = record.get("analytical_gradient")
-    outputs_analytical = per_output(written, list(inputs), is_callable, limits,
-                                    lambda entry: _analytical(expectation_value(entry, list(inputs)), inputs, shapes, limits))
+    outputs_analytical = per_output(
+        written,
+        list(inputs),
+        is_callable,
+        limits,
+        lambda entry: _analytical(expectation_value(entry, list(inputs)), inputs, shapes, limits),
+    )
     if outputs_analytical is None:
         written = expectation_value(written, list(inputs))
         analytical = _analytical(written, inputs, shapes, limits)
@@ -318,21 +392,32 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         refused = ", ".join(expression.non_analytic_functions())
         raise SpecError(
             "finite_difference.scheme complex_step needs a complex-analytic function; {refused} "
-            "is not (use central or richardson)", refused=refused,
+            "is not (use central or richardson)",
+            refused=refused,
             field="finite_difference.scheme",
         )
     output, work = None, sum(numel(s) for s in shapes.values())
     if expression is not None:
         report = _check_shapes(expression, analytical, shapes, limits)
         output, work = report.shape, max(work, report.largest)
-    refuse_unsupported(dtype, inputs, analytical, expression=expression, scheme=fd["scheme"], mode=fd.get("mode"),
-                       hessian=record.get("hessian"))
+    refuse_unsupported(
+        dtype,
+        inputs,
+        analytical,
+        expression=expression,
+        scheme=fd["scheme"],
+        mode=fd.get("mode"),
+        hessian=record.get("hessian"),
+    )
     grad_output = grad_output_value(_plain(record.get("grad_output")))
     if grad_output is not None:
         given = grad_output_shape(grad_output, limits, is_callable)
         if output is not None and given != list(output) and numel(given) != 1:
             raise SpecError(
-                "grad_output has shape {given} but the output has shape {output}", given=given, output=list(output), field="grad_output"
+                "grad_output has shape {given} but the output has shape {output}",
+                given=given,
+                output=list(output),
+                field="grad_output",
             )
     for flag in ("executed",):
         if flag in record and not isinstance(record[flag], bool):
@@ -342,8 +427,13 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     check_id = record.get("id")
     if check_id is None:
         check_id = make_check_id(function_text, inputs, dtype, device, fixed)
-    elif not isinstance(check_id, str) or not check_id.strip() or len(check_id) > 200 or not check_id.isprintable() \
-            or not encodable(check_id):
+    elif (
+        not isinstance(check_id, str)
+        or not check_id.strip()
+        or len(check_id) > 200
+        or not check_id.isprintable()
+        or not encodable(check_id)
+    ):
         raise SpecError("id must be a printable string of 1 to 200 characters", field="id")
     return CheckSpec(
         id=check_id,

@@ -33,26 +33,50 @@ DECADES = tuple(range(0, 17))
 #: The note of a narrower series evaluated with the function's own float64 tensors cast at every call.
 CAST_NOTE = "evaluated with every float64 operand cast to {dtype} (the function holds its own tensors)"
 #: Why a check with a complex input or output has no sweep: it casts the inputs to float32 and float64.
-COMPLEX_NOTE = ("the step sweep is not drawn for complex values: it evaluates each real dtype in turn, and a "
-                "complex input or output has no real dtype to cast to; the check does not depend on it")
+COMPLEX_NOTE = (
+    "the step sweep is not drawn for complex values: it evaluates each real dtype in turn, and a "
+    "complex input or output has no real dtype to cast to; the check does not depend on it"
+)
 
 
 def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0, **options) -> dict:
     """`step_sweep`, or a record of why it could not be drawn (the check's verdict never depends on it)."""
     if v.is_complex() or values[name].is_complex():
-        return {"input": name, "flat_index": flat_index, "scheme": options.get("scheme", "central"),
-                "series": [], "note": COMPLEX_NOTE}
+        return {
+            "input": name,
+            "flat_index": flat_index,
+            "scheme": options.get("scheme", "central"),
+            "series": [],
+            "note": COMPLEX_NOTE,
+        }
     try:
         return step_sweep(function, values, v, name, flat_index, **options)
     except Exception as exc:  # a side chart must never break a check
         message = exception_line(exc)
-        return {"input": name, "flat_index": flat_index, "scheme": options.get("scheme", "central"),
-                "series": [], "note": f"the step sweep could not be drawn ({message}); the check does not depend on it"}
+        return {
+            "input": name,
+            "flat_index": flat_index,
+            "scheme": options.get("scheme", "central"),
+            "series": [],
+            "note": f"the step sweep could not be drawn ({message}); the check does not depend on it",
+        }
 
 
-def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
-               dtypes=("float32", "float64"), scheme: str = "central", chosen: dict | None = None,
-               reference=None, bounded: bool = False, batching: str | None = None, together=None) -> dict:
+def step_sweep(
+    function,
+    values: dict,
+    v,
+    name: str,
+    flat_index: int = 0,
+    *,
+    dtypes=("float32", "float64"),
+    scheme: str = "central",
+    chosen: dict | None = None,
+    reference=None,
+    bounded: bool = False,
+    batching: str | None = None,
+    together=None,
+) -> dict:
     """Error of `scheme` at one element for each decade of step, for each dtype.
 
     `reference` is autograd's float64 gradient of the input (computed here when absent);
@@ -70,15 +94,28 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
     floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
     relative = abs(reference) > 0
     series, notes = [], []
-    together, refused, promoted = together if together is not None and scheme == "central" else _together(
-        function, values, v, name, flat_index, dtypes, scheme, scale, batching)
+    together, refused, promoted = (
+        together
+        if together is not None and scheme == "central"
+        else _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
+    )
     for dtype in dtypes:
         if dtype in together:
-            steps, (estimates, note) = [10.0 ** -k * scale for k in DECADES], together[dtype]
+            steps, (estimates, note) = [10.0**-k * scale for k in DECADES], together[dtype]
         else:
-            steps, estimates, note = _estimates(function, values, v, name, flat_index, dtype, scheme, scale,
-                                                refused=refused, guard=batching is None and not refused,
-                                                promotes=dtype in promoted)
+            steps, estimates, note = _estimates(
+                function,
+                values,
+                v,
+                name,
+                flat_index,
+                dtype,
+                scheme,
+                scale,
+                refused=refused,
+                guard=batching is None and not refused,
+                promotes=dtype in promoted,
+            )
         if note:
             notes.append(f"{dtype}: {note}")
         if not steps:
@@ -86,17 +123,19 @@ def step_sweep(function, values: dict, v, name: str, flat_index: int = 0, *,
         errors = [abs(e - reference) / (abs(reference) if relative else 1.0) for e in estimates]
         best = min(range(len(steps)), key=lambda k: errors[k] if errors[k] == errors[k] else float("inf"))
         eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
-        series.append({
-            "dtype": dtype,
-            "steps": steps,
-            "errors": errors,
-            "chosen_step": (chosen or {}).get(dtype, defaults.fd_step(dtype, scheme) * floor_scale),
-            "floor_step": defaults.fd_step(dtype, scheme) * floor_scale,
-            "floor_error": defaults.fd_floor(dtype, scheme),
-            "best_step": steps[best],
-            "best_error": errors[best],
-            "eps": eps,
-        })
+        series.append(
+            {
+                "dtype": dtype,
+                "steps": steps,
+                "errors": errors,
+                "chosen_step": (chosen or {}).get(dtype, defaults.fd_step(dtype, scheme) * floor_scale),
+                "floor_step": defaults.fd_step(dtype, scheme) * floor_scale,
+                "floor_error": defaults.fd_floor(dtype, scheme),
+                "best_step": steps[best],
+                "best_error": errors[best],
+                "eps": eps,
+            }
+        )
     result = {
         "input": name,
         "flat_index": flat_index,
@@ -142,24 +181,49 @@ def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale
     targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
     guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
     narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}
-    probes = [Probe(downcast(function) if dtype in narrowed else function,
-                    {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name,
-                    guard=guard and target == guarded) for dtype, target in zip(dtypes, targets)]
+    probes = [
+        Probe(
+            downcast(function) if dtype in narrowed else function,
+            {k: t.detach().to(target) for k, t in values.items()},
+            v.detach().to(target),
+            name,
+            guard=guard and target == guarded,
+        )
+        for dtype, target in zip(dtypes, targets)
+    ]
     device = values[name].device
-    steps = [10.0 ** -k * scale for k in DECADES]
+    steps = [10.0**-k * scale for k in DECADES]
     index = torch.tensor([flat_index] * len(steps), device=device)
-    found = quotients_together(probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets],
-                               [index] * len(probes))
+    found = quotients_together(
+        probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets], [index] * len(probes)
+    )
     if found is None:
         return None, next((p.refused for p in probes if p.refused), ""), set()
-    kept = {dtype: (estimate.detach().to("cpu", torch.float64).tolist(),
-                    CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype]) if dtype in narrowed else "")
-            for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype == target}
+    kept = {
+        dtype: (
+            estimate.detach().to("cpu", torch.float64).tolist(),
+            CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype]) if dtype in narrowed else "",
+        )
+        for dtype, estimate, target in zip(dtypes, found, targets)
+        if estimate.dtype == target
+    }
     return kept, "", {dtype for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype != target}
 
 
-def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, refused: str = "",
-               guard: bool = False, promotes: bool = False) -> tuple[list, list, str]:
+def _estimates(
+    function,
+    values,
+    v,
+    name,
+    flat_index,
+    dtype,
+    scheme,
+    scale,
+    *,
+    refused: str = "",
+    guard: bool = False,
+    promotes: bool = False,
+) -> tuple[list, list, str]:
     """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated).
 
     With `refused`, each shifted copy is evaluated on its own (no batch); `guard` checks a batch first.
@@ -171,7 +235,7 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, r
     target = getattr(torch, defaults.FD_DTYPE[dtype])
     cast = {k: t.detach().to(target) for k, t in values.items()}
     cast_v = v.detach().to(target)
-    steps = [10.0 ** -k * scale for k in DECADES]
+    steps = [10.0**-k * scale for k in DECADES]
     device = cast[name].device
     index = torch.tensor([flat_index] * len(steps), device=device)
     h = torch.tensor(steps, dtype=target, device=device)
@@ -198,8 +262,12 @@ def _estimates(function, values, v, name, flat_index, dtype, scheme, scale, *, r
     kept, estimates, refused = [], [], []
     for step in steps:
         try:
-            one = difference_quotient(probe, scheme, torch.tensor([step], dtype=target, device=device),
-                                      torch.tensor([flat_index], device=device))
+            one = difference_quotient(
+                probe,
+                scheme,
+                torch.tensor([step], dtype=target, device=device),
+                torch.tensor([flat_index], device=device),
+            )
             kept.append(step)
             estimates.append(float(one[0]))
         except Exception as exc:
@@ -270,8 +338,7 @@ def _reference(function, values, v, name):
     leaves = {k: t.detach().to(torch.float64) for k, t in values.items()}
     leaves[name] = leaves[name].clone().requires_grad_(True)
     output = function(**leaves)
-    (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name],
-                                      allow_unused=True)
+    (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name], allow_unused=True)
     return torch.zeros_like(leaves[name]) if gradient is None else gradient
 
 
@@ -280,11 +347,23 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
     same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
     import torch
 
-    built = [(signed, probe.shifted(signed.reshape(-1), imaginary=scheme == "complex_step" or probe.imaginary_shift,
-                                    indices=tiled(index, signed.shape[0])))
-             for probe, h, index in zip(probes, steps, indices) for signed in [signed_steps(probe, scheme, h, index)]]
-    if not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built)) \
-            or len({stack.shape[0] for _, stack in built}) != 1 or built[0][1].shape[0] < defaults.LOOP_BELOW:
+    built = [
+        (
+            signed,
+            probe.shifted(
+                signed.reshape(-1),
+                imaginary=scheme == "complex_step" or probe.imaginary_shift,
+                indices=tiled(index, signed.shape[0]),
+            ),
+        )
+        for probe, h, index in zip(probes, steps, indices)
+        for signed in [signed_steps(probe, scheme, h, index)]
+    ]
+    if (
+        not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built))
+        or len({stack.shape[0] for _, stack in built}) != 1
+        or built[0][1].shape[0] < defaults.LOOP_BELOW
+    ):
         return None
     try:
         outs = torch.func.vmap(lambda *xs: tuple(p.output(x) for p, x in zip(probes, xs)))(*(s for _, s in built))
@@ -295,6 +374,9 @@ def quotients_together(probes: list, scheme: str, steps: list, indices: list):
         probe.stats["forward_evaluations"] += stack.shape[0]
         if probe.guard and not probe.batch_agrees(stack, out):
             return None
-        found.append(quotient(probe, scheme, out, signed, probe.output(probe.values[probe.name])
-                               if scheme == "forward" else None)[0])
+        found.append(
+            quotient(
+                probe, scheme, out, signed, probe.output(probe.values[probe.name]) if scheme == "forward" else None
+            )[0]
+        )
     return found

@@ -69,17 +69,22 @@ def sweep_riders(function, values: dict, v, name: str, flat_index: int, *, dtype
     for dtype in dtypes:
         target = getattr(torch, defaults.FD_DTYPE[dtype])
         probe = Probe(function, {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name)
-        riders.append(Rider(dtype, probe, [10.0 ** -k * scale for k in DECADES], flat_index))
+        riders.append(Rider(dtype, probe, [10.0**-k * scale for k in DECADES], flat_index))
     return riders
 
 
 def found(riders: list, name: str, flat_index: int):
     """step_sweep's `together` for a sweep of `name` at `flat_index`: ({dtype: (estimates, note)}, "", promoted
     dtypes), or None where the riders were not evaluated (or are for another element)."""
-    if not riders or any(r.probe.name != name or r.flat_index != flat_index for r in riders) \
-            or all(r.estimates is None and not r.promoted for r in riders):
+    if (
+        not riders
+        or any(r.probe.name != name or r.flat_index != flat_index for r in riders)
+        or all(r.estimates is None and not r.promoted for r in riders)
+    ):
         return None
-    kept = {r.dtype: (r.estimates.detach().to("cpu").double().tolist(), r.note) for r in riders if r.estimates is not None}
+    kept = {
+        r.dtype: (r.estimates.detach().to("cpu").double().tolist(), r.note) for r in riders if r.estimates is not None
+    }
     return kept, "", {r.dtype for r in riders if r.promoted}
 
 
@@ -105,8 +110,15 @@ def outputs_with_riders(probe, stack, riders: list, evaluate_alone):
     other = [b for b in built if b[2].dtype != stack.dtype]
     joint = torch.cat([stack] + [copies for _, _, copies in same])
     rows = joint.shape[0]
-    padded = [torch.cat([copies, rider.probe.values[rider.probe.name].unsqueeze(0).expand(
-        rows - copies.shape[0], *copies.shape[1:])]) for rider, _, copies in other]
+    padded = [
+        torch.cat(
+            [
+                copies,
+                rider.probe.values[rider.probe.name].unsqueeze(0).expand(rows - copies.shape[0], *copies.shape[1:]),
+            ]
+        )
+        for rider, _, copies in other
+    ]
     outs, failed = _evaluate(probe, joint, other, padded, narrowed=False)
     if failed == "narrow":  # a narrower evaluation raised: retried with every operand cast
         outs, failed = _evaluate(probe, joint, other, padded, narrowed=True)
@@ -117,10 +129,10 @@ def outputs_with_riders(probe, stack, riders: list, evaluate_alone):
     probe.stats["forward_evaluations"] += count
     offset = count
     for rider, signed, copies in same:
-        rider.estimates = quotient(rider.probe, "central", main[offset:offset + copies.shape[0]], signed, None)[0]
+        rider.estimates = quotient(rider.probe, "central", main[offset : offset + copies.shape[0]], signed, None)[0]
         offset += copies.shape[0]
     for (rider, signed, copies), out in zip(other, outs[:-1]):
-        estimates = quotient(rider.probe, "central", out[:copies.shape[0]], signed, None)[0]
+        estimates = quotient(rider.probe, "central", out[: copies.shape[0]], signed, None)[0]
         if estimates.dtype == copies.dtype:
             rider.estimates = estimates
         else:  # the function promoted the series to its own tensors' float64: the sweep evaluates it cast

@@ -17,16 +17,33 @@ from . import defaults
 
 def number_field(value, field_name: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError("{field_name} must be a number, got {value}", field_name=field_name, value=json.dumps(value)[:40], field=field_name)
+        raise SpecError(
+            "{field_name} must be a number, got {value}",
+            field_name=field_name,
+            value=json.dumps(value)[:40],
+            field=field_name,
+        )
     if isinstance(value, int) and abs(value) > 2**63:  # beyond float's exact range; float() may overflow
-        raise SpecError("{field_name} must be a finite number of at most 2**63, got an integer of about "
-                        "{digits} digits", field_name=field_name, digits=int(value.bit_length() * math.log10(2)) + 1, field=field_name)
+        raise SpecError(
+            "{field_name} must be a finite number of at most 2**63, got an integer of about {digits} digits",
+            field_name=field_name,
+            digits=int(value.bit_length() * math.log10(2)) + 1,
+            field=field_name,
+        )
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         if positive:
-            raise SpecError("{field_name} must be a positive finite number, got {value}", field_name=field_name,
-                            value=value, field=field_name)
-        raise SpecError("{field_name} must be a non-negative finite number, got {value}", field_name=field_name,
-                        value=value, field=field_name)
+            raise SpecError(
+                "{field_name} must be a positive finite number, got {value}",
+                field_name=field_name,
+                value=value,
+                field=field_name,
+            )
+        raise SpecError(
+            "{field_name} must be a non-negative finite number, got {value}",
+            field_name=field_name,
+            value=value,
+            field=field_name,
+        )
     return float(value)
 
 
@@ -39,7 +56,10 @@ def tolerance_field(raw, default: dict, field_name: str, max_rtol: float) -> tup
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SpecError(
-            "{field_name}: unknown field {unknown!r} (allowed: {choices})", field_name=field_name, unknown=unknown[0], choices=', '.join(sorted(allowed)),
+            "{field_name}: unknown field {unknown!r} (allowed: {choices})",
+            field_name=field_name,
+            unknown=unknown[0],
+            choices=", ".join(sorted(allowed)),
             field=f"{field_name}.{unknown[0]}",
         )
     result = dict(default)
@@ -55,9 +75,15 @@ def tolerance_field(raw, default: dict, field_name: str, max_rtol: float) -> tup
 def refuse_meaningless_rtol(rtol: float, field_name: str, max_rtol: float) -> None:
     """SpecError for a relative tolerance of `max_rtol` or more (see Limits.max_rtol)."""
     if rtol >= max_rtol:
-        raise SpecError("{field_name} {rtol} is {limit} or more: a relative tolerance that large accepts any "
-                        "gradient of the right sign, so the check would check nothing (the limit is an "
-                        "instructor's setting)", field_name=field_name, rtol=rtol, limit=max_rtol, field=field_name)
+        raise SpecError(
+            "{field_name} {rtol} is {limit} or more: a relative tolerance that large accepts any "
+            "gradient of the right sign, so the check would check nothing (the limit is an "
+            "instructor's setting)",
+            field_name=field_name,
+            rtol=rtol,
+            limit=max_rtol,
+            field=field_name,
+        )
 
 
 def finite_difference_field(raw, dtype: str, limits: Limits) -> tuple[dict, bool]:
@@ -67,7 +93,9 @@ def finite_difference_field(raw, dtype: str, limits: Limits) -> tuple[dict, bool
     scheme = raw.get("scheme", "central")
     if scheme not in defaults.SCHEMES:
         raise SpecError(
-            "finite_difference.scheme {scheme!r} is not one of {choices}", scheme=scheme, choices=', '.join(defaults.SCHEMES),
+            "finite_difference.scheme {scheme!r} is not one of {choices}",
+            scheme=scheme,
+            choices=", ".join(defaults.SCHEMES),
             field="finite_difference.scheme",
         )
     step = raw.get("step")
@@ -96,10 +124,18 @@ def _fd_mode(raw: dict, scheme: str, step) -> str | None:
         return None
     mode = raw["mode"]
     if mode not in defaults.FD_MODES:
-        raise SpecError("finite_difference.mode {mode!r} is not one of {choices}", mode=mode,
-                        choices=", ".join(defaults.FD_MODES), field="finite_difference.mode")
+        raise SpecError(
+            "finite_difference.mode {mode!r} is not one of {choices}",
+            mode=mode,
+            choices=", ".join(defaults.FD_MODES),
+            field="finite_difference.mode",
+        )
     if mode == "projected" and (scheme != "central" or step is not None):
-        raise SpecError("finite_difference.mode projected takes central differences at the default step, "
-                        "not scheme {scheme!r} with step {step!r}", scheme=scheme, step=step,
-                        field="finite_difference.mode")
+        raise SpecError(
+            "finite_difference.mode projected takes central differences at the default step, "
+            "not scheme {scheme!r} with step {step!r}",
+            scheme=scheme,
+            step=step,
+            field="finite_difference.mode",
+        )
     return mode

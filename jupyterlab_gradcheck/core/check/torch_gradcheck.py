@@ -16,8 +16,9 @@ from ..i18n import Message
 FAST_MODE_ABOVE = 1000
 
 
-def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bool | None = None,
-                    undefined_grad: bool = True) -> dict:
+def torch_gradcheck(
+    function, leaves: dict, dtype: str, device: str, *, fast: bool | None = None, undefined_grad: bool = True
+) -> dict:
     """The `torch_gradcheck` observation: status, verdict, reason, and the settings used.
 
     `fast` forces gradcheck's fast mode on or off; None chooses by size (FAST_MODE_ABOVE).
@@ -30,14 +31,24 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bo
     import torch.autograd.gradcheck  # noqa: F401  (registers the module below)
 
     GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
-    base = {"name": "torch_gradcheck", "description": Message("torch.autograd.gradcheck on the same function"),
-            "dtype": dtype, "device": device,
-            "inputs": {n: {"shape": list(t.shape), "dtype": dtype, "device": str(t.device)}
-                       for n, t in leaves.items()}}
+    base = {
+        "name": "torch_gradcheck",
+        "description": Message("torch.autograd.gradcheck on the same function"),
+        "dtype": dtype,
+        "device": device,
+        "inputs": {n: {"shape": list(t.shape), "dtype": dtype, "device": str(t.device)} for n, t in leaves.items()},
+    }
     if dtype not in ("float64", "complex128"):  # complex128: gradcheck checks the real and imaginary parts
-        return {**base, "status": "skipped", "verdict": None,
-                "reason": Message("gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
-                                  "is below what the dtype resolves", dtype=dtype)}
+        return {
+            **base,
+            "status": "skipped",
+            "verdict": None,
+            "reason": Message(
+                "gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
+                "is below what the dtype resolves",
+                dtype=dtype,
+            ),
+        }
     names = list(leaves)
     inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
     fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE if fast is None else fast
@@ -48,20 +59,33 @@ def torch_gradcheck(function, leaves: dict, dtype: str, device: str, *, fast: bo
         def positional(value):
             return function(**{name: value})
     else:
+
         def positional(*args):
             return function(**dict(zip(names, args)))
 
-    settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": fast,
-                **({} if undefined_grad else {"check_undefined_grad": False})}
+    settings = {
+        "eps": 1e-6,
+        "atol": 1e-5,
+        "rtol": 1e-3,
+        "fast_mode": fast,
+        **({} if undefined_grad else {"check_undefined_grad": False}),
+    }
     if not undefined_grad:
-        base["left_out"] = Message("its undefined-gradient test: the graph holds only PyTorch's own derivative "
-                                   "formulas, which PyTorch runs that test on itself")
+        base["left_out"] = Message(
+            "its undefined-gradient test: the graph holds only PyTorch's own derivative "
+            "formulas, which PyTorch runs that test on itself"
+        )
     try:
         torch.autograd.gradcheck(positional, inputs, raise_exception=True, **settings)
     except GradcheckError as exc:
         first = " ".join(str(exc).split("\n")[0].split())
         return {**base, "status": "failed", "verdict": False, "reason": first[:300], "settings": settings}
     except Exception as exc:  # gradcheck itself could not run this function
-        return {**base, "status": "error", "verdict": None,
-                "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", "settings": settings}
+        return {
+            **base,
+            "status": "error",
+            "verdict": None,
+            "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            "settings": settings,
+        }
     return {**base, "status": "passed", "verdict": True, "reason": Message("gradcheck passed"), "settings": settings}

@@ -20,8 +20,10 @@ from .outputs import differentiable
 from .tensors import describe
 
 #: Why a nonzero gradient in a case fails.
-UNDEFINED_REASON = Message("with every grad_output undefined or zero the backward returned a nonzero gradient: it "
-                           "must return None or zeros when its grad_output is undefined")
+UNDEFINED_REASON = Message(
+    "with every grad_output undefined or zero the backward returned a nonzero gradient: it "
+    "must return None or zeros when its grad_output is undefined"
+)
 
 
 def _outputs(found) -> list:
@@ -35,23 +37,31 @@ def _case(function, leaves: dict, undefined: list[int] | None):
 
     fresh = {n: t.detach().clone().requires_grad_(True) for n, t in leaves.items()}
     with torch.enable_grad():
-        wrapped = [torch._C._functions.UndefinedGrad()(o) if undefined is None or k in undefined else o
-                   for k, o in enumerate(_outputs(function(**fresh))) if differentiable(o)]
+        wrapped = [
+            torch._C._functions.UndefinedGrad()(o) if undefined is None or k in undefined else o
+            for k, o in enumerate(_outputs(function(**fresh)))
+            if differentiable(o)
+        ]
         try:
-            grads = torch.autograd.grad(wrapped, list(fresh.values()), [torch.zeros_like(o) for o in wrapped],
-                                        allow_unused=True)
+            grads = torch.autograd.grad(
+                wrapped, list(fresh.values()), [torch.zeros_like(o) for o in wrapped], allow_unused=True
+            )
         except Exception as exc:  # the backward could not take an undefined gradient: the finding
             return None, exc
     return dict(zip(fresh, grads)), None
 
 
-
 def _crash_reason(undefined: list[int] | None, several: bool, exc: Exception) -> str:
     if undefined is not None:
-        return Message("the backward crashed when the gradient of output {k} was undefined (None) and the others zero: "
-                       "{error}", k=undefined[0], error=exception_line(exc))
+        return Message(
+            "the backward crashed when the gradient of output {k} was undefined (None) and the others zero: {error}",
+            k=undefined[0],
+            error=exception_line(exc),
+        )
     if several:
-        return Message("the backward crashed with every output's gradient undefined (None): {error}", error=exception_line(exc))
+        return Message(
+            "the backward crashed with every output's gradient undefined (None): {error}", error=exception_line(exc)
+        )
     return Message("the backward crashed when its gradient was undefined (None): {error}", error=exception_line(exc))
 
 
@@ -72,19 +82,47 @@ def undefined_grad(function, leaves: dict) -> dict:
         if exc is not None:
             reason = _crash_reason(undefined, several, exc)
             observed.append({"undefined": label, "status": "crashed", "reason": reason})
-            failures.append({"comparison": "undefined_grad", "input": None, "index": None, "undefined": label,
-                             "left_label": "undefined_grad", "right_label": "", "left": None, "right": None,
-                             "abs_err": None, "rel_err": None, "rtol": None, "atol": None,
-                             "diagnosis": "probable_bug", "reason": reason})
+            failures.append(
+                {
+                    "comparison": "undefined_grad",
+                    "input": None,
+                    "index": None,
+                    "undefined": label,
+                    "left_label": "undefined_grad",
+                    "right_label": "",
+                    "left": None,
+                    "right": None,
+                    "abs_err": None,
+                    "rel_err": None,
+                    "rtol": None,
+                    "atol": None,
+                    "diagnosis": "probable_bug",
+                    "reason": reason,
+                }
+            )
             continue
         returned = {name: None if g is None else describe(g.detach()) for name, g in grads.items()}
         observed.append({"undefined": label, "status": "returned", "gradients": returned})
         for name, gradient in grads.items():
             if gradient is not None:
-                row = compare("undefined_grad_vs_zero", name, torch.zeros_like(gradient), gradient.detach(),
-                              left_label="zero", right_label="gradient", rtol=0.0, atol=0.0)
+                row = compare(
+                    "undefined_grad_vs_zero",
+                    name,
+                    torch.zeros_like(gradient),
+                    gradient.detach(),
+                    left_label="zero",
+                    right_label="gradient",
+                    rtol=0.0,
+                    atol=0.0,
+                )
                 comparisons.append({**row, "undefined": label})
-    return {"status": "observed",
-            "description": Message("backward with every output's gradient undefined, then each output's in turn "
-                                   "(others zero), as gradcheck's check_undefined_grad: no crash, and None or zeros"),
-            "cases": observed, "comparisons": comparisons, "failures": failures}
+    return {
+        "status": "observed",
+        "description": Message(
+            "backward with every output's gradient undefined, then each output's in turn "
+            "(others zero), as gradcheck's check_undefined_grad: no crash, and None or zeros"
+        ),
+        "cases": observed,
+        "comparisons": comparisons,
+        "failures": failures,
+    }

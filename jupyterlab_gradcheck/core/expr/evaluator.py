@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Callable
+from collections.abc import Callable
 
 from .functions import FUNCTIONS, literal_argument
 from .parser import Expression, call_parts, constant_value
@@ -20,16 +20,40 @@ def _torch_ops():
     import torch.nn.functional as F
 
     return {
-        "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "exp": torch.exp,
-        "log": torch.log, "log1p": torch.log1p, "sqrt": torch.sqrt, "abs": torch.abs,
-        "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu,
-        "softplus": F.softplus, "sum": torch.sum, "mean": torch.mean, "prod": torch.prod,
-        "dot": torch.dot, "matmul": torch.matmul, "pow": torch.pow, "clamp": torch.clamp,
-        "where": torch.where, "maximum": torch.maximum, "minimum": torch.minimum,
-        "logsigmoid": F.logsigmoid, "softmax": torch.softmax, "log_softmax": torch.log_softmax,
-        "logsumexp": torch.logsumexp, "max": _extremum(torch.max), "min": _extremum(torch.min),
-        "norm": torch.linalg.vector_norm, "outer": torch.outer, "transpose": torch.transpose,
-        "reshape": _reshape, "cross_entropy": F.cross_entropy, "one_hot": F.one_hot,
+        "sin": torch.sin,
+        "cos": torch.cos,
+        "tan": torch.tan,
+        "exp": torch.exp,
+        "log": torch.log,
+        "log1p": torch.log1p,
+        "sqrt": torch.sqrt,
+        "abs": torch.abs,
+        "tanh": torch.tanh,
+        "sigmoid": torch.sigmoid,
+        "relu": torch.relu,
+        "softplus": F.softplus,
+        "sum": torch.sum,
+        "mean": torch.mean,
+        "prod": torch.prod,
+        "dot": torch.dot,
+        "matmul": torch.matmul,
+        "pow": torch.pow,
+        "clamp": torch.clamp,
+        "where": torch.where,
+        "maximum": torch.maximum,
+        "minimum": torch.minimum,
+        "logsigmoid": F.logsigmoid,
+        "softmax": torch.softmax,
+        "log_softmax": torch.log_softmax,
+        "logsumexp": torch.logsumexp,
+        "max": _extremum(torch.max),
+        "min": _extremum(torch.min),
+        "norm": torch.linalg.vector_norm,
+        "outer": torch.outer,
+        "transpose": torch.transpose,
+        "reshape": _reshape,
+        "cross_entropy": F.cross_entropy,
+        "one_hot": F.one_hot,
     }
 
 
@@ -52,8 +76,12 @@ def _reshape(tensor, *shape):
 
 
 _BINARY = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.Pow: operator.pow, ast.MatMult: operator.matmul,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.MatMult: operator.matmul,
 }
 _COMPARE = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le}
 
@@ -77,7 +105,9 @@ class _Evaluator:
             return _COMPARE[type(node.ops[0])](self.eval(node.left), self.eval(node.comparators[0]))
         if isinstance(node, ast.Subscript):
             index = node.slice
-            key = tuple(constant_value(p) for p in index.elts) if isinstance(index, ast.Tuple) else constant_value(index)
+            key = (
+                tuple(constant_value(p) for p in index.elts) if isinstance(index, ast.Tuple) else constant_value(index)
+            )
             return self.eval(node.value)[key]
         if isinstance(node, ast.Call):
             return self.call(node)
@@ -102,7 +132,8 @@ class _Evaluator:
         if reference is not None and name not in ("clamp",):
             args = [
                 torch.as_tensor(a, dtype=reference.dtype, device=reference.device)
-                if not isinstance(a, torch.Tensor) else a
+                if not isinstance(a, torch.Tensor)
+                else a
                 for a in args
             ]
         elif reference is None:
@@ -123,12 +154,13 @@ def _class_indices(spec, args: list, literal: list) -> list:
     logits' device (cross_entropy's target); dimensions and shapes stay Python integers."""
     import torch
 
-    return [torch.tensor(a, dtype=torch.long, device=args[0].device)
-            if constant and position in spec.index_list_args else a
-            for position, (a, constant) in enumerate(zip(args, literal))]
+    return [
+        torch.tensor(a, dtype=torch.long, device=args[0].device) if constant and position in spec.index_list_args else a
+        for position, (a, constant) in enumerate(zip(args, literal))
+    ]
 
 
-def compile_expression(expression: Expression) -> Callable[..., "object"]:
+def compile_expression(expression: Expression) -> Callable[..., object]:
     """A callable taking the inputs as keyword tensors and returning the expression's value."""
 
     body = expression.tree.body

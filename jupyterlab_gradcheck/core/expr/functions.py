@@ -54,28 +54,20 @@ _ELEMENTWISE = {
     "sigmoid": "logistic function 1 / (1 + exp(-x))",
 }
 
-FUNCTIONS: dict[str, Function] = {
-    name: Function(name, 1, 1, doc=doc) for name, doc in _ELEMENTWISE.items()
-}
+FUNCTIONS: dict[str, Function] = {name: Function(name, 1, 1, doc=doc) for name, doc in _ELEMENTWISE.items()}
 FUNCTIONS.update(
     {
         "abs": Function("abs", 1, 1, complex_analytic=False, doc="absolute value (kink at 0)"),
         "relu": Function("relu", 1, 1, complex_analytic=False, doc="max(x, 0) (kink at 0)"),
-        "softplus": Function(
-            "softplus", 1, 1, complex_analytic=False, method=False, doc="log(1 + exp(x))"
-        ),
+        "softplus": Function("softplus", 1, 1, complex_analytic=False, method=False, doc="log(1 + exp(x))"),
         "sum": Function("sum", 1, 1, ("dim", "keepdim"), doc="sum of elements"),
         "mean": Function("mean", 1, 1, ("dim", "keepdim"), doc="mean of elements"),
         "prod": Function("prod", 1, 1, ("dim", "keepdim"), doc="product of elements"),
         "dot": Function("dot", 2, 2, doc="dot product of two vectors"),
         "matmul": Function("matmul", 2, 2, doc="matrix product, also written a @ b"),
         "pow": Function("pow", 2, 2, doc="power, also written a ** b"),
-        "clamp": Function(
-            "clamp", 1, 3, ("min", "max"), complex_analytic=False, doc="clip to [min, max]"
-        ),
-        "where": Function(
-            "where", 3, 3, complex_analytic=False, method=False, doc="where(cond, a, b)"
-        ),
+        "clamp": Function("clamp", 1, 3, ("min", "max"), complex_analytic=False, doc="clip to [min, max]"),
+        "where": Function("where", 3, 3, complex_analytic=False, method=False, doc="where(cond, a, b)"),
         "maximum": Function("maximum", 2, 2, complex_analytic=False, doc="elementwise maximum"),
         "minimum": Function("minimum", 2, 2, complex_analytic=False, doc="elementwise minimum"),
     }
@@ -86,32 +78,94 @@ _NO_COMPLEX_KERNEL = Message("torch has no complex kernel for it")
 #: dimension, and the linear reshapings a linear or logistic model needs.
 FUNCTIONS.update(
     {
-        "logsigmoid": Function("logsigmoid", 1, 1, complex_analytic=False, method=False,
-                               complex_reason=_NO_COMPLEX_KERNEL, doc="log(sigmoid(x)), stable"),
-        "softmax": Function("softmax", 1, 1, ("dim",), complex_analytic=False, required=("dim",),
-                            complex_reason=_NO_COMPLEX_KERNEL, doc="exp(z) / sum(exp(z)) along dim"),
-        "log_softmax": Function("log_softmax", 1, 1, ("dim",), complex_analytic=False, required=("dim",),
-                                complex_reason=_NO_COMPLEX_KERNEL, doc="z - logsumexp(z) along dim"),
-        "logsumexp": Function("logsumexp", 1, 1, ("dim", "keepdim"), required=("dim",),
-                              doc="log(sum(exp(z))) along dim, stable"),
-        "max": Function("max", 1, 1, ("dim", "keepdim"), complex_analytic=False,
-                        complex_reason=Message("a maximum is not complex-analytic"),
-                        doc="largest element; with dim, the values along dim (not the indices)"),
-        "min": Function("min", 1, 1, ("dim", "keepdim"), complex_analytic=False,
-                        complex_reason=Message("a minimum is not complex-analytic"),
-                        doc="smallest element; with dim, the values along dim (not the indices)"),
-        "norm": Function("norm", 1, 1, ("dim", "keepdim"), complex_analytic=False,
-                         complex_reason=Message("it takes the modulus, |z|, which is not complex-analytic"),
-                         doc="2-norm of all elements, or along dim"),
+        "logsigmoid": Function(
+            "logsigmoid",
+            1,
+            1,
+            complex_analytic=False,
+            method=False,
+            complex_reason=_NO_COMPLEX_KERNEL,
+            doc="log(sigmoid(x)), stable",
+        ),
+        "softmax": Function(
+            "softmax",
+            1,
+            1,
+            ("dim",),
+            complex_analytic=False,
+            required=("dim",),
+            complex_reason=_NO_COMPLEX_KERNEL,
+            doc="exp(z) / sum(exp(z)) along dim",
+        ),
+        "log_softmax": Function(
+            "log_softmax",
+            1,
+            1,
+            ("dim",),
+            complex_analytic=False,
+            required=("dim",),
+            complex_reason=_NO_COMPLEX_KERNEL,
+            doc="z - logsumexp(z) along dim",
+        ),
+        "logsumexp": Function(
+            "logsumexp", 1, 1, ("dim", "keepdim"), required=("dim",), doc="log(sum(exp(z))) along dim, stable"
+        ),
+        "max": Function(
+            "max",
+            1,
+            1,
+            ("dim", "keepdim"),
+            complex_analytic=False,
+            complex_reason=Message("a maximum is not complex-analytic"),
+            doc="largest element; with dim, the values along dim (not the indices)",
+        ),
+        "min": Function(
+            "min",
+            1,
+            1,
+            ("dim", "keepdim"),
+            complex_analytic=False,
+            complex_reason=Message("a minimum is not complex-analytic"),
+            doc="smallest element; with dim, the values along dim (not the indices)",
+        ),
+        "norm": Function(
+            "norm",
+            1,
+            1,
+            ("dim", "keepdim"),
+            complex_analytic=False,
+            complex_reason=Message("it takes the modulus, |z|, which is not complex-analytic"),
+            doc="2-norm of all elements, or along dim",
+        ),
         "outer": Function("outer", 2, 2, doc="outer product of two vectors"),
         "transpose": Function("transpose", 3, 3, constant_args=(1, 2), doc="swap dimensions d0 and d1"),
-        "reshape": Function("reshape", 2, 9, constant_args=tuple(range(1, 9)), sequence_args=(1,),
-                            doc="the same elements in a constant shape (one -1 allowed)"),
-        "cross_entropy": Function("cross_entropy", 2, 2, complex_analytic=False, method=False,
-                                  index_list_args=(1,), complex_reason=_NO_COMPLEX_KERNEL,
-                                  doc="mean cross entropy of logits against class indices or probabilities"),
-        "one_hot": Function("one_hot", 2, 2, constant_args=(0, 1), sequence_args=(0,), method=False,
-                            doc="one_hot(indices, classes): constant rows of 0 and 1, as torch's (integers)"),
+        "reshape": Function(
+            "reshape",
+            2,
+            9,
+            constant_args=tuple(range(1, 9)),
+            sequence_args=(1,),
+            doc="the same elements in a constant shape (one -1 allowed)",
+        ),
+        "cross_entropy": Function(
+            "cross_entropy",
+            2,
+            2,
+            complex_analytic=False,
+            method=False,
+            index_list_args=(1,),
+            complex_reason=_NO_COMPLEX_KERNEL,
+            doc="mean cross entropy of logits against class indices or probabilities",
+        ),
+        "one_hot": Function(
+            "one_hot",
+            2,
+            2,
+            constant_args=(0, 1),
+            sequence_args=(0,),
+            method=False,
+            doc="one_hot(indices, classes): constant rows of 0 and 1, as torch's (integers)",
+        ),
     }
 )
 

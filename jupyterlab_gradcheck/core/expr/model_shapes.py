@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ..i18n import Message
 from .limits import DEFAULT_LIMITS
@@ -26,8 +26,14 @@ def normal_dim(dim, rank: int, fail: Fail) -> int:
     """`dim` as a non-negative axis of a tensor of `rank` dimensions (a scalar counts as one)."""
     bound = max(rank, 1)
     if isinstance(dim, bool) or not isinstance(dim, int) or not -bound <= dim < bound:
-        fail(Message("dimension out of range (expected to be in range of [{low}, {high}], but got {dim})",
-                     low=-bound, high=bound - 1, dim=dim))
+        fail(
+            Message(
+                "dimension out of range (expected to be in range of [{low}, {high}], but got {dim})",
+                low=-bound,
+                high=bound - 1,
+                dim=dim,
+            )
+        )
     return dim % bound
 
 
@@ -41,15 +47,18 @@ def reduced_shape(shape: tuple, dim, keepdim, fail: Fail) -> tuple[int, ...]:
     if not shape:
         return ()
     if keepdim:
-        return shape[:axis] + (1,) + shape[axis + 1:]
-    return shape[:axis] + shape[axis + 1:]
+        return shape[:axis] + (1,) + shape[axis + 1 :]
+    return shape[:axis] + shape[axis + 1 :]
 
 
 def transposed_shape(shape: tuple, fail: Fail) -> tuple[int, ...]:
     """The shape of `x.T`: refused past two dimensions, where torch deprecates it."""
     if len(shape) > 2:
-        fail(Message(".T needs a tensor of at most 2 dimensions, got {rank}D (use transpose(x, d0, d1))",
-                     rank=len(shape)))
+        fail(
+            Message(
+                ".T needs a tensor of at most 2 dimensions, got {rank}D (use transpose(x, d0, d1))", rank=len(shape)
+            )
+        )
     return tuple(reversed(shape))
 
 
@@ -63,8 +72,13 @@ def _reshape(shape: tuple, nodes: list, fail: Fail) -> tuple[int, ...]:
     target = _integers(nodes)
     count = math.prod(shape)
     if len(target) > DEFAULT_LIMITS.max_input_rank:
-        fail(Message("reshape to {rank} dimensions; the limit is {limit}", rank=len(target),
-                     limit=DEFAULT_LIMITS.max_input_rank))
+        fail(
+            Message(
+                "reshape to {rank} dimensions; the limit is {limit}",
+                rank=len(target),
+                limit=DEFAULT_LIMITS.max_input_rank,
+            )
+        )
     if target.count(-1) > 1:
         fail(Message("reshape: only one dimension can be inferred (-1)"))
     if any(size < -1 for size in target):
@@ -91,41 +105,64 @@ def _extremum(name: str, shape: tuple, keywords: dict, fail: Fail) -> tuple[int,
 
 def _cross_entropy(logits: tuple, target_node: ast.AST, target: tuple | None, fail: Fail) -> tuple[int, ...]:
     if len(logits) not in (1, 2):
-        fail(Message("cross_entropy: logits of 1 (classes) or 2 (batch x classes) dimensions expected, got {rank}D",
-                     rank=len(logits)))
+        fail(
+            Message(
+                "cross_entropy: logits of 1 (classes) or 2 (batch x classes) dimensions expected, got {rank}D",
+                rank=len(logits),
+            )
+        )
     classes = logits[-1]
     batch = logits[0] if len(logits) == 2 else 1
     if classes == 0 or batch == 0:
         fail(Message("cross_entropy: logits of shape {shape} have no class or no sample", shape=list(logits)))
     if target is not None:  # a tensor: class probabilities
         if target != logits:
-            fail(Message("cross_entropy: a tensor target gives class probabilities and must have the logits' shape "
-                         "{shape}, got {target}; class indices are constant integers, e.g. cross_entropy(z, [0, 2])",
-                         shape=list(logits), target=list(target)))
+            fail(
+                Message(
+                    "cross_entropy: a tensor target gives class probabilities and must have the logits' shape "
+                    "{shape}, got {target}; class indices are constant integers, e.g. cross_entropy(z, [0, 2])",
+                    shape=list(logits),
+                    target=list(target),
+                )
+            )
         return ()
     if isinstance(target_node, (ast.List, ast.Tuple)):
         if len(logits) == 1:
-            fail(Message("cross_entropy: for 1-D logits (one sample) the class index is one integer, "
-                         "e.g. cross_entropy(z, 2)"))
+            fail(
+                Message(
+                    "cross_entropy: for 1-D logits (one sample) the class index is one integer, "
+                    "e.g. cross_entropy(z, 2)"
+                )
+            )
         indices = _integers([target_node])
         if len(indices) != batch:
             if len(indices) == 1:
                 fail(Message("cross_entropy: {count} class index for a batch of {batch}", count=1, batch=batch))
-            fail(Message("cross_entropy: {count} class indices for a batch of {batch}", count=len(indices),
-                         batch=batch))
+            fail(
+                Message("cross_entropy: {count} class indices for a batch of {batch}", count=len(indices), batch=batch)
+            )
     else:
         index = constant_value(target_node)
         if type(index) is not int:
             fail(Message("cross_entropy: a constant target must be an integer class index, got {index!r}", index=index))
         if len(logits) == 2:
             example = ", ".join(["0"] * min(batch, 3)) + (", ..." if batch > 3 else "")
-            fail(Message("cross_entropy: a batch of {batch} needs a list of {batch} class indices, e.g. "
-                         "cross_entropy(z, [{example}])", batch=batch, example=example))
+            fail(
+                Message(
+                    "cross_entropy: a batch of {batch} needs a list of {batch} class indices, e.g. "
+                    "cross_entropy(z, [{example}])",
+                    batch=batch,
+                    example=example,
+                )
+            )
         indices = [constant_value(target_node)]
     wrong = next((i for i in indices if not 0 <= i < classes), None)
     if wrong is not None:
-        fail(Message("cross_entropy: class index {index} is out of range for {classes} classes", index=wrong,
-                     classes=classes))
+        fail(
+            Message(
+                "cross_entropy: class index {index} is out of range for {classes} classes", index=wrong, classes=classes
+            )
+        )
     return ()
 
 
@@ -136,8 +173,9 @@ def _one_hot(indices_node: ast.AST, classes: int, fail: Fail) -> tuple[int, ...]
         fail(Message("one_hot: the number of classes must be positive, got {classes}", classes=classes))
     wrong = next((i for i in (indices if listed else [indices]) if not 0 <= i < classes), None)
     if wrong is not None:
-        fail(Message("one_hot: class index {index} is out of range for {classes} classes", index=wrong,
-                     classes=classes))
+        fail(
+            Message("one_hot: class index {index} is out of range for {classes} classes", index=wrong, classes=classes)
+        )
     return (len(indices), classes) if listed else (classes,)
 
 
@@ -158,8 +196,13 @@ def model_shape(name: str, nodes: list, shapes: list, keywords: dict, fail: Fail
         return reduced_shape(first, keywords.get("dim"), keywords.get("keepdim"), fail)
     if name == "outer":
         if len(first) != 1 or len(shapes[1]) != 1:
-            fail(Message("outer: 1D tensors expected, but got {left}D and {right}D tensors", left=len(first),
-                         right=len(shapes[1])))
+            fail(
+                Message(
+                    "outer: 1D tensors expected, but got {left}D and {right}D tensors",
+                    left=len(first),
+                    right=len(shapes[1]),
+                )
+            )
         return first + shapes[1]
     if name == "transpose":
         d0, d1 = (normal_dim(constant_value(n), len(first), fail) for n in nodes[1:])

@@ -68,14 +68,11 @@ class Expression:
     @property
     def complex_analytic(self) -> bool:
         """Whether the complex-step finite difference is valid through every call here."""
-        return not self.has_comparison and all(
-            FUNCTIONS[name].complex_analytic for name in self.functions
-        )
+        return not self.has_comparison and all(FUNCTIONS[name].complex_analytic for name in self.functions)
 
     def non_analytic_functions(self) -> list[str]:
         """The calls (or comparison) that rule out the complex step, for the error message."""
-        found = sorted(_with_reason(FUNCTIONS[name]) for name in self.functions
-                       if not FUNCTIONS[name].complex_analytic)
+        found = sorted(_with_reason(FUNCTIONS[name]) for name in self.functions if not FUNCTIONS[name].complex_analytic)
         if self.has_comparison:
             found.append(Message("comparison"))
         return found
@@ -106,8 +103,13 @@ class _Checker:
 
     def fail(self, problem: Message, node: ast.AST) -> None:
         """Refuse `problem` (a Message, translated when shown) at the column of `node`."""
-        raise SpecError("{where}: {problem} at column {column}", where=self.field, problem=problem,
-                        column=_column(node), field=self.field)
+        raise SpecError(
+            "{where}: {problem} at column {column}",
+            where=self.field,
+            problem=problem,
+            column=_column(node),
+            field=self.field,
+        )
 
     def visit(self, node: ast.AST, depth: int = 0) -> None:
         self.nodes += 1
@@ -127,8 +129,10 @@ class _Checker:
             kind = Message("string") if isinstance(value, (str, bytes)) else type(value).__name__
             self.fail(Message("{kind} constant {value!r:.40} is not allowed", kind=kind, value=value), node)
         if abs(value) > self.limits.max_literal:
-            self.fail(Message("number {value!r:.40} exceeds the limit {limit:g}", value=value,
-                              limit=self.limits.max_literal), node)
+            self.fail(
+                Message("number {value!r:.40} exceeds the limit {limit:g}", value=value, limit=self.limits.max_literal),
+                node,
+            )
 
     def visit_Name(self, node: ast.Name, depth: int) -> None:
         if node.id.startswith("__"):
@@ -136,8 +140,15 @@ class _Checker:
         if node.id not in self.allowed:
             hint = Message(" (call it, e.g. torch.sin(x))") if node.id in RESERVED_NAMES else ""
             declared = ", ".join(sorted(self.allowed)) or Message("none")
-            self.fail(Message("unknown name {name!r}{hint}; declared inputs: {declared}", name=node.id, hint=hint,
-                              declared=declared), node)
+            self.fail(
+                Message(
+                    "unknown name {name!r}{hint}; declared inputs: {declared}",
+                    name=node.id,
+                    hint=hint,
+                    declared=declared,
+                ),
+                node,
+            )
         self.used.add(node.id)
 
     def visit_BinOp(self, node: ast.BinOp, depth: int) -> None:
@@ -153,8 +164,14 @@ class _Checker:
             exponent = exponent.operand
         if isinstance(exponent, ast.Constant) and isinstance(exponent.value, (int, float)):
             if not isinstance(exponent.value, bool) and abs(exponent.value) > self.limits.max_exponent:
-                self.fail(Message("exponent {value!r:.40} exceeds the limit {limit:g}", value=exponent.value,
-                                  limit=self.limits.max_exponent), node)
+                self.fail(
+                    Message(
+                        "exponent {value!r:.40} exceeds the limit {limit:g}",
+                        value=exponent.value,
+                        limit=self.limits.max_exponent,
+                    ),
+                    node,
+                )
         elif isinstance(exponent, ast.BinOp) and isinstance(exponent.op, ast.Pow):
             self.fail(Message("a power of a power in an exponent (tower) is not allowed"), node)
 
@@ -215,13 +232,26 @@ class _Checker:
             self.fail(Message("{name!r} cannot be called as a tensor method; write {name}(...)", name=name), func)
         count = len(node.args) + (1 if receiver is not None else 0)
         if name in ("max", "min") and count == 2:
-            self.fail(Message("{name} reduces one tensor; the elementwise {name} of two is {name}imum(a, b)",
-                              name=name), node)
+            self.fail(
+                Message("{name} reduces one tensor; the elementwise {name} of two is {name}imum(a, b)", name=name), node
+            )
         if not spec.min_args <= count <= spec.max_args:
-            hint = Message(" (give the dimension as a keyword, dim=...)") \
-                if count > spec.max_args and "dim" in spec.keywords else ""
-            self.fail(Message("{name} takes {least} to {most} arguments, got {count}{hint}", name=name,
-                              least=spec.min_args, most=spec.max_args, count=count, hint=hint), node)
+            hint = (
+                Message(" (give the dimension as a keyword, dim=...)")
+                if count > spec.max_args and "dim" in spec.keywords
+                else ""
+            )
+            self.fail(
+                Message(
+                    "{name} takes {least} to {most} arguments, got {count}{hint}",
+                    name=name,
+                    least=spec.min_args,
+                    most=spec.max_args,
+                    count=count,
+                    hint=hint,
+                ),
+                node,
+            )
         given: set[str] = set()
         for keyword in node.keywords:
             if keyword.arg is None:
@@ -231,21 +261,35 @@ class _Checker:
             given.add(keyword.arg)
             if keyword.arg not in spec.keywords:
                 allowed = ", ".join(spec.keywords) or Message("none")
-                self.fail(Message("keyword {keyword!r} is not allowed for {name} (allowed: {allowed})",
-                                  keyword=keyword.arg, name=name, allowed=allowed), keyword.value)
+                self.fail(
+                    Message(
+                        "keyword {keyword!r} is not allowed for {name} (allowed: {allowed})",
+                        keyword=keyword.arg,
+                        name=name,
+                        allowed=allowed,
+                    ),
+                    keyword.value,
+                )
             value = keyword.value
             if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
                 value = value.operand
             if keyword.arg == "keepdim":
                 if not (isinstance(value, ast.Constant) and isinstance(value.value, bool)):
                     self.fail(Message("keepdim must be True or False"), keyword.value)
-            elif not (isinstance(value, ast.Constant) and isinstance(value.value, (int, float))
-                      and not isinstance(value.value, bool)):
+            elif not (
+                isinstance(value, ast.Constant)
+                and isinstance(value.value, (int, float))
+                and not isinstance(value.value, bool)
+            ):
                 self.fail(Message("keyword {keyword!r} must be a number constant", keyword=keyword.arg), keyword.value)
         missing = [k for k in spec.required if k not in given]
         if missing:
-            self.fail(Message("{name} needs the keyword {keyword}, e.g. {name}(z, {keyword}=0)", name=name,
-                              keyword=missing[0]), node)
+            self.fail(
+                Message(
+                    "{name} needs the keyword {keyword}, e.g. {name}(z, {keyword}=0)", name=name, keyword=missing[0]
+                ),
+                node,
+            )
         if name == "pow":
             self._check_exponent(node.args[-1], node)
         self.calls.add(name)
@@ -265,18 +309,28 @@ class _Checker:
         list of them where `sequence_allowed`: never evaluated, so never a tensor or an input."""
         items = node.elts if sequence_allowed and isinstance(node, (ast.List, ast.Tuple)) else [node]
         if len(items) > self.limits.max_input_elements:
-            self.fail(Message("{what} has more than {count} entries", what=what,
-                              count=self.limits.max_input_elements), node)
+            self.fail(
+                Message("{what} has more than {count} entries", what=what, count=self.limits.max_input_elements), node
+            )
         for item in items:
             self.nodes += 1
             inner = item.operand if isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub) else item
             if not (isinstance(inner, ast.Constant) and type(inner.value) is int):
-                kind = Message("a tuple or list of integer constants") if sequence_allowed \
+                kind = (
+                    Message("a tuple or list of integer constants")
+                    if sequence_allowed
                     else Message("an integer constant")
+                )
                 self.fail(Message("{what} must be {kind}", what=what, kind=kind), item)
             if abs(inner.value) > self.limits.max_literal:
-                self.fail(Message("number {value!r:.40} exceeds the limit {limit:g}", value=inner.value,
-                                  limit=self.limits.max_literal), item)
+                self.fail(
+                    Message(
+                        "number {value!r:.40} exceeds the limit {limit:g}",
+                        value=inner.value,
+                        limit=self.limits.max_literal,
+                    ),
+                    item,
+                )
         if self.nodes > self.limits.max_expression_nodes:
             self.fail(Message("expression has more than {count} nodes", count=self.limits.max_expression_nodes), node)
 
@@ -286,8 +340,9 @@ class _Checker:
         if node.attr == "T":  # the transpose of a matrix, x.T: the one attribute the language has
             self.visit(node.value, depth)
             return
-        self.fail(Message("attribute {name!r} is not allowed (only .T and calls of listed functions)",
-                          name=node.attr), node)
+        self.fail(
+            Message("attribute {name!r} is not allowed (only .T and calls of listed functions)", name=node.attr), node
+        )
 
 
 def call_parts(node: ast.Call) -> tuple[str, list]:
@@ -320,9 +375,14 @@ def _refuse_invisible(text: str, field_name: str) -> None:
                 continue
         category = unicodedata.category(char)
         name = unicodedata.name(char, f"U+{ord(char):04X}")
-        raise SpecError("{where}: character {name} ({category}) at column {column} is not allowed; "
-                        "expressions are plain ASCII", where=field_name, name=name, category=category,
-                        column=column, field=field_name)
+        raise SpecError(
+            "{where}: character {name} ({category}) at column {column} is not allowed; expressions are plain ASCII",
+            where=field_name,
+            name=name,
+            category=category,
+            column=column,
+            field=field_name,
+        )
 
 
 def _parse_quietly(text: str) -> ast.Expression:
@@ -342,27 +402,43 @@ def parse_expression(
 ) -> Expression:
     """Parse and check `text` against the language; raise SpecError naming what is refused."""
     if not isinstance(text, str):
-        raise SpecError("{where} must be a string, got {kind}", where=field_name, kind=type(text).__name__,
-                        field=field_name)
+        raise SpecError(
+            "{where} must be a string, got {kind}", where=field_name, kind=type(text).__name__, field=field_name
+        )
     if len(text) > limits.max_expression_length:
-        raise SpecError("{where} is {length} characters; the limit is {limit}", where=field_name,
-                        length=len(text), limit=limits.max_expression_length, field=field_name)
+        raise SpecError(
+            "{where} is {length} characters; the limit is {limit}",
+            where=field_name,
+            length=len(text),
+            limit=limits.max_expression_length,
+            field=field_name,
+        )
     if not text.strip():
         raise SpecError("{where} is empty", where=field_name, field=field_name)
     _refuse_invisible(text, field_name)
     comment = text.find("#")  # outside a string (strings are refused anyway) it starts a comment
     if comment >= 0:
-        raise SpecError("{where}: a comment (#) is not allowed at column {column}: only the "
-                        "expression is checked, yet a comment would be kept and shown as if it were",
-                        where=field_name, column=comment + 1, field=field_name)
+        raise SpecError(
+            "{where}: a comment (#) is not allowed at column {column}: only the "
+            "expression is checked, yet a comment would be kept and shown as if it were",
+            where=field_name,
+            column=comment + 1,
+            field=field_name,
+        )
     try:
         tree = _parse_quietly(text.strip())
     except SyntaxError as exc:
-        raise SpecError("{where}: syntax error at column {column}: {detail}", where=field_name,
-                        column=exc.offset or 0, detail=exc.msg, field=field_name) from None
+        raise SpecError(
+            "{where}: syntax error at column {column}: {detail}",
+            where=field_name,
+            column=exc.offset or 0,
+            detail=exc.msg,
+            field=field_name,
+        ) from None
     except (RecursionError, MemoryError, ValueError):
-        raise SpecError("{where}: expression is too deeply nested to parse", where=field_name,
-                        field=field_name) from None
+        raise SpecError(
+            "{where}: expression is too deeply nested to parse", where=field_name, field=field_name
+        ) from None
     checker = _Checker(frozenset(names), limits, field_name)
     for node in ast.walk(tree):
         dunder = getattr(node, "id", None) or getattr(node, "attr", None)

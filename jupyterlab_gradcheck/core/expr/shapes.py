@@ -67,8 +67,13 @@ class _Inference:
 
     def fail(self, problem: Message, node: ast.AST) -> None:
         """Refuse `problem` (a Message, translated when shown) at the column of `node`."""
-        raise SpecError("{where}: {problem} at column {column}", where=self.field, problem=problem,
-                        column=getattr(node, "col_offset", 0) + 1, field=self.field)
+        raise SpecError(
+            "{where}: {problem} at column {column}",
+            where=self.field,
+            problem=problem,
+            column=getattr(node, "col_offset", 0) + 1,
+            field=self.field,
+        )
 
     def infer(self, node: ast.AST, where_condition: bool = False) -> _Value:
         try:
@@ -80,8 +85,15 @@ class _Inference:
         if value.is_tensor:
             size = math.prod(value.shape)
             if size > self.limit:
-                self.fail(Message("an intermediate result of shape {shape} has {size} elements; the limit is {limit}",
-                                  shape=list(value.shape), size=size, limit=self.limit), node)
+                self.fail(
+                    Message(
+                        "an intermediate result of shape {shape} has {size} elements; the limit is {limit}",
+                        shape=list(value.shape),
+                        size=size,
+                        limit=self.limit,
+                    ),
+                    node,
+                )
             self.largest = max(self.largest, size)
         return value
 
@@ -117,8 +129,13 @@ class _Inference:
             return _Value(self._matmul(left, right, node))
         if left.is_tensor or right.is_tensor:
             return _Value(broadcast(left.as_tensor_shape, right.as_tensor_shape))
-        ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-               ast.Div: operator.truediv, ast.Pow: operator.pow}
+        ops = {
+            ast.Add: operator.add,
+            ast.Sub: operator.sub,
+            ast.Mult: operator.mul,
+            ast.Div: operator.truediv,
+            ast.Pow: operator.pow,
+        }
         try:
             value = ops[type(node.op)](left.constant, right.constant)
         except ZeroDivisionError:
@@ -136,8 +153,14 @@ class _Inference:
     def _matmul(self, left: _Value, right: _Value, node) -> tuple[int, ...]:
         a, b = left.as_tensor_shape, right.as_tensor_shape
         if not a or not b:
-            self.fail(Message("both arguments to matmul need to be at least 1D, got {left}D and {right}D",
-                              left=len(a), right=len(b)), node)
+            self.fail(
+                Message(
+                    "both arguments to matmul need to be at least 1D, got {left}D and {right}D",
+                    left=len(a),
+                    right=len(b),
+                ),
+                node,
+            )
         if len(a) == 1 and len(b) == 1:
             if a != b:
                 self.fail(Message("matmul of vectors of lengths {left} and {right}", left=a[0], right=b[0]), node)
@@ -145,8 +168,16 @@ class _Inference:
         inner_a = a[-1]
         inner_b = b[0] if len(b) == 1 else b[-2]
         if inner_a != inner_b:
-            self.fail(Message("matmul shapes {left} and {right} do not multiply ({inner_left} vs {inner_right})",
-                              left=list(a), right=list(b), inner_left=inner_a, inner_right=inner_b), node)
+            self.fail(
+                Message(
+                    "matmul shapes {left} and {right} do not multiply ({inner_left} vs {inner_right})",
+                    left=list(a),
+                    right=list(b),
+                    inner_left=inner_a,
+                    inner_right=inner_b,
+                ),
+                node,
+            )
         batch = broadcast(a[:-2], b[:-2])
         rows = a[-2:-1] if len(a) > 1 else ()
         cols = b[-1:] if len(b) > 1 else ()
@@ -169,15 +200,26 @@ class _Inference:
             if isinstance(part, ast.Slice):
                 bounds = [None if b is None else constant_value(b) for b in (part.lower, part.upper, part.step)]
                 if bounds[2] is not None and bounds[2] <= 0:
-                    self.fail(Message("slice step cannot be zero") if bounds[2] == 0
-                              else Message("slice step must be positive"), node)
+                    self.fail(
+                        Message("slice step cannot be zero")
+                        if bounds[2] == 0
+                        else Message("slice step must be positive"),
+                        node,
+                    )
                 result.append(len(range(*slice(*bounds).indices(size))))
             else:
                 position = constant_value(part)
                 if not -size <= position < size:
-                    self.fail(Message("index {position} is out of bounds for dimension {axis} with size {size}",
-                                      position=position, axis=axis, size=size), node)
-        return _Value(tuple(result) + shape[len(parts):])
+                    self.fail(
+                        Message(
+                            "index {position} is out of bounds for dimension {axis} with size {size}",
+                            position=position,
+                            axis=axis,
+                            size=size,
+                        ),
+                        node,
+                    )
+        return _Value(tuple(result) + shape[len(parts) :])
 
     def _call(self, node: ast.Call) -> _Value:
         name, args = call_parts(node)
@@ -198,11 +240,18 @@ class _Inference:
             return _Value(self._reduce(shapes[0], keywords, node))
         if name == "dot":
             if len(shapes[0]) != 1 or len(shapes[1]) != 1:
-                self.fail(Message("dot: 1D tensors expected, but got {left}D and {right}D tensors",
-                                  left=len(shapes[0]), right=len(shapes[1])), node)
+                self.fail(
+                    Message(
+                        "dot: 1D tensors expected, but got {left}D and {right}D tensors",
+                        left=len(shapes[0]),
+                        right=len(shapes[1]),
+                    ),
+                    node,
+                )
             if shapes[0] != shapes[1]:
-                self.fail(Message("dot: vectors of lengths {left} and {right}", left=shapes[0][0], right=shapes[1][0]),
-                          node)
+                self.fail(
+                    Message("dot: vectors of lengths {left} and {right}", left=shapes[0][0], right=shapes[1][0]), node
+                )
             return _Value(())
         if name == "matmul":
             return _Value(self._matmul(values[0], values[1], node))
@@ -225,8 +274,9 @@ class ShapeReport:
     largest: int
 
 
-def infer_shapes(expression: Expression, shapes: dict, field: str = "function",
-                 limit: int = DEFAULT_LIMITS.max_intermediate_elements) -> ShapeReport:
+def infer_shapes(
+    expression: Expression, shapes: dict, field: str = "function", limit: int = DEFAULT_LIMITS.max_intermediate_elements
+) -> ShapeReport:
     """The shapes `expression` builds on inputs of `shapes`; SpecError when torch would refuse
     them or one is larger than `limit` elements."""
     inference = _Inference(shapes, field, limit)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import math
 
 from ..i18n import Message
 from .parser import call_parts
@@ -34,14 +33,19 @@ def _to_sympy(node, symbols):
         return -operand if isinstance(node.op, ast.USub) else operand
     if isinstance(node, ast.BinOp):
         left, right = _to_sympy(node.left, symbols), _to_sympy(node.right, symbols)
-        ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-               ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
-               ast.Pow: lambda a, b: a ** b}
+        ops = {
+            ast.Add: lambda a, b: a + b,
+            ast.Sub: lambda a, b: a - b,
+            ast.Mult: lambda a, b: a * b,
+            ast.Div: lambda a, b: a / b,
+            ast.Pow: lambda a, b: a**b,
+        }
         if type(node.op) not in ops:
             raise Unsupported(Message("the @ operator"))
         return ops[type(node.op)](left, right)
     if isinstance(node, ast.Compare):
         import operator
+
         left, right = _to_sympy(node.left, symbols), _to_sympy(node.comparators[0], symbols)
         ops = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le}
         return ops[type(node.ops[0])](left, right)
@@ -81,7 +85,8 @@ def symbolic_derivatives(source: str, names: tuple[str, ...]):
         if name in ("sum", "mean") and not body.keywords:
             reduction = name
             is_method = isinstance(func, ast.Attribute) and not (
-                isinstance(func.value, ast.Name) and func.value.id == "torch")
+                isinstance(func.value, ast.Name) and func.value.id == "torch"
+            )
             body = func.value if is_method else body.args[0]
     try:
         formula = _to_sympy(body, symbols)
@@ -128,10 +133,13 @@ def _per_input(spec, inputs: dict):
     result_values = {}
     try:
         for n in names:
-            per_element = torch.tensor([
-                float_value(derivatives[n], {m: float(expanded[m][k]) for m in names})
-                for k in range(count)
-            ], dtype=torch.float64) * scale
+            per_element = (
+                torch.tensor(
+                    [float_value(derivatives[n], {m: float(expanded[m][k]) for m in names}) for k in range(count)],
+                    dtype=torch.float64,
+                )
+                * scale
+            )
             if shapes[n] == full:
                 result_values[n] = per_element.reshape(full)
             elif shapes[n] == ():
@@ -160,9 +168,14 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
     found = _per_input(spec, inputs)
     if isinstance(found, str):
         if total > ELEMENT_MAX_ELEMENTS:
-            return {"status": "skipped", "reason": Message(
-                "{reason}; the element-by-element opinion takes at most {count} input elements",
-                reason=found, count=ELEMENT_MAX_ELEMENTS)}
+            return {
+                "status": "skipped",
+                "reason": Message(
+                    "{reason}; the element-by-element opinion takes at most {count} input elements",
+                    reason=found,
+                    count=ELEMENT_MAX_ELEMENTS,
+                ),
+            }
         found = element_opinion(spec, inputs)
         if isinstance(found, str):
             return {"status": "skipped", "reason": found}
@@ -171,16 +184,25 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
 
     def agrees(other: dict) -> bool:
         return all(
-            torch.allclose(other[n].detach().to("cpu", torch.float64).broadcast_to(result_values[n].shape),
-                           result_values[n], rtol=rtol, atol=atol, equal_nan=False)
+            torch.allclose(
+                other[n].detach().to("cpu", torch.float64).broadcast_to(result_values[n].shape),
+                result_values[n],
+                rtol=rtol,
+                atol=atol,
+                equal_nan=False,
+            )
             for n in names
         )
 
     hand_ok, autograd_ok = agrees(analytical), agrees(autograd)
     verdicts = {True: Message("agrees"), False: Message("disagrees")}
-    reason = Message("SymPy differentiates {source} to {derivatives}; the hand derivation {hand}; autograd {autograd}",
-                     source=spec.expression.source, derivatives=", ".join(f"d/d{n} = {derivatives[n]}" for n in names),
-                     hand=verdicts[hand_ok], autograd=verdicts[autograd_ok])
+    reason = Message(
+        "SymPy differentiates {source} to {derivatives}; the hand derivation {hand}; autograd {autograd}",
+        source=spec.expression.source,
+        derivatives=", ".join(f"d/d{n} = {derivatives[n]}" for n in names),
+        hand=verdicts[hand_ok],
+        autograd=verdicts[autograd_ok],
+    )
     return {
         "status": "agrees" if hand_ok and autograd_ok else "disagrees",
         "derivative": derivatives,

@@ -35,8 +35,13 @@ EXTREMUM_MAX_ELEMENTS = 8
 #: 16 elements times a cube of their sum; a linear model's gradients take about 150.
 EXPAND_MAX_OPS = 400
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
 _COMPARE = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le}
 
 
@@ -70,8 +75,11 @@ class _Builder:
         """Refuse to build an array of SymPy expressions past MAX_INTERMEDIATE elements."""
         size = int(self.np.prod(shape)) if shape else 1
         if size > MAX_INTERMEDIATE:
-            raise Unsupported(Message("an intermediate result of {size} elements (more than {limit})", size=size,
-                                      limit=MAX_INTERMEDIATE))
+            raise Unsupported(
+                Message(
+                    "an intermediate result of {size} elements (more than {limit})", size=size, limit=MAX_INTERMEDIATE
+                )
+            )
 
     def map(self, function, *arrays):
         count = len(arrays)
@@ -96,7 +104,9 @@ class _Builder:
             return self.map(_COMPARE[type(node.ops[0])], self.build(node.left), self.build(node.comparators[0]))
         if isinstance(node, ast.Subscript):
             index = node.slice
-            key = tuple(constant_value(p) for p in index.elts) if isinstance(index, ast.Tuple) else constant_value(index)
+            key = (
+                tuple(constant_value(p) for p in index.elts) if isinstance(index, ast.Tuple) else constant_value(index)
+            )
             return self.array(self.build(node.value)[key])
         if isinstance(node, ast.Attribute):  # .T
             return self.build(node.value).T
@@ -107,13 +117,19 @@ class _Builder:
     def call(self, node: ast.Call):
         name, nodes = call_parts(node)
         spec = FUNCTIONS[name]
-        args = [constant_value(a) if literal_argument(spec, position, a) else self.build(a)
-                for position, a in enumerate(nodes)]
+        args = [
+            constant_value(a) if literal_argument(spec, position, a) else self.build(a)
+            for position, a in enumerate(nodes)
+        ]
         keywords = {k.arg: constant_value(k.value) for k in node.keywords}
         if name == "clamp":
             bounds = args[1:] + [None] * (3 - len(args))
-            return self.map(lambda v, lo, hi: clamped(v, lo, hi), args[0],
-                            self.array(keywords.get("min", bounds[0])), self.array(keywords.get("max", bounds[1])))
+            return self.map(
+                lambda v, lo, hi: clamped(v, lo, hi),
+                args[0],
+                self.array(keywords.get("min", bounds[0])),
+                self.array(keywords.get("max", bounds[1])),
+            )
         if name in self.table:
             return self.map(self.table[name], *args)
         return self.array(self.mixing(name, args, keywords))
@@ -150,8 +166,9 @@ class _Builder:
         if name in ("max", "min"):
             among = x.size if dim is None else x.shape[dim]
             if among > EXTREMUM_MAX_ELEMENTS:  # SymPy's Max of n arguments differentiates in O(n^3)
-                raise Unsupported(Message("{name}() over more than {count} elements", name=name,
-                                          count=EXTREMUM_MAX_ELEMENTS))
+                raise Unsupported(
+                    Message("{name}() over more than {count} elements", name=name, count=EXTREMUM_MAX_ELEMENTS)
+                )
             pick = sp.Max if name == "max" else sp.Min
             return pick(*x.flat) if dim is None else np.frompyfunc(pick, 2, 1).reduce(x, axis=dim, keepdims=keepdim)
         if name == "norm":
@@ -197,11 +214,13 @@ def element_derivatives(source: str, shapes: tuple, v: tuple | None):
     import sympy as sp
 
     output, arrays = element_formula(source, shapes)
-    weights = np.ones(output.shape, dtype=object) if v is None else np.asarray(
-        [sp.Float(w) for w in v], dtype=object).reshape(output.shape)
+    weights = (
+        np.ones(output.shape, dtype=object)
+        if v is None
+        else np.asarray([sp.Float(w) for w in v], dtype=object).reshape(output.shape)
+    )
     phi = sp.Add(*(np.asarray(weights * output, dtype=object).reshape(-1)))
-    return {name: np.vectorize(lambda s: sp.diff(phi, s), otypes=[object])(symbols)
-            for name, symbols in arrays.items()}
+    return {name: np.vectorize(lambda s: sp.diff(phi, s), otypes=[object])(symbols) for name, symbols in arrays.items()}
 
 
 def _text(symbols, derivatives) -> str:
@@ -239,16 +258,23 @@ def element_opinion(spec, inputs: dict):
     import torch
 
     shapes = tuple((n, tuple(t.shape)) for n, t in inputs.items())
-    v = None if spec.grad_output is None else tuple(
-        torch.as_tensor(spec.grad_output, dtype=torch.float64).reshape(-1).tolist())
+    v = (
+        None
+        if spec.grad_output is None
+        else tuple(torch.as_tensor(spec.grad_output, dtype=torch.float64).reshape(-1).tolist())
+    )
     try:
         derivatives = element_derivatives(spec.expression.source, shapes, v)
         env = {}
         for (name, _), symbols in zip(shapes, element_formula(spec.expression.source, shapes)[1].values()):
             values = inputs[name].detach().to("cpu", torch.float64).reshape(-1).tolist()
             env.update({str(s): value for s, value in zip(symbols.reshape(-1), values)})
-        result = {name: torch.tensor([float_value(d, env) for d in derivatives[name].reshape(-1)],
-                                     dtype=torch.float64).reshape(shape) for name, shape in shapes}
+        result = {
+            name: torch.tensor(
+                [float_value(d, env) for d in derivatives[name].reshape(-1)], dtype=torch.float64
+            ).reshape(shape)
+            for name, shape in shapes
+        }
     except Unsupported as exc:
         return Message("SymPy opinion skipped: {construct} is not handled element by element", construct=exc.construct)
     arrays = element_formula(spec.expression.source, shapes)[1]

@@ -29,15 +29,22 @@ def elementwise_table() -> dict:
     import sympy as sp
 
     return {
-        "sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log,
-        "sqrt": sp.sqrt, "tanh": sp.tanh, "abs": sp.Abs,
+        "sin": sp.sin,
+        "cos": sp.cos,
+        "tan": sp.tan,
+        "exp": sp.exp,
+        "log": sp.log,
+        "sqrt": sp.sqrt,
+        "tanh": sp.tanh,
+        "abs": sp.Abs,
         "log1p": lambda x: sp.log(1 + x),
         "sigmoid": lambda x: 1 / (1 + sp.exp(-x)),
         "logsigmoid": lambda x: -sp.log(1 + sp.exp(-x)),
         "relu": lambda x: sp.Max(0, x),
         "softplus": lambda x: sp.log(1 + sp.exp(x)),
-        "pow": lambda x, y: x ** y,
-        "maximum": sp.Max, "minimum": sp.Min,
+        "pow": lambda x, y: x**y,
+        "maximum": sp.Max,
+        "minimum": sp.Min,
         "where": lambda c, x, y: sp.Piecewise((x, c), (y, True)),
     }
 
@@ -91,11 +98,28 @@ def float_value(expr, env: dict) -> float:
         return math.nan
     if isinstance(expr, sp.core.relational.Relational):
         left, right = float_value(args[0], env), float_value(args[1], env)
-        return float({"<": left < right, "<=": left <= right, ">": left > right,
-                      ">=": left >= right, "==": left == right, "!=": left != right}[expr.rel_op])
-    unary = {sp.exp: math.exp, sp.log: math.log, sp.sin: math.sin, sp.cos: math.cos,
-             sp.tan: math.tan, sp.tanh: math.tanh, sp.sinh: math.sinh, sp.cosh: math.cosh,
-             sp.Abs: abs, sp.sign: lambda v: float((v > 0) - (v < 0))}
+        return float(
+            {
+                "<": left < right,
+                "<=": left <= right,
+                ">": left > right,
+                ">=": left >= right,
+                "==": left == right,
+                "!=": left != right,
+            }[expr.rel_op]
+        )
+    unary = {
+        sp.exp: math.exp,
+        sp.log: math.log,
+        sp.sin: math.sin,
+        sp.cos: math.cos,
+        sp.tan: math.tan,
+        sp.tanh: math.tanh,
+        sp.sinh: math.sinh,
+        sp.cosh: math.cosh,
+        sp.Abs: abs,
+        sp.sign: lambda v: float((v > 0) - (v < 0)),
+    }
     for kind, function in unary.items():
         if isinstance(expr, kind):
             return _float_call(function, float_value(args[0], env))
@@ -134,5 +158,6 @@ def tame(expr) -> bool:
     raised to an integer power above EXPAND_MAX_POWER (which expansion would multiply out)."""
     import sympy as sp
 
-    return not any(isinstance(p.base, sp.Add) and p.exp.is_Integer and abs(p.exp) > EXPAND_MAX_POWER
-                   for p in expr.atoms(sp.Pow))
+    return not any(
+        isinstance(p.base, sp.Add) and p.exp.is_Integer and abs(p.exp) > EXPAND_MAX_POWER for p in expr.atoms(sp.Pow)
+    )

@@ -23,8 +23,13 @@ CHECKER_CALLS = ("check(", "check_record(", "GradcheckPanel(")
 
 def attestation_for(ledger, entry: dict) -> dict:
     """The attestation of an observation `entry` appended to `ledger`."""
-    return {"ledger_id": ledger.ledger_id(), "ledger": Path(ledger.path).name, "check_id": entry.get("check_id"),
-            "seq": entry["seq"], "hash": entry["hash"]}
+    return {
+        "ledger_id": ledger.ledger_id(),
+        "ledger": Path(ledger.path).name,
+        "check_id": entry.get("check_id"),
+        "seq": entry["seq"],
+        "hash": entry["hash"],
+    }
 
 
 def notebook_attestations(document: dict) -> list[dict]:
@@ -46,8 +51,11 @@ def notebook_attestations(document: dict) -> list[dict]:
 def calls_the_checker(document: dict) -> bool:
     """Whether the notebook's code imports the checker and calls it (a check, a record, the panel)."""
     cells = document.get("cells") if isinstance(document, dict) else None
-    code = "\n".join("".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source") or "")
-                     for c in cells or [] if isinstance(c, dict) and c.get("cell_type") == "code")
+    code = "\n".join(
+        "".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source") or "")
+        for c in cells or []
+        if isinstance(c, dict) and c.get("cell_type") == "code"
+    )
     return "jupyterlab_gradcheck" in code and any(call in code for call in CHECKER_CALLS)
 
 
@@ -58,8 +66,9 @@ def _where(item: dict) -> str:
     return Message("cell {cell} [{count}]", cell=item["cell"], count=count)
 
 
-def compare_attestations(attestations: list[dict], *, ledger_name: str, ledger_id: str | None,
-                         hashes: dict[int, str], last_seq: int) -> dict:
+def compare_attestations(
+    attestations: list[dict], *, ledger_name: str, ledger_id: str | None, hashes: dict[int, str], last_seq: int
+) -> dict:
     """Hold a ledger against the attestations a notebook's outputs carry for it.
 
     Returns `{"errors", "newest", "earlier_epoch"}`: an error for each attested
@@ -74,20 +83,42 @@ def compare_attestations(attestations: list[dict], *, ledger_name: str, ledger_i
     for item in current:
         seq, digest = item["seq"], item["hash"]
         if seq > last_seq or seq not in hashes:
-            errors.append(Message("{where} attests entry seq {seq} (hash {hash}), which the ledger lacks (it ends at "
-                                  "seq {last_seq}): the ledger was truncated", where=_where(item), seq=seq,
-                                  hash=digest[:12], last_seq=last_seq))
+            errors.append(
+                Message(
+                    "{where} attests entry seq {seq} (hash {hash}), which the ledger lacks (it ends at "
+                    "seq {last_seq}): the ledger was truncated",
+                    where=_where(item),
+                    seq=seq,
+                    hash=digest[:12],
+                    last_seq=last_seq,
+                )
+            )
         elif hashes[seq] != digest:
-            errors.append(Message("{where} attests entry seq {seq} with hash {hash}, but the ledger has {found}: the "
-                                  "ledger was swapped or rewritten", where=_where(item), seq=seq, hash=digest[:12],
-                                  found=hashes[seq][:12]))
+            errors.append(
+                Message(
+                    "{where} attests entry seq {seq} with hash {hash}, but the ledger has {found}: the "
+                    "ledger was swapped or rewritten",
+                    where=_where(item),
+                    seq=seq,
+                    hash=digest[:12],
+                    found=hashes[seq][:12],
+                )
+            )
     if other_epoch:
         ids = sorted({str(a.get("ledger_id"))[:12] for a in other_epoch})
         found = {"count": len(other_epoch), "ids": ", ".join(ids), "ledger_id": str(ledger_id)[:12]}
-        errors.append(Message("the notebook's outputs attest {count} entry of ledger {ids}, which this ledger "
-                              "({ledger_id}) lacks: the ledger was replaced by another", **found)
-                      if len(other_epoch) == 1 else
-                      Message("the notebook's outputs attest {count} entries of ledger {ids}, which this ledger "
-                              "({ledger_id}) lacks: the ledger was replaced by another", **found))
+        errors.append(
+            Message(
+                "the notebook's outputs attest {count} entry of ledger {ids}, which this ledger "
+                "({ledger_id}) lacks: the ledger was replaced by another",
+                **found,
+            )
+            if len(other_epoch) == 1
+            else Message(
+                "the notebook's outputs attest {count} entries of ledger {ids}, which this ledger "
+                "({ledger_id}) lacks: the ledger was replaced by another",
+                **found,
+            )
+        )
     newest = max(current, key=lambda a: a["seq"], default=None)
     return {"errors": errors, "newest": newest, "earlier_epoch": len(other_epoch)}

@@ -30,8 +30,9 @@ def read_notebook(notebook_path: str | os.PathLike):
     except FileNotFoundError:
         raise LedgerError("no notebook at {notebook_path}", notebook_path=notebook_path) from None
     except Exception as exc:  # nbformat raises several unrelated types for bad files
-        raise LedgerError("cannot read the notebook {notebook_path}: {exc}",
-                          notebook_path=notebook_path, exc=exc) from None
+        raise LedgerError(
+            "cannot read the notebook {notebook_path}: {exc}", notebook_path=notebook_path, exc=exc
+        ) from None
 
 
 def write_notebook(notebook, notebook_path: str | os.PathLike) -> None:
@@ -59,8 +60,12 @@ def binding_for(ledger: Ledger, notebook_path: str | os.PathLike) -> dict:
         name = os.path.relpath(ledger.path, Path(notebook_path).parent)
     except ValueError:  # another drive on Windows
         name = str(ledger.path)
-    return {"ledger": Path(name).as_posix(), "ledger_id": ledger.ledger_id(), "entries": head["entries"],
-            "head": head["head"]}
+    return {
+        "ledger": Path(name).as_posix(),
+        "ledger_id": ledger.ledger_id(),
+        "entries": head["entries"],
+        "head": head["head"],
+    }
 
 
 def read_document(notebook_path: str | os.PathLike) -> dict:
@@ -72,8 +77,9 @@ def read_document(notebook_path: str | os.PathLike) -> dict:
     except FileNotFoundError:
         raise LedgerError("no notebook at {notebook_path}", notebook_path=notebook_path) from None
     except (OSError, ValueError) as exc:
-        raise LedgerError("cannot read the notebook {notebook_path}: {exc}",
-                          notebook_path=notebook_path, exc=exc) from None
+        raise LedgerError(
+            "cannot read the notebook {notebook_path}: {exc}", notebook_path=notebook_path, exc=exc
+        ) from None
     return document if isinstance(document, dict) else {}
 
 
@@ -150,20 +156,31 @@ def compare_binding(binding: dict, hashes_by_seq: dict[int, str], entries: int, 
         return [], []
     if bound_entries > entries:
         errors.append(
-            Message("the ledger was truncated: the notebook binding records {bound_entries} entries "
-                    "ending at {short}, the ledger has {entries} ending at {head}",
-                    bound_entries=bound_entries, short=short,
-                    entries=entries, head=head[:12])
+            Message(
+                "the ledger was truncated: the notebook binding records {bound_entries} entries "
+                "ending at {short}, the ledger has {entries} ending at {head}",
+                bound_entries=bound_entries,
+                short=short,
+                entries=entries,
+                head=head[:12],
+            )
         )
     elif hashes_by_seq.get(bound_entries, "0" * 64 if bound_entries == 0 else None) == bound_head:
         warnings.append(
-            Message("the notebook binding is {behind} entries behind the ledger (entries made after the "
-                    "notebook's metadata was last written)", behind=entries - bound_entries)
+            Message(
+                "the notebook binding is {behind} entries behind the ledger (entries made after the "
+                "notebook's metadata was last written)",
+                behind=entries - bound_entries,
+            )
         )
     else:
         errors.append(
-            Message("the ledger does not match the notebook binding: entry {bound_entries} should have "
-                    "hash {short} but has {found}: the ledger was swapped or rewritten", bound_entries=bound_entries,
-                    short=short, found=str(hashes_by_seq.get(bound_entries, "none"))[:12])
+            Message(
+                "the ledger does not match the notebook binding: entry {bound_entries} should have "
+                "hash {short} but has {found}: the ledger was swapped or rewritten",
+                bound_entries=bound_entries,
+                short=short,
+                found=str(hashes_by_seq.get(bound_entries, "none"))[:12],
+            )
         )
     return errors, warnings

@@ -51,8 +51,12 @@ def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:
                     "check {id!r}: {target} rtol={rtol:g} atol={atol:g} differs from the ledger's "
                     "current rtol={current_rtol:g} atol={current_atol:g}; change it with `jupyter gradcheck tolerance "
                     "--check {id} --rtol R --atol A --justification TEXT` (nothing was run or written)",
-                    id=spec.id, target=target, rtol=written['rtol'], atol=written['atol'],
-                    current_rtol=current['rtol'], current_atol=current['atol'],
+                    id=spec.id,
+                    target=target,
+                    rtol=written["rtol"],
+                    atol=written["atol"],
+                    current_rtol=current["rtol"],
+                    current_atol=current["atol"],
                     field=f"{target}.rtol",
                 )
         elif written != current:
@@ -72,8 +76,11 @@ def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
         history = held.history(parsed.id, copy=False)  # only read, and only inside this block
         parsed = apply_ledger_tolerance(parsed, history)
         spec_dict = ledger_spec_dict(parsed)
-        if history and history["expectation"] is not None and \
-                history["analytical_gradient"] != spec_dict["analytical_gradient"]:
+        if (
+            history
+            and history["expectation"] is not None
+            and history["analytical_gradient"] != spec_dict["analytical_gradient"]
+        ):
             held.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
         return parsed, spec_dict, held.record_expectation(spec_dict)
 
@@ -101,8 +108,9 @@ def refuse_bad_callable(spec, devices: list | None = None):
     return parsed
 
 
-def record_run(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None,
-               refused: bool = False) -> tuple[dict, dict]:
+def record_run(
+    spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None, refused: bool = False
+) -> tuple[dict, dict]:
     """`run_and_record`, returning the observation entry it appended too (for its attestation).
 
     `refused=True`: the caller has already passed the spec through `refuse_bad_callable`."""

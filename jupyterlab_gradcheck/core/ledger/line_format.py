@@ -77,18 +77,26 @@ def jsonable(value: Any) -> Any:
         out = {}
         for key, item in value.items():
             if type(key) is not str and not isinstance(key, str):
-                raise LedgerError("ledger data keys must be strings, got {type} {key!r}",
-                                  type=type(key).__name__, key=key)
+                raise LedgerError(
+                    "ledger data keys must be strings, got {type} {key!r}", type=type(key).__name__, key=key
+                )
             item_kind = type(item)
-            if item_kind is str or item_kind is int or item_kind is bool or item is None or \
-                    (item_kind is float and _isfinite(item)):
+            if (
+                item_kind is str
+                or item_kind is int
+                or item_kind is bool
+                or item is None
+                or (item_kind is float and _isfinite(item))
+            ):
                 out[key] = item
             else:
                 out[key] = jsonable(item)
         return out
     if kind is list:
-        return [item if type(item) in _PLAIN_LEAVES and (type(item) is not float or _isfinite(item))
-                else jsonable(item) for item in value]
+        return [
+            item if type(item) in _PLAIN_LEAVES and (type(item) is not float or _isfinite(item)) else jsonable(item)
+            for item in value
+        ]
     return _jsonable_other(value)
 
 
@@ -108,8 +116,9 @@ def _jsonable_other(value: Any) -> Any:
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise LedgerError("ledger data keys must be strings, got {type} {key!r}",
-                                  type=type(key).__name__, key=key)
+                raise LedgerError(
+                    "ledger data keys must be strings, got {type} {key!r}", type=type(key).__name__, key=key
+                )
             out[key] = jsonable(item)
         return out
     if isinstance(value, (list, tuple)):
@@ -132,15 +141,29 @@ def genesis_entry(time: str) -> dict:
     """
     import secrets
 
-    return {"seq": 0, "time": time, "kind": "note", "check_id": None, "prev": GENESIS,
-            "data": {"event": GENESIS_EVENT, "ledger_id": secrets.token_hex(16),
-                     "text": "a new ledger; its id tells it apart from any other ledger of this notebook"}}
+    return {
+        "seq": 0,
+        "time": time,
+        "kind": "note",
+        "check_id": None,
+        "prev": GENESIS,
+        "data": {
+            "event": GENESIS_EVENT,
+            "ledger_id": secrets.token_hex(16),
+            "text": "a new ledger; its id tells it apart from any other ledger of this notebook",
+        },
+    }
 
 
-def is_genesis(info: "LineInfo") -> bool:
+def is_genesis(info: LineInfo) -> bool:
     """Whether a read line is a genesis entry (seq 0, a note naming a ledger id)."""
-    return (info.seq == 0 and info.kind == "note" and isinstance(info.data, dict)
-            and info.data.get("event") == GENESIS_EVENT and isinstance(info.data.get("ledger_id"), str))
+    return (
+        info.seq == 0
+        and info.kind == "note"
+        and isinstance(info.data, dict)
+        and info.data.get("event") == GENESIS_EVENT
+        and isinstance(info.data.get("ledger_id"), str)
+    )
 
 
 def genesis_id(raw: bytes) -> str | None:
@@ -256,13 +279,23 @@ def read_line(raw: bytes, *, check_hash: bool = True, decode: bool = True) -> Li
     quoted, expectation_seq, failed_to_run, passed = head.groups()
     check_id = quoted[1:-1].decode("utf-8") if b"\\" not in quoted and quoted != b"null" else json.loads(quoted)
     kind = kind.decode("ascii")
-    info = LineInfo(int(seq), kind, check_id, prev.decode("ascii"), time.decode("utf-8"), digest.decode("ascii"),
-                    stored_hash_ok(raw) if check_hash else False)
+    info = LineInfo(
+        int(seq),
+        kind,
+        check_id,
+        prev.decode("ascii"),
+        time.decode("utf-8"),
+        digest.decode("ascii"),
+        stored_hash_ok(raw) if check_hash else False,
+    )
     if kind == "observation":
         if expectation_seq is None:
             raise LineError(Message("observation entry without expectation_seq and passed at the front of its data"))
         info.expectation_seq, info.failed_to_run, info.passed = (
-            int(expectation_seq), failed_to_run is not None, passed == b"true")
+            int(expectation_seq),
+            failed_to_run is not None,
+            passed == b"true",
+        )
     else:
         data_start = head.end() - 1  # the optional observation front did not match: just past "data":
         if not decode and kind == "expectation":

@@ -29,8 +29,13 @@ def judge_binding(report: dict, document: dict | None, ledger_name: str, where: 
         meta = None  # the metadata binds another ledger file: it says nothing about this one
     attestations = notebook_attestations(document) if document is not None else []
     found = {"entries": report["last_seq"], "head": report["head"], "ledger_id": report.get("ledger_id")}
-    attested = compare_attestations(attestations, ledger_name=ledger_name, ledger_id=report.get("ledger_id"),
-                                    hashes=report["_hashes"], last_seq=report["last_seq"])
+    attested = compare_attestations(
+        attestations,
+        ledger_name=ledger_name,
+        ledger_id=report.get("ledger_id"),
+        hashes=report["_hashes"],
+        last_seq=report["last_seq"],
+    )
     errors, warnings = list(attested["errors"]), []
     newest = attested["newest"]
     source = []
@@ -38,12 +43,18 @@ def judge_binding(report: dict, document: dict | None, ledger_name: str, where: 
         meta_errors, meta_warnings = compare_binding(meta, report["_hashes"], report["last_seq"], report["head"])
         earlier = meta.get("ledger_id") != report.get("ledger_id")
         if meta_errors and newest is not None and earlier:
-            warnings.append(Message("new epoch: the notebook's metadata binds an earlier ledger ({entries} entries, head "
-                                    "{head}); its outputs attest this one (id {ledger_id}) up to seq {seq}, and "
-                                    "{earlier_epoch} attested entries of an earlier ledger are missing",
-                                    entries=meta.get("entries"), head=str(meta.get("head"))[:12],
-                                    ledger_id=str(report.get("ledger_id"))[:12], seq=newest["seq"],
-                                    earlier_epoch=attested["earlier_epoch"]))
+            warnings.append(
+                Message(
+                    "new epoch: the notebook's metadata binds an earlier ledger ({entries} entries, head "
+                    "{head}); its outputs attest this one (id {ledger_id}) up to seq {seq}, and "
+                    "{earlier_epoch} attested entries of an earlier ledger are missing",
+                    entries=meta.get("entries"),
+                    head=str(meta.get("head"))[:12],
+                    ledger_id=str(report.get("ledger_id"))[:12],
+                    seq=newest["seq"],
+                    earlier_epoch=attested["earlier_epoch"],
+                )
+            )
         else:
             errors += meta_errors
             warnings += meta_warnings
@@ -51,19 +62,37 @@ def judge_binding(report: dict, document: dict | None, ledger_name: str, where: 
     if newest is not None:
         source.append("attestations")
         if meta is None and newest["seq"] < report["last_seq"]:
-            warnings.append(Message("the newest attestation in the notebook's outputs is seq {seq}; the ledger has "
-                                    "{after} entries after it (made outside this notebook's outputs, or not yet saved)",
-                                    seq=newest["seq"], after=report["last_seq"] - newest["seq"]))
+            warnings.append(
+                Message(
+                    "the newest attestation in the notebook's outputs is seq {seq}; the ledger has "
+                    "{after} entries after it (made outside this notebook's outputs, or not yet saved)",
+                    seq=newest["seq"],
+                    after=report["last_seq"] - newest["seq"],
+                )
+            )
     if not source:
         if document is not None and calls_the_checker(document) and report["last_seq"] == 0:
             errors.append(Message("{where}: the notebook calls the checker but binds no entry", where=where))
         report["binding"] = None
         report["warnings"].append(Message("{where}: no notebook binding to compare the head with", where=where))
     else:
-        recorded = meta if "metadata" in source else {"ledger": ledger_name, "ledger_id": newest.get("ledger_id"),
-                                                       "entries": newest["seq"], "head": newest["hash"]}
-        report["binding"] = {"ok": not errors, "source": "+".join(source), "recorded": recorded, "found": found,
-                             "attested": len(attestations)}
+        recorded = (
+            meta
+            if "metadata" in source
+            else {
+                "ledger": ledger_name,
+                "ledger_id": newest.get("ledger_id"),
+                "entries": newest["seq"],
+                "head": newest["hash"],
+            }
+        )
+        report["binding"] = {
+            "ok": not errors,
+            "source": "+".join(source),
+            "recorded": recorded,
+            "found": found,
+            "attested": len(attestations),
+        }
     for reason in errors:
         add_error(report, None, reason, scope="binding")
     report["warnings"].extend(warnings)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from typing import Iterator
+from collections.abc import Iterator
 
 from .history import HistoryBuilder
 from .line_format import GENESIS, LineError, LineInfo, read_line
@@ -83,8 +83,15 @@ def light_entry(info: LineInfo) -> dict:
         data = {"expectation_seq": info.expectation_seq, "passed": info.passed, "failed_to_run": info.failed_to_run}
     else:
         data = info.data
-    return {"seq": info.seq, "time": info.time, "kind": info.kind, "check_id": info.check_id,
-            "data": data, "prev": info.prev, "hash": info.hash}
+    return {
+        "seq": info.seq,
+        "time": info.time,
+        "kind": info.kind,
+        "check_id": info.check_id,
+        "data": data,
+        "prev": info.prev,
+        "hash": info.hash,
+    }
 
 
 def fresh_copy(value):
@@ -172,8 +179,9 @@ def light_histories(fd: int, check_id: str | None = None) -> dict[str, dict]:
     return histories_and_head(fd, check_id)[0]
 
 
-def histories_and_head(fd: int, check_id: str | None = None, *, copy: bool = True
-                       ) -> tuple[dict[str, dict], tuple[int, str] | None]:
+def histories_and_head(
+    fd: int, check_id: str | None = None, *, copy: bool = True
+) -> tuple[dict[str, dict], tuple[int, str] | None]:
     """`light_histories`, and the head as `known_head` gives it at the same moment.
 
     `copy=False` hands out the kept histories themselves: only for reading, and only while

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
-from ..check.callable_source import FIELD as FUNCTION_SOURCE, source_hash
+from ..check.callable_source import FIELD as FUNCTION_SOURCE
+from ..check.callable_source import source_hash
 from ..check.policy import policy_version
 from ..check.spec import INPUT_FIELDS
 from ..errors import DeviceUnavailable, SpecError
@@ -51,8 +52,12 @@ def values_agree(recorded, replayed, rtol: float, atol: float) -> bool:
     """Element-wise |recorded - replayed| <= atol + rtol * |replayed|, NaN matching NaN; a
     mapping (a gradient per input name) agrees when it has the same names and each value does."""
     if isinstance(recorded, dict) or isinstance(replayed, dict):
-        return (isinstance(recorded, dict) and isinstance(replayed, dict) and set(recorded) == set(replayed)
-                and all(values_agree(recorded[name], replayed[name], rtol, atol) for name in recorded))
+        return (
+            isinstance(recorded, dict)
+            and isinstance(replayed, dict)
+            and set(recorded) == set(replayed)
+            and all(values_agree(recorded[name], replayed[name], rtol, atol) for name in recorded)
+        )
     left, right = _flat(recorded), _flat(replayed)
     if len(left) != len(right):
         return False
@@ -94,8 +99,9 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
     try:
         return run_check(spec, sweep=False, devices=devices, symbolic=False), []
     except DeviceUnavailable as exc:
-        note = Message("{device} is not available here ({reason}); replayed on cpu",
-                       device=spec["device"], reason=exc.message)
+        note = Message(
+            "{device} is not available here ({reason}); replayed on cpu", device=spec["device"], reason=exc.message
+        )
         spec["device"] = "cpu"
         return run_check(spec, sweep=False, devices=devices, symbolic=False), [note]
 
@@ -107,46 +113,85 @@ def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> lis
     fd = recorded.get("finite_difference") or {}
     rtol, atol = float(tol.get("rtol", 0.0)), float(tol.get("atol", 0.0))
     if not values_agree(recorded.get("observed_gradient"), replayed.get("observed_gradient"), rtol, atol):
-        differences.append(Message("observed_gradient: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, "
-                                   "atol={atol:g})", recorded=recorded.get("observed_gradient"),
-                                   replayed=replayed.get("observed_gradient"), rtol=rtol, atol=atol))
+        differences.append(
+            Message(
+                "observed_gradient: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
+                recorded=recorded.get("observed_gradient"),
+                replayed=replayed.get("observed_gradient"),
+                rtol=rtol,
+                atol=atol,
+            )
+        )
     old_obs, new_obs = recorded.get("observations") or {}, replayed.get("observations") or {}
     for name in (*AUTOGRAD_OBSERVATIONS, "finite_difference"):
-        o_rtol, o_atol = (float(fd.get("rtol", 0)), float(fd.get("atol", 0))) if name == "finite_difference" \
-            else (rtol, atol)
+        o_rtol, o_atol = (
+            (float(fd.get("rtol", 0)), float(fd.get("atol", 0))) if name == "finite_difference" else (rtol, atol)
+        )
         old_grads = (old_obs.get(name) or {}).get("gradients") or {}
         new_grads = (new_obs.get(name) or {}).get("gradients") or {}
         for input_name in sorted(set(old_grads) | set(new_grads)):
             old, new = old_grads.get(input_name) or {}, new_grads.get(input_name) or {}
             where = f"{name}[{input_name}]"
             if not values_agree(old.get("value"), new.get("value"), o_rtol, o_atol):
-                differences.append(Message("{where}: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
-                                           where=where, recorded=old.get("value"), replayed=new.get("value"),
-                                           rtol=o_rtol, atol=o_atol))
+                differences.append(
+                    Message(
+                        "{where}: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
+                        where=where,
+                        recorded=old.get("value"),
+                        replayed=new.get("value"),
+                        rtol=o_rtol,
+                        atol=o_atol,
+                    )
+                )
             for key in ("shape", "dtype") + (("device",) if same_device else ()):
                 if old.get(key) != new.get(key):
-                    differences.append(Message("{where}.{key}: recorded {recorded!r}, replayed {replayed!r}",
-                                               where=where, key=key,
-                                               recorded=old.get(key), replayed=new.get(key)))
+                    differences.append(
+                        Message(
+                            "{where}.{key}: recorded {recorded!r}, replayed {replayed!r}",
+                            where=where,
+                            key=key,
+                            recorded=old.get(key),
+                            replayed=new.get(key),
+                        )
+                    )
     new_rows = {(r.get("name"), r.get("input")): r for r in replayed.get("comparisons") or []}
     for row in recorded.get("comparisons") or []:
         key = (row.get("name"), row.get("input"))
         new = new_rows.get(key)
         if new is None:
-            differences.append(Message("comparison {name}[{input}] was not produced by the replay",
-                                       name=key[0], input=key[1]))
+            differences.append(
+                Message("comparison {name}[{input}] was not produced by the replay", name=key[0], input=key[1])
+            )
             continue
         if bool(row.get("passed")) != bool(new.get("passed")):
-            differences.append(Message("comparison {name}[{input}]: recorded passed={recorded}, replayed passed={replayed}",
-                                       name=key[0], input=key[1], recorded=row.get("passed"), replayed=new.get("passed")))
+            differences.append(
+                Message(
+                    "comparison {name}[{input}]: recorded passed={recorded}, replayed passed={replayed}",
+                    name=key[0],
+                    input=key[1],
+                    recorded=row.get("passed"),
+                    replayed=new.get("passed"),
+                )
+            )
         c_rtol, c_atol = float(row.get("rtol", rtol)), float(row.get("atol", atol))
         if not values_agree(row.get("max_abs_err"), new.get("max_abs_err"), c_rtol, c_atol):
-            differences.append(Message("comparison {name}[{input}]: recorded max_abs_err {recorded!r}, replayed {replayed!r}",
-                                       name=key[0], input=key[1], recorded=row.get("max_abs_err"),
-                                       replayed=new.get("max_abs_err")))
+            differences.append(
+                Message(
+                    "comparison {name}[{input}]: recorded max_abs_err {recorded!r}, replayed {replayed!r}",
+                    name=key[0],
+                    input=key[1],
+                    recorded=row.get("max_abs_err"),
+                    replayed=new.get("max_abs_err"),
+                )
+            )
     if bool(recorded.get("passed")) != bool(replayed.get("passed")):
-        differences.append(Message("verdict: recorded passed={recorded}, replayed passed={replayed}",
-                                   recorded=recorded.get("passed"), replayed=replayed.get("passed")))
+        differences.append(
+            Message(
+                "verdict: recorded passed={recorded}, replayed passed={replayed}",
+                recorded=recorded.get("passed"),
+                replayed=replayed.get("passed"),
+            )
+        )
     return differences
 
 
@@ -154,8 +199,11 @@ def is_callable_record(record: dict) -> bool:
     """Whether a record whose function is not an expression was a Python callable's: it holds
     `function_source`, or SymPy's skip for a callable, or its function is a Python qualified name."""
     symbolic = record.get("symbolic") if isinstance(record.get("symbolic"), dict) else {}
-    return isinstance(record.get(FUNCTION_SOURCE), dict) or symbolic.get("reason") == CALLABLE_SYMBOLIC_REASON \
+    return (
+        isinstance(record.get(FUNCTION_SOURCE), dict)
+        or symbolic.get("reason") == CALLABLE_SYMBOLIC_REASON
         or bool(_QUALNAME.match(str(record.get("function", ""))))
+    )
 
 
 def callable_skip(record: dict) -> dict:
@@ -166,29 +214,49 @@ def callable_skip(record: dict) -> dict:
     source = record.get(FUNCTION_SOURCE)
     differences = []
     if not isinstance(source, dict):
-        reason = Message("cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
-                         "kernel that ran it; this record names it but holds no source (it predates "
-                         "function_source), and replay runs only the expression language, which is parsed, never "
-                         "eval'd: recorded Python is never executed", name=name)
+        reason = Message(
+            "cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
+            "kernel that ran it; this record names it but holds no source (it predates "
+            "function_source), and replay runs only the expression language, which is parsed, never "
+            "eval'd: recorded Python is never executed",
+            name=name,
+        )
         source = None
     elif not isinstance(source.get("text"), str) or not isinstance(source.get("sha256"), str):
-        reason = Message("cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
-                         "kernel that ran it; its source could not be read when it ran ({why}), and replay runs only the "
-                         "expression language, which is parsed, never eval'd: recorded Python is never executed",
-                         name=name, why=str(source.get("reason", "")))
+        reason = Message(
+            "cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
+            "kernel that ran it; its source could not be read when it ran ({why}), and replay runs only the "
+            "expression language, which is parsed, never eval'd: recorded Python is never executed",
+            name=name,
+            why=str(source.get("reason", "")),
+        )
         source = None
     else:
-        reason = Message("cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
-                         "kernel that ran it, and replay runs only the expression language, which is parsed, never "
-                         "eval'd: recorded Python is never executed; its recorded source and SHA-256 are kept to be "
-                         "read", name=name)
+        reason = Message(
+            "cannot be re-run here: the function was a Python callable, {name}, which exists only in the "
+            "kernel that ran it, and replay runs only the expression language, which is parsed, never "
+            "eval'd: recorded Python is never executed; its recorded source and SHA-256 are kept to be "
+            "read",
+            name=name,
+        )
         source = {key: source[key] for key in ("text", "sha256", "truncated_from") if key in source}
         if "truncated_from" not in source and source_hash(source["text"]) != source["sha256"]:
-            differences.append(Message("function_source: the recorded text hashes to {actual}, not to its recorded "
-                                       "sha256 {recorded}: the source was edited after it was recorded",
-                                       actual=source_hash(source["text"]), recorded=source["sha256"]))
-    return {"status": "differs" if differences else "skipped", "differences": differences, "notes": [],
-            "reason": reason, "source": source, "device": None}
+            differences.append(
+                Message(
+                    "function_source: the recorded text hashes to {actual}, not to its recorded "
+                    "sha256 {recorded}: the source was edited after it was recorded",
+                    actual=source_hash(source["text"]),
+                    recorded=source["sha256"],
+                )
+            )
+    return {
+        "status": "differs" if differences else "skipped",
+        "differences": differences,
+        "notes": [],
+        "reason": reason,
+        "source": source,
+        "device": None,
+    }
 
 
 def replay_record(record: dict, *, devices=None) -> dict:
@@ -199,13 +267,22 @@ def replay_record(record: dict, *, devices=None) -> dict:
     except SpecError as exc:
         if exc.field == "function" and is_callable_record(record):
             return callable_skip(record)
-        return {"status": "skipped", "differences": [], "notes": [], "device": None,
-                "reason": Message("cannot be re-run here: {reason}", reason=exc.message)}
+        return {
+            "status": "skipped",
+            "differences": [],
+            "notes": [],
+            "device": None,
+            "reason": Message("cannot be re-run here: {reason}", reason=exc.message),
+        }
     same_device = not notes
     differences = compare_records(record, replayed, same_device=same_device)
     device = "cpu" if notes else recorded_device(record)
-    return {"status": "differs" if differences else "reproduced", "differences": differences,
-            "notes": notes, "device": device}
+    return {
+        "status": "differs" if differences else "reproduced",
+        "differences": differences,
+        "notes": notes,
+        "device": device,
+    }
 
 
 def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> dict:
@@ -224,8 +301,13 @@ def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> d
         data, check_id = entry["data"], entry["check_id"]
         record = data.get("record") if isinstance(data, dict) else None
         if not isinstance(record, dict) or data.get("failed_to_run"):
-            report["skipped"].append({"line": number, "check_id": check_id,
-                                      "reason": Message("the recorded run did not complete (failed to run)")})
+            report["skipped"].append(
+                {
+                    "line": number,
+                    "check_id": check_id,
+                    "reason": Message("the recorded run did not complete (failed to run)"),
+                }
+            )
             continue
         result = replay_record(record, devices=devices)
         for note in result["notes"]:

@@ -23,16 +23,27 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..check.tolerance_fields import refuse_meaningless_rtol
 from ..errors import JustificationRequired, LedgerError, SpecError
 from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
-from .line_format import (GENESIS, GENESIS_LINE_MAX, KINDS, LineError, LineInfo, genesis_entry, genesis_id, jsonable,
-                          make_line, read_entry, read_line)
+from .line_format import (
+    GENESIS,
+    GENESIS_LINE_MAX,
+    KINDS,
+    LineError,
+    LineInfo,
+    genesis_entry,
+    genesis_id,
+    jsonable,
+    make_line,
+    read_entry,
+    read_line,
+)
 from .reader import appended, fd_lines, histories_and_head, known_head, light_entry, light_histories
 from .tail import fsync_folder, now_utc, read_head, seal_torn_tail, write_all
 
@@ -58,7 +69,7 @@ class Ledger:
         self.bind = bind
 
     @classmethod
-    def for_notebook(cls, notebook_path: str | os.PathLike, *, bind: bool = True) -> "Ledger":
+    def for_notebook(cls, notebook_path: str | os.PathLike, *, bind: bool = True) -> Ledger:
         """The ledger beside a notebook; `bind=False` leaves its metadata to the caller."""
         return cls(ledger_path_for(notebook_path), notebook=notebook_path, bind=bind)
 
@@ -66,11 +77,11 @@ class Ledger:
         return f"Ledger({str(self.path)!r})"
 
     # ----------------------------------------------------------------- locking and I/O
-    def locked_fd(self, exclusive: bool) -> "_LockedFd":
+    def locked_fd(self, exclusive: bool) -> _LockedFd:
         """`with` an fd of the ledger under a shared or exclusive lock (None if it does not exist)."""
         return _LockedFd(self.path, exclusive)
 
-    def locked(self) -> "LockedLedger":
+    def locked(self) -> LockedLedger:
         """`with` this ledger under its exclusive lock, for reading a check's history and
         appending what follows from it, with no other writer in between (`run.declare`)."""
         return LockedLedger(self)
@@ -100,8 +111,9 @@ class Ledger:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise LedgerError("cannot read the ledger {path}: {strerror}",
-                              path=self.path, strerror=exc.strerror) from None
+            raise LedgerError(
+                "cannot read the ledger {path}: {strerror}", path=self.path, strerror=exc.strerror
+            ) from None
         return genesis_id(first.rstrip(b"\n"))
 
     # -------------------------------------------------------------------- the head
@@ -127,15 +139,20 @@ class Ledger:
     @staticmethod
     def _check_kind(kind: str, check_id: str | None, data: dict) -> None:
         if kind not in KINDS:
-            raise SpecError("unknown ledger entry kind {kind!r}: one of {choices}",
-                            kind=kind, choices=', '.join(KINDS), field="kind")
+            raise SpecError(
+                "unknown ledger entry kind {kind!r}: one of {choices}",
+                kind=kind,
+                choices=", ".join(KINDS),
+                field="kind",
+            )
         if kind != "note" and not (isinstance(check_id, str) and check_id):
             raise SpecError("a {kind} entry needs a check id", kind=kind, field="check_id")
         if not isinstance(data, dict):
             raise SpecError("ledger entry data must be a JSON object", field="data")
 
-    def _append_locked(self, fd: int, kind: str, check_id: str | None, data: dict,
-                       known: tuple[int, str] | None = None) -> dict:
+    def _append_locked(
+        self, fd: int, kind: str, check_id: str | None, data: dict, known: tuple[int, str] | None = None
+    ) -> dict:
         if known is None:  # else the caller has just read it under this same lock
             known = known_head(fd)  # this process read or wrote every line, and the last is valid
         if known is not None:
@@ -148,8 +165,7 @@ class Ledger:
         opening = b""
         if seq == 0 and prev == GENESIS:  # a new ledger: its genesis entry names it first
             opening, prev = make_line(genesis_entry(time))
-        entry = {"seq": seq + 1, "time": time, "kind": kind, "check_id": check_id,
-                 "data": jsonable(data), "prev": prev}
+        entry = {"seq": seq + 1, "time": time, "kind": kind, "check_id": check_id, "data": jsonable(data), "prev": prev}
         line, digest = make_line(entry)
         write_all(fd, opening + line, self.path)
         if opening:
@@ -172,28 +188,47 @@ class Ledger:
 
     def record_failed_to_run(self, spec_dict: dict, expectation_seq: int, reason: str) -> dict:
         """A run that did not complete (crash, timeout): kept as a failed observation."""
-        data = {"expectation_seq": int(expectation_seq), "failed_to_run": True, "passed": False,
-                "reason": str(reason), "record": spec_dict}
+        data = {
+            "expectation_seq": int(expectation_seq),
+            "failed_to_run": True,
+            "passed": False,
+            "reason": str(reason),
+            "record": spec_dict,
+        }
         return self.append("observation", _check_id_of(spec_dict), data)
 
     def note(self, text: str, check_id: str | None = None, **extra) -> dict:
         """A free-text note, optionally about one check."""
         return self.append("note", check_id, {"text": str(text), **extra})
 
-    def change_tolerance(self, check_id: str, *, rtol=None, atol=None, target: str = "tolerance",
-                         justification: str | None = None, max_rtol: float = DEFAULT_LIMITS.max_rtol) -> dict:
+    def change_tolerance(
+        self,
+        check_id: str,
+        *,
+        rtol=None,
+        atol=None,
+        target: str = "tolerance",
+        justification: str | None = None,
+        max_rtol: float = DEFAULT_LIMITS.max_rtol,
+    ) -> dict:
         """Record a tolerance change; refused (nothing written) without a justification, or when
         the new rtol is `max_rtol` or more (it would check nothing)."""
         if target not in TARGETS:
-            raise SpecError("unknown tolerance target {target!r}: tolerance or finite_difference",
-                            target=target, field="target")
+            raise SpecError(
+                "unknown tolerance target {target!r}: tolerance or finite_difference", target=target, field="target"
+            )
         if rtol is None and atol is None:
             raise SpecError("a tolerance change needs --rtol or --atol", field="rtol")
         for name, value in (("rtol", rtol), ("atol", atol)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not value >= 0 or value == float("inf")):
-                raise SpecError("{name} must be a finite number >= 0, got {value!r}",
-                                name=name, value=value, field=name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not value >= 0
+                or value == float("inf")
+            ):
+                raise SpecError(
+                    "{name} must be a finite number >= 0, got {value!r}", name=name, value=value, field=name
+                )
         if rtol is not None:
             refuse_meaningless_rtol(rtol, "rtol", max_rtol)
         justification = _require_justification(justification)
@@ -203,19 +238,35 @@ class Ledger:
             key = HISTORY_KEY[target]
             old = history[key]
             if old is None:
-                raise SpecError("check {check_id!r} has no recorded {target} tolerance",
-                                check_id=check_id, target=target, field="target")
+                raise SpecError(
+                    "check {check_id!r} has no recorded {target} tolerance",
+                    check_id=check_id,
+                    target=target,
+                    field="target",
+                )
             new = {"rtol": old["rtol"] if rtol is None else rtol, "atol": old["atol"] if atol is None else atol}
             if new == old:
-                raise SpecError("the {target} tolerance of {check_id!r} is already rtol={rtol} atol={atol}: nothing "
-                                "to change",
-                                target=target, check_id=check_id, rtol=old['rtol'], atol=old['atol'], field="rtol")
-            data = {"target": target, "old": old, "new": new, "justification": justification,
-                    **direction(old, new), "after_failure": builder.latest_failed(check_id)}
+                raise SpecError(
+                    "the {target} tolerance of {check_id!r} is already rtol={rtol} atol={atol}: nothing to change",
+                    target=target,
+                    check_id=check_id,
+                    rtol=old["rtol"],
+                    atol=old["atol"],
+                    field="rtol",
+                )
+            data = {
+                "target": target,
+                "old": old,
+                "new": new,
+                "justification": justification,
+                **direction(old, new),
+                "after_failure": builder.latest_failed(check_id),
+            }
             return self._append_locked(fd, "tolerance_change", check_id, data)
 
-    def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
-                           via: str = "change") -> dict:
+    def change_expectation(
+        self, check_id: str, analytical_gradient, *, justification: str | None = None, via: str = "change"
+    ) -> dict:
         """Record a new analytical gradient for a check; refused without a justification."""
         if via == "change":
             justification = _require_justification(justification)
@@ -227,11 +278,19 @@ class Ledger:
         history = _existing_check(builder, check_id, self.path)
         old = history["analytical_gradient"]
         if old == analytical_gradient:
-            raise SpecError("check {check_id!r} already expects {old!r}: nothing to change",
-                            check_id=check_id, old=old,
-                            field="analytical_gradient")
-        data = {"old": old, "new": analytical_gradient, "justification": justification,
-                "after_observation": builder.has_observation(check_id), "via": via}
+            raise SpecError(
+                "check {check_id!r} already expects {old!r}: nothing to change",
+                check_id=check_id,
+                old=old,
+                field="analytical_gradient",
+            )
+        data = {
+            "old": old,
+            "new": analytical_gradient,
+            "justification": justification,
+            "after_observation": builder.has_observation(check_id),
+            "via": via,
+        }
         return self._append_locked(fd, "expectation_change", check_id, data)
 
     # -------------------------------------------------------------------- reading
@@ -310,8 +369,9 @@ class _LockedFd:
                 raise LedgerError("cannot create the ledger {path}: its folder is missing", path=self.path) from None
             return None
         except OSError as exc:
-            raise LedgerError("cannot open the ledger {path}: {strerror}",
-                              path=self.path, strerror=exc.strerror) from None
+            raise LedgerError(
+                "cannot open the ledger {path}: {strerror}", path=self.path, strerror=exc.strerror
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
         except BaseException:
@@ -335,7 +395,7 @@ class LockedLedger:
         self.fd: int | None = None
         self._head: tuple[int, str] | None = None  # as read with the history, until a write
 
-    def __enter__(self) -> "LockedLedger":
+    def __enter__(self) -> LockedLedger:
         self.fd = self._fd.__enter__()
         return self
 
@@ -349,8 +409,9 @@ class LockedLedger:
         histories, self._head = histories_and_head(self.fd, check_id, copy=copy)
         return histories.get(check_id)
 
-    def change_expectation(self, check_id: str, analytical_gradient, *, justification: str | None = None,
-                           via: str = "change") -> dict:
+    def change_expectation(
+        self, check_id: str, analytical_gradient, *, justification: str | None = None, via: str = "change"
+    ) -> dict:
         """`Ledger.change_expectation` under the lock already held."""
         if via == "change":
             justification = _require_justification(justification)
@@ -375,8 +436,7 @@ def _check_id_of(record: dict) -> str:
 def _require_justification(justification) -> str:
     if not isinstance(justification, str) or not justification.strip():
         raise JustificationRequired(
-            "a written justification is required (--justification TEXT): the change is refused and "
-            "nothing was written",
+            "a written justification is required (--justification TEXT): the change is refused and nothing was written",
             field="justification",
         )
     return justification.strip()
@@ -385,6 +445,11 @@ def _require_justification(justification) -> str:
 def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
     if check_id not in builder.checks:
         known = ", ".join(sorted(builder.checks)) or "none"
-        raise SpecError("no check {check_id!r} in {name} (checks: {known})",
-                        check_id=check_id, name=path.name, known=known, field="check_id")
+        raise SpecError(
+            "no check {check_id!r} in {name} (checks: {known})",
+            check_id=check_id,
+            name=path.name,
+            known=known,
+            field="check_id",
+        )
     return builder.checks[check_id]

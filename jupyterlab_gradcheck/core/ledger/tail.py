@@ -68,7 +68,8 @@ def read_head(fd: int, path: Path) -> tuple[int, str, list[bytes], bytes]:
     if invalid and (not torn or len(invalid) > MAX_SEAL_RUN):
         raise LedgerError(
             "the last line of {name} is not a valid entry and is not a torn write: run `jupyter "
-            "gradcheck verify` on it; appends are refused", name=path.name
+            "gradcheck verify` on it; appends are refused",
+            name=path.name,
         )
     if found is None:
         return 0, GENESIS, invalid, torn
@@ -87,12 +88,19 @@ def seal_torn_tail(fd: int, path: Path, seq: int, prev: str, invalid: list[bytes
             return info.seq, info.hash
     first_number = count_lines(fd) - len(invalid) + 1
     pieces = invalid + ([torn] if torn else [])
-    sealed = [{"line": first_number + i, "bytes": len(raw), "sha256": line_sha(raw)}
-              for i, raw in enumerate(pieces)]
-    note = {"seq": seq + 1, "time": now_utc(), "kind": "note", "check_id": None,
-            "data": {"event": "torn_tail_sealed", "lines": sealed,
-                     "text": "an interrupted write left these bytes; they are kept in place"},
-            "prev": prev}
+    sealed = [{"line": first_number + i, "bytes": len(raw), "sha256": line_sha(raw)} for i, raw in enumerate(pieces)]
+    note = {
+        "seq": seq + 1,
+        "time": now_utc(),
+        "kind": "note",
+        "check_id": None,
+        "data": {
+            "event": "torn_tail_sealed",
+            "lines": sealed,
+            "text": "an interrupted write left these bytes; they are kept in place",
+        },
+        "prev": prev,
+    }
     line, digest = make_line(note)
     write_all(fd, (b"\n" if torn else b"") + line, path)
     return seq + 1, digest

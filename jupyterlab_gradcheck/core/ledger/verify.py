@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..errors import LedgerError, SpecError
 from ..i18n import Message
@@ -31,8 +31,18 @@ from .store import LEDGER_SUFFIX, Ledger
 from .verify_chain import Lines, add_error, drop_internals, hash_in_child, new_report, settle_ok, verify_lines
 from .witness_check import apply_witness, load_witness
 
-__all__ = ["Lines", "discover", "embedded_lines", "ledger_lines", "verify_item", "verify_items", "verify_ledger_file",
-           "verify_lines", "verify_notebook", "verify_path"]
+__all__ = [
+    "Lines",
+    "discover",
+    "embedded_lines",
+    "ledger_lines",
+    "verify_item",
+    "verify_items",
+    "verify_ledger_file",
+    "verify_lines",
+    "verify_notebook",
+    "verify_path",
+]
 
 
 def embedded_lines(meta: dict | None) -> tuple[str, list[tuple[int, bytes, bool]]] | None:
@@ -83,9 +93,17 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False, with_note
         meta = binding_of(document)
         bound = str(meta.get("ledger", "")) if isinstance(meta, dict) else ""
         if bound and "embedded" not in meta and bound != ledger.path.name:
-            add_error(report, None, Message("{name}, beside this ledger, binds {bound} instead: two ledgers for one notebook, "
-                                            "the one it binds hiding this one",
-                                            name=notebook.name, bound=bound), scope="binding")
+            add_error(
+                report,
+                None,
+                Message(
+                    "{name}, beside this ledger, binds {bound} instead: two ledgers for one notebook, "
+                    "the one it binds hiding this one",
+                    name=notebook.name,
+                    bound=bound,
+                ),
+                scope="binding",
+            )
     return judge_binding(report, document, ledger.path.name, ledger.path.name)
 
 
@@ -95,8 +113,12 @@ def _bound_ledger(path: Path, meta: dict | None) -> Path:
     if isinstance(meta, dict) and meta.get("ledger"):
         name = str(meta["ledger"])
         if Path(name).name != name or name in (".", ".."):
-            raise LedgerError("the binding of {name} names {ledger_name!r}, outside the notebook's folder: a "
-                              "submission's ledger sits beside its notebook", name=path.name, ledger_name=name)
+            raise LedgerError(
+                "the binding of {name} names {ledger_name!r}, outside the notebook's folder: a "
+                "submission's ledger sits beside its notebook",
+                name=path.name,
+                ledger_name=name,
+            )
         return path.parent / name
     return path.with_name(path.stem + LEDGER_SUFFIX)
 
@@ -135,24 +157,44 @@ def _refused(path: Path, meta, reason: str) -> dict:
 def _missing(path: Path, document: dict, meta, ledger_path: Path) -> dict:
     """The report of a notebook whose ledger is missing: an error when anything says it had one."""
     report = new_report()
-    report.update(path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0,
-                  ledger_missing=True)
+    report.update(
+        path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0, ledger_missing=True
+    )
     attested = notebook_attestations(document)
     if isinstance(meta, dict):
-        add_error(report, None, Message("the notebook binding names {name}, which is missing",
-                                        name=ledger_path.name), scope="binding")
+        add_error(
+            report,
+            None,
+            Message("the notebook binding names {name}, which is missing", name=ledger_path.name),
+            scope="binding",
+        )
     if attested:
-        add_error(report, None, Message("the notebook's outputs attest {count} entries of {name}, which is missing: the "
-                                        "ledger was deleted",
-                                        count=len(attested), name=ledger_path.name), scope="binding")
+        add_error(
+            report,
+            None,
+            Message(
+                "the notebook's outputs attest {count} entries of {name}, which is missing: the ledger was deleted",
+                count=len(attested),
+                name=ledger_path.name,
+            ),
+            scope="binding",
+        )
     elif calls_the_checker(document):
-        add_error(report, None, Message("the notebook calls the checker, but its ledger {name} is missing: the ledger was "
-                                        "deleted", name=ledger_path.name), scope="binding")
+        add_error(
+            report,
+            None,
+            Message(
+                "the notebook calls the checker, but its ledger {name} is missing: the ledger was deleted",
+                name=ledger_path.name,
+            ),
+            scope="binding",
+        )
     if report["errors"]:
         report["binding"] = {"ok": False, "recorded": meta, "found": None, "attested": len(attested)}
     else:
-        report["warnings"].append(Message("{name}: no ledger, no binding and no checker call (no checks recorded)",
-                                          name=path.name))
+        report["warnings"].append(
+            Message("{name}: no ledger, no binding and no checker call (no checks recorded)", name=path.name)
+        )
     settle_ok(report)
     if not report["errors"]:
         report["binding_ok"] = None  # nothing recorded, nothing to bind
@@ -185,12 +227,21 @@ def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
             yield "ledger", ledger
 
 
-def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False, with_notebook: bool = True,
-                witness: dict | None = None) -> dict:
+def verify_item(
+    kind: str,
+    item: Path,
+    replay: bool = False,
+    deep: bool = False,
+    with_notebook: bool = True,
+    witness: dict | None = None,
+) -> dict:
     """The report of one notebook or ledger, with its replay when asked, held against what the
     witness saw when one is given (from `load_witness`)."""
-    report = verify_notebook(item, deep=deep or replay) if kind == "notebook" else \
-        verify_ledger_file(item, deep=deep or replay, with_notebook=with_notebook)
+    report = (
+        verify_notebook(item, deep=deep or replay)
+        if kind == "notebook"
+        else verify_ledger_file(item, deep=deep or replay, with_notebook=with_notebook)
+    )
     if witness is not None:
         apply_witness(report, witness)
     if replay:
@@ -205,8 +256,12 @@ def verify_item(kind: str, item: Path, replay: bool = False, deep: bool = False,
 #: Called with (submissions done, submissions in all) each time one finishes.
 Progress = Callable[[int, int], None]
 #: What the fork server imports once for every replay worker it forks (a failed import is skipped).
-WORKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "jupyterlab_gradcheck.core.check.engine",
-                  "jupyterlab_gradcheck.core.ledger.replay")
+WORKER_PRELOAD = (
+    "torch",
+    "torch.fx.experimental.symbolic_shapes",
+    "jupyterlab_gradcheck.core.check.engine",
+    "jupyterlab_gradcheck.core.ledger.replay",
+)
 
 
 def worker_context():
@@ -226,8 +281,15 @@ def _replay_worker() -> None:
     torch.set_num_threads(1)
 
 
-def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: bool = False,
-                 jobs: int | None = 1, witness: dict | None = None, progress: Progress | None = None) -> list[dict]:
+def verify_items(
+    items: list[tuple[str, Path]],
+    *,
+    replay: bool = False,
+    deep: bool = False,
+    jobs: int | None = 1,
+    witness: dict | None = None,
+    progress: Progress | None = None,
+) -> list[dict]:
     """The report of each `(kind, path)` from `discover`, in order.
 
     With `replay` and several submissions, `jobs` worker processes (None: one per CPU) share
@@ -239,8 +301,10 @@ def verify_items(items: list[tuple[str, Path]], *, replay: bool = False, deep: b
     if replay and workers > 1:
         reports: list = [None] * total
         with ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=_replay_worker) as pool:
-            pending = {pool.submit(verify_item, kind, item, replay, deep, True, witness): index
-                       for index, (kind, item) in enumerate(items)}
+            pending = {
+                pool.submit(verify_item, kind, item, replay, deep, True, witness): index
+                for index, (kind, item) in enumerate(items)
+            }
             for done, future in enumerate(as_completed(pending), start=1):
                 reports[pending[future]] = future.result()
                 if progress is not None:
@@ -258,8 +322,9 @@ def refused_report(kind: str, item: Path, reason: str) -> dict:
     """The report of a file that is not read at all (a server refuses one a link leads outside
     its root): an error naming why, so one such file never hides the rest of a folder."""
     report = new_report()
-    report.update(path=str(item), notebook=str(item) if kind == "notebook" else None, ledger=None,
-                  last_seq=0, refused=True)
+    report.update(
+        path=str(item), notebook=str(item) if kind == "notebook" else None, ledger=None, last_seq=0, refused=True
+    )
     add_error(report, None, reason, scope="path")
     settle_ok(report)
     return report
@@ -277,9 +342,17 @@ def readable_items(path: str | os.PathLike, refused: dict[str, str] | None) -> t
     return items, reports
 
 
-def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = False, jobs: int | None = 1,
-                ledger_only: bool = False, witness: str | None = None, refused: dict[str, str] | None = None,
-                progress: Progress | None = None) -> dict:
+def verify_path(
+    path: str | os.PathLike,
+    *,
+    replay: bool = False,
+    deep: bool = False,
+    jobs: int | None = 1,
+    ledger_only: bool = False,
+    witness: str | None = None,
+    refused: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> dict:
     """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations;
     `ledger_only` verifies one ledger file without the notebook beside it; `witness` (a URL or
     a witness log file) holds each submission against what the witness saw; the files named in
@@ -288,10 +361,13 @@ def verify_path(path: str | os.PathLike, *, replay: bool = False, deep: bool = F
     seen = load_witness(witness) if witness else None
     if ledger_only:
         if not Path(path).is_file() or Path(path).suffix == ".ipynb":
-            raise SpecError("--ledger-only needs a ledger file (.gradcheck.jsonl), got {name}", name=Path(path).name,
-                            field="path")
-        return {"ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
-                "reports": [report]}
+            raise SpecError(
+                "--ledger-only needs a ledger file (.gradcheck.jsonl), got {name}", name=Path(path).name, field="path"
+            )
+        return {
+            "ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
+            "reports": [report],
+        }
     items, refusals = readable_items(path, refused)
     reports = verify_items(items, replay=replay, deep=deep, jobs=jobs, witness=seen, progress=progress) + refusals
     return {"ok": all(r["ok"] for r in reports), "reports": reports}

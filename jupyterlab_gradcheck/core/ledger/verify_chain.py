@@ -12,13 +12,23 @@ not errors. core.ledger.verify adds the notebook binding, files and folders, and
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator
 
 from ..i18n import Message
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
-from .line_format import (GENESIS, GENESIS_EVENT, KINDS, LineError, LineInfo, is_canonical, is_genesis, read_entry,
-                          read_line, stored_hash_ok)
+from .line_format import (
+    GENESIS,
+    GENESIS_EVENT,
+    KINDS,
+    LineError,
+    LineInfo,
+    is_canonical,
+    is_genesis,
+    read_entry,
+    read_line,
+    stored_hash_ok,
+)
 from .reader import light_entry
 from .tail import MAX_SEAL_RUN, line_sha
 
@@ -28,8 +38,18 @@ _BATCH, _AHEAD = 256, 4
 
 
 def new_report() -> dict:
-    return {"ok": True, "entries": 0, "head": GENESIS, "errors": [], "warnings": [],
-            "torn_tail": None, "sealed": [], "flags": [], "binding": None, "ledger_id": None}
+    return {
+        "ok": True,
+        "entries": 0,
+        "head": GENESIS,
+        "errors": [],
+        "warnings": [],
+        "torn_tail": None,
+        "sealed": [],
+        "flags": [],
+        "binding": None,
+        "ledger_id": None,
+    }
 
 
 def drop_internals(report: dict) -> dict:
@@ -91,8 +111,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
             _settle_pending(report, pending, info, number)
             pending = []
         seq = info.seq
-        if seq == 0 and last_hash == GENESIS and not hashes and hash_ok and info.prev == GENESIS \
-                and is_genesis(info):
+        if seq == 0 and last_hash == GENESIS and not hashes and hash_ok and info.prev == GENESIS and is_genesis(info):
             report["ledger_id"] = info.data["ledger_id"]  # the genesis entry opens the ledger
             last_hash = hashes[0] = info.hash
             last_time = times[0] = info.time
@@ -107,8 +126,17 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
         for problem in problems:
             add_error(report, number, problem)
         if info.time < last_time and _earlier_beyond_skew(info.time, last_time):
-            add_error(report, number, Message("entry seq {seq} has the time {time}, before the entry above it ({last_time}): times "
-                                              "were edited or entries reordered", seq=seq, time=info.time, last_time=last_time))
+            add_error(
+                report,
+                number,
+                Message(
+                    "entry seq {seq} has the time {time}, before the entry above it ({last_time}): times "
+                    "were edited or entries reordered",
+                    seq=seq,
+                    time=info.time,
+                    last_time=last_time,
+                ),
+            )
         add(light_entry(info))
         if info.kind == "expectation":
             # A check declared again supersedes its earlier expectation: an expectation
@@ -130,11 +158,19 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     if torn is not None:
         add_error(report, torn["line"], torn["reason"])
     _collect_flags(report, builder, line_of_seq)
-    report["interrupted"] = [{"seq": seq, "line": number, "check_id": check_id}
-                             for seq, (check_id, number) in sorted(awaiting.items())]
+    report["interrupted"] = [
+        {"seq": seq, "line": number, "check_id": check_id} for seq, (check_id, number) in sorted(awaiting.items())
+    ]
     for item in report["interrupted"]:
-        report["warnings"].append(Message("line {line}: the expectation of {check_id!r} (seq {seq}) has no outcome: its run "
-                                          "was interrupted (or is still running)", line=item["line"], check_id=item["check_id"], seq=item["seq"]))
+        report["warnings"].append(
+            Message(
+                "line {line}: the expectation of {check_id!r} (seq {seq}) has no outcome: its run "
+                "was interrupted (or is still running)",
+                line=item["line"],
+                check_id=item["check_id"],
+                seq=item["seq"],
+            )
+        )
     report["head"], report["last_seq"] = last_hash, last_seq
     report["_hashes"] = hashes
     report["_times"] = times
@@ -230,9 +266,18 @@ def _torn_tail(number: int, raw: bytes, last_seq: int, last_hash: str) -> dict:
     except LineError:
         pass
     what = Message("a complete entry missing its line end") if complete_entry else Message("a partly written entry")
-    return {"line": number, "bytes": len(raw), "complete_entry": complete_entry,
-            "reason": Message("torn tail: line {number} ({count} bytes) is {what}, left by an interrupted write; "
-                              "the next append keeps it and seals it", number=number, count=len(raw), what=what)}
+    return {
+        "line": number,
+        "bytes": len(raw),
+        "complete_entry": complete_entry,
+        "reason": Message(
+            "torn tail: line {number} ({count} bytes) is {what}, left by an interrupted write; "
+            "the next append keeps it and seals it",
+            number=number,
+            count=len(raw),
+            what=what,
+        ),
+    }
 
 
 def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) -> None:
@@ -244,18 +289,30 @@ def _settle_pending(report: dict, pending: list, info: LineInfo, number: int) ->
         return
     named = info.data.get("lines") if seal else None
     expected = [{"line": n, "bytes": len(raw), "sha256": line_sha(raw)} for n, raw, _ in pending]
-    torn_like = all(raw[:len(LINE_START)] == LINE_START[:len(raw)] for _n, raw, _reason in pending)
+    torn_like = all(raw[: len(LINE_START)] == LINE_START[: len(raw)] for _n, raw, _reason in pending)
     if named == expected and not torn_like:
         for bad_number, _raw, _reason in pending:
-            add_error(report, bad_number, Message("sealed as a torn write, but these bytes are not the start of an entry "
-                      "(an interrupted append writes a prefix of one): an entry was replaced"))
+            add_error(
+                report,
+                bad_number,
+                Message(
+                    "sealed as a torn write, but these bytes are not the start of an entry "
+                    "(an interrupted append writes a prefix of one): an entry was replaced"
+                ),
+            )
         return
     if named == expected:
-        report["sealed"].extend({"line": item["line"], "bytes": item["bytes"], "sealed_by": number}
-                                for item in expected)
+        report["sealed"].extend(
+            {"line": item["line"], "bytes": item["bytes"], "sealed_by": number} for item in expected
+        )
         report["warnings"].append(
-            Message("line {line}: an interrupted write ({count} bytes) kept in place and sealed by the "
-                    "note on line {number}", line=pending[0][0], count=sum(i["bytes"] for i in expected), number=number)
+            Message(
+                "line {line}: an interrupted write ({count} bytes) kept in place and sealed by the "
+                "note on line {number}",
+                line=pending[0][0],
+                count=sum(i["bytes"] for i in expected),
+                number=number,
+            )
         )
         return
     for bad_number, _raw, reason in pending:
@@ -283,11 +340,17 @@ def _chain_problems(info: LineInfo, last_seq: int, last_hash: str) -> list[str]:
     if not info.hash_ok:
         problems.append(Message("hash mismatch: entry seq {seq} was changed after it was written", seq=info.seq))
     if info.seq != last_seq + 1:
-        problems.append(Message("seq {seq} where {expected} was expected: an entry is missing, repeated or out of "
-                                "order", seq=info.seq, expected=last_seq + 1))
+        problems.append(
+            Message(
+                "seq {seq} where {expected} was expected: an entry is missing, repeated or out of order",
+                seq=info.seq,
+                expected=last_seq + 1,
+            )
+        )
     if info.prev != last_hash:
-        problems.append(Message("prev does not match the hash of the entry before it: lines were removed, "
-                        "inserted or reordered"))
+        problems.append(
+            Message("prev does not match the hash of the entry before it: lines were removed, inserted or reordered")
+        )
     return problems
 
 
@@ -302,8 +365,14 @@ def semantic_problems(info: LineInfo, builder: HistoryBuilder) -> list[str]:
         return [Message("a genesis entry after the first line: only the entry that opens a ledger names it")]
     if kind == "observation":
         if builder.kinds_by_seq.get(info.expectation_seq) != ("expectation", check_id):
-            return [Message("observation of {check_id!r} refers to seq {expectation_seq}, which is not an "
-                            "earlier expectation of that check: the expectation was not written first", check_id=check_id, expectation_seq=info.expectation_seq)]
+            return [
+                Message(
+                    "observation of {check_id!r} refers to seq {expectation_seq}, which is not an "
+                    "earlier expectation of that check: the expectation was not written first",
+                    check_id=check_id,
+                    expectation_seq=info.expectation_seq,
+                )
+            ]
         return []
     if kind == "tolerance_change":
         return _tolerance_change_problems(check_id, data, builder)
@@ -314,10 +383,15 @@ def semantic_problems(info: LineInfo, builder: HistoryBuilder) -> list[str]:
         expected = builder.has_observation(check_id)
         if bool(data.get("after_observation")) != expected:
             recorded = bool(data.get("after_observation"))
-            problems.append(Message("after_observation is recorded as {recorded} but the check had run before it",
-                                    recorded=recorded) if expected else
-                            Message("after_observation is recorded as {recorded} but the check had not run before it",
-                                    recorded=recorded))
+            problems.append(
+                Message(
+                    "after_observation is recorded as {recorded} but the check had run before it", recorded=recorded
+                )
+                if expected
+                else Message(
+                    "after_observation is recorded as {recorded} but the check had not run before it", recorded=recorded
+                )
+            )
         return problems
     return []
 
@@ -336,25 +410,46 @@ def _tolerance_change_problems(check_id: str, data: dict, builder: HistoryBuilde
     if target not in TARGETS or not isinstance(old, dict) or not isinstance(new, dict):
         return problems + ["tolerance change without target, old and new"]
     history = builder.checks.get(check_id)
-    current = None if history is None else history[
-        HISTORY_KEY[target]]
+    current = None if history is None else history[HISTORY_KEY[target]]
     if current != old:
-        problems.append(Message("tolerance change says the old {target} tolerance was {old} but it was {current}", target=target, old=old, current=current))
+        problems.append(
+            Message(
+                "tolerance change says the old {target} tolerance was {old} but it was {current}",
+                target=target,
+                old=old,
+                current=current,
+            )
+        )
     try:
         derived = direction(old, new)
     except (KeyError, TypeError):
         return problems + ["tolerance change with malformed old/new values"]
     for flag in ("widened", "tightened"):
         if bool(data.get(flag)) != derived[flag]:
-            problems.append(Message("{flag} is recorded as {recorded} but old {old} -> new {new} says {derived}", flag=flag,
-                                    recorded=bool(data.get(flag)), old=old, new=new, derived=derived[flag]))
+            problems.append(
+                Message(
+                    "{flag} is recorded as {recorded} but old {old} -> new {new} says {derived}",
+                    flag=flag,
+                    recorded=bool(data.get(flag)),
+                    old=old,
+                    new=new,
+                    derived=derived[flag],
+                )
+            )
     failed = builder.latest_failed(check_id)
     if bool(data.get("after_failure")) != failed:
         recorded = bool(data.get("after_failure"))
-        problems.append(Message("after_failure is recorded as {recorded} but the check's latest observation had "
-                                "failed", recorded=recorded) if failed else
-                        Message("after_failure is recorded as {recorded} but the check's latest observation had not "
-                                "failed", recorded=recorded))
+        problems.append(
+            Message(
+                "after_failure is recorded as {recorded} but the check's latest observation had failed",
+                recorded=recorded,
+            )
+            if failed
+            else Message(
+                "after_failure is recorded as {recorded} but the check's latest observation had not failed",
+                recorded=recorded,
+            )
+        )
     return problems
 
 
@@ -371,11 +466,21 @@ def _deep_problems(raw: bytes, info: LineInfo) -> list[str]:
         if not isinstance(record, dict):
             problems.append(Message("observation without a record"))
         elif not info.failed_to_run and bool(record.get("passed")) != info.passed:
-            problems.append(Message("the observation says passed={passed} but its record says passed={record_passed}",
-                                    passed=info.passed, record_passed=record.get("passed")))
+            problems.append(
+                Message(
+                    "the observation says passed={passed} but its record says passed={record_passed}",
+                    passed=info.passed,
+                    record_passed=record.get("passed"),
+                )
+            )
         elif record.get("id") != info.check_id:
-            problems.append(Message("the observation's record is for {record_id!r}, not {check_id!r}",
-                                    record_id=record.get("id"), check_id=info.check_id))
+            problems.append(
+                Message(
+                    "the observation's record is for {record_id!r}, not {check_id!r}",
+                    record_id=record.get("id"),
+                    check_id=info.check_id,
+                )
+            )
     return problems
 
 
@@ -386,10 +491,20 @@ def _collect_flags(report: dict, builder: HistoryBuilder, line_of_seq: dict[int,
             report["flags"].append({"check_id": check_id, "flag": "widened_after_failure", "seqs": widened})
         revised = [e["seq"] for e in history["expectation_changes"] if e["after_observation"]]
         if revised:
-            report["flags"].append({"check_id": check_id, "flag": "expectation_revised_after_observation",
-                                    "seqs": revised})
+            report["flags"].append(
+                {"check_id": check_id, "flag": "expectation_revised_after_observation", "seqs": revised}
+            )
         for change in history["unjustified_tolerance_changes"]:
             label = "tolerance" if change["target"] == "tolerance" else "finite_difference tolerance"
-            add_error(report, line_of_seq.get(change["seq"]),
-                   Message("the {label} of {check_id!r} changed from {old} to {new} without a justified "
-                           "tolerance_change entry", label=label, check_id=check_id, old=change["old"], new=change["new"]))
+            add_error(
+                report,
+                line_of_seq.get(change["seq"]),
+                Message(
+                    "the {label} of {check_id!r} changed from {old} to {new} without a justified "
+                    "tolerance_change entry",
+                    label=label,
+                    check_id=check_id,
+                    old=change["old"],
+                    new=change["new"],
+                ),
+            )

@@ -39,8 +39,15 @@ def _at(receipt: dict) -> str:
     return Message("seq {seq} (witnessed {time})", seq=receipt.get("seq"), time=receipt.get("time"))
 
 
-def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, ledger_id: str | None,
-                     hashes: dict[int, str] | None, times: dict[int, str] | None) -> dict:
+def witness_findings(
+    receipts: list[dict],
+    *,
+    notebook: str,
+    user: str | None,
+    ledger_id: str | None,
+    hashes: dict[int, str] | None,
+    times: dict[int, str] | None,
+) -> dict:
     """`{"witnessed", "errors", "flags", "seen"}` for one submission.
 
     `notebook` is the submitted notebook's file name; `user` the student when the submission
@@ -57,48 +64,97 @@ def witness_findings(receipts: list[dict], *, notebook: str, user: str | None, l
     ledgered = [r for r in for_notebook if not r.get("private")]
     private = [r for r in for_notebook if r.get("private")]
     if private:
-        flags.append({"flag": "private_runs_witnessed", "count": len(private),
-                      "reason": Message("the witness saw {count} run(s) of {notebook} made without a ledger",
-                                        count=len(private), notebook=notebook)})
+        flags.append(
+            {
+                "flag": "private_runs_witnessed",
+                "count": len(private),
+                "reason": Message(
+                    "the witness saw {count} run(s) of {notebook} made without a ledger",
+                    count=len(private),
+                    notebook=notebook,
+                ),
+            }
+        )
     if hashes is None:
         if ledgered:
             last = ledgered[-1]
-            errors.append(Message("the ledger of {notebook} is missing, but the witness saw it up to {at}: the "
-                                  "ledger was deleted", notebook=notebook, at=_at(last)))
+            errors.append(
+                Message(
+                    "the ledger of {notebook} is missing, but the witness saw it up to {at}: the ledger was deleted",
+                    notebook=notebook,
+                    at=_at(last),
+                )
+            )
         return {"witnessed": bool(ledgered) or None, "errors": errors, "flags": flags, "seen": len(ledgered)}
     if not of_id:
         if ledgered:
             others = sorted({str(r.get("ledger_id")) for r in ledgered})
-            errors.append(Message("the witness never saw ledger {ledger} for {notebook}; it saw {others} up to "
-                                  "{at}: a fresh or swapped ledger", ledger=str(ledger_id)[:12], notebook=notebook,
-                                  others=", ".join(o[:12] for o in others), at=_at(ledgered[-1])))
+            errors.append(
+                Message(
+                    "the witness never saw ledger {ledger} for {notebook}; it saw {others} up to "
+                    "{at}: a fresh or swapped ledger",
+                    ledger=str(ledger_id)[:12],
+                    notebook=notebook,
+                    others=", ".join(o[:12] for o in others),
+                    at=_at(ledgered[-1]),
+                )
+            )
             return {"witnessed": False, "errors": errors, "flags": flags, "seen": len(ledgered)}
         return {"witnessed": False, "errors": [], "flags": flags, "seen": 0}
     newest = ledgered[-1] if ledgered else None
     if newest is not None and newest.get("ledger_id") != ledger_id:
-        errors.append(Message("the witness saw a newer ledger {ledger} of {notebook} at {at}: an older run was "
-                              "swapped in",
-                              ledger=str(newest.get("ledger_id"))[:12], notebook=notebook, at=_at(newest)))
+        errors.append(
+            Message(
+                "the witness saw a newer ledger {ledger} of {notebook} at {at}: an older run was swapped in",
+                ledger=str(newest.get("ledger_id"))[:12],
+                notebook=notebook,
+                at=_at(newest),
+            )
+        )
     for receipt in of_id:
         seq, head = receipt.get("seq"), receipt.get("head")
         found = hashes.get(seq)
         if found is None:
-            errors.append(Message("the ledger has no entry at {at} that the witness saw (head {head}): the ledger "
-                                  "was truncated", at=_at(receipt), head=str(head)[:12]))
+            errors.append(
+                Message(
+                    "the ledger has no entry at {at} that the witness saw (head {head}): the ledger was truncated",
+                    at=_at(receipt),
+                    head=str(head)[:12],
+                )
+            )
         elif found != head:
-            errors.append(Message("the entry at {at} has hash {found}, but the witness saw {head}: the ledger was "
-                                  "rewritten", at=_at(receipt), found=found[:12], head=str(head)[:12]))
+            errors.append(
+                Message(
+                    "the entry at {at} has hash {found}, but the witness saw {head}: the ledger was rewritten",
+                    at=_at(receipt),
+                    found=found[:12],
+                    head=str(head)[:12],
+                )
+            )
         elif times is not None:
             entry, received = parse_time(times.get(seq)), parse_time(receipt.get("time"))
             if entry and received and entry > received + timedelta(seconds=CLOCK_SKEW_SECONDS):
-                errors.append(Message("the entry at {at} claims the time {time}, after the witness received it: its "
-                                      "time was edited", at=_at(receipt), time=times.get(seq)))
+                errors.append(
+                    Message(
+                        "the entry at {at} claims the time {time}, after the witness received it: its time was edited",
+                        at=_at(receipt),
+                        time=times.get(seq),
+                    )
+                )
     last_seen = max((r.get("seq") or 0) for r in of_id)
     unwitnessed = [s for s in hashes if s > last_seen]
     if unwitnessed:
-        flags.append({"flag": "entries_not_witnessed", "count": len(unwitnessed),
-                      "reason": Message("{count} entr(y/ies) after seq {last_seen} were not seen by the witness",
-                                        count=len(unwitnessed), last_seen=last_seen)})
+        flags.append(
+            {
+                "flag": "entries_not_witnessed",
+                "count": len(unwitnessed),
+                "reason": Message(
+                    "{count} entr(y/ies) after seq {last_seen} were not seen by the witness",
+                    count=len(unwitnessed),
+                    last_seen=last_seen,
+                ),
+            }
+        )
     return {"witnessed": not errors, "errors": errors, "flags": flags, "seen": len(of_id)}
 
 
@@ -106,8 +162,9 @@ def load_witness(source: str) -> dict:
     """`{"receipts", "problems", "source"}` from a witness's URL (its `log` route, with the
     token in GRADCHECK_WITNESS_TOKEN) or its log file (checked against the key beside it)."""
     if source.startswith(("http://", "https://")):
-        request = urllib.request.Request(source.rstrip("/") + "/log",
-                                         headers={"Authorization": f"token {os.environ.get(TOKEN_VARIABLE, '')}"})
+        request = urllib.request.Request(
+            source.rstrip("/") + "/log", headers={"Authorization": f"token {os.environ.get(TOKEN_VARIABLE, '')}"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as answer:
                 body = json.loads(answer.read().decode("utf-8"))
@@ -142,9 +199,14 @@ def apply_witness(report: dict, witness: dict) -> None:
     notebook = report.get("notebook")
     name = Path(notebook).name if notebook else notebook_of(Path(str(report.get("ledger") or report["path"])), None)
     missing = report.get("ledger_missing") or report.get("ledger") is None
-    found = witness_findings(witness["receipts"], notebook=name, user=student_of(report["path"]),
-                             ledger_id=report.get("ledger_id"), hashes=None if missing else report.get("_hashes", {}),
-                             times=None if missing else report.get("_times"))
+    found = witness_findings(
+        witness["receipts"],
+        notebook=name,
+        user=student_of(report["path"]),
+        ledger_id=report.get("ledger_id"),
+        hashes=None if missing else report.get("_hashes", {}),
+        times=None if missing else report.get("_times"),
+    )
     for reason in witness["problems"] + found["errors"]:
         add_error(report, None, reason, scope="witness")
     report["witness"] = {"witnessed": found["witnessed"], "seen": found["seen"], "flags": found["flags"]}

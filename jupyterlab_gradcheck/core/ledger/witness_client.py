@@ -105,8 +105,11 @@ class WitnessClient:
 
     def _send(self, report: dict) -> dict:
         request = urllib.request.Request(
-            f"{self.url}/heads", data=json.dumps(report).encode("utf-8"), method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"token {self.token}"})
+            f"{self.url}/heads",
+            data=json.dumps(report).encode("utf-8"),
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"token {self.token}"},
+        )
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
             return json.loads(answer.read().decode("utf-8"))
 
@@ -116,8 +119,13 @@ class WitnessClient:
             return
         self._noted.add(key)
         try:
-            ledger.note("the witness could not be reached; this head is reported when it is back",
-                        event="witness_pending", seq=report.get("seq"), reason=self.last_error, witness=False)
+            ledger.note(
+                "the witness could not be reached; this head is reported when it is back",
+                event="witness_pending",
+                seq=report.get("seq"),
+                reason=self.last_error,
+                witness=False,
+            )
         except Exception:  # noqa: BLE001 - a note that cannot be written must not stop the retries
             pass
 
@@ -159,10 +167,19 @@ def report_entry(ledger, entry: dict, ledger_id: str | None) -> None:
     if target is None:
         return
     path = Path(ledger.path)
-    target.report(str(path.resolve()), {
-        "ledger_id": ledger_id or "legacy:" + path.name, "notebook": notebook_of(path, ledger.notebook),
-        "user": witness_user(), "seq": entry["seq"], "head": entry["hash"], "entry_time": entry["time"],
-        "check_id": entry.get("check_id")}, ledger)
+    target.report(
+        str(path.resolve()),
+        {
+            "ledger_id": ledger_id or "legacy:" + path.name,
+            "notebook": notebook_of(path, ledger.notebook),
+            "user": witness_user(),
+            "seq": entry["seq"],
+            "head": entry["hash"],
+            "entry_time": entry["time"],
+            "check_id": entry.get("check_id"),
+        },
+        ledger,
+    )
 
 
 def report_private(notebook: str | None, check_id: str | None) -> None:
@@ -170,9 +187,18 @@ def report_private(notebook: str | None, check_id: str | None) -> None:
     target = client()
     if target is None:
         return
-    target.report(f"private:{time.monotonic_ns()}", {
-        "private": True, "notebook": Path(notebook).name if notebook else "(no notebook)",
-        "user": witness_user(), "check_id": check_id, "seq": None, "ledger_id": None, "head": None})
+    target.report(
+        f"private:{time.monotonic_ns()}",
+        {
+            "private": True,
+            "notebook": Path(notebook).name if notebook else "(no notebook)",
+            "user": witness_user(),
+            "check_id": check_id,
+            "seq": None,
+            "ledger_id": None,
+            "head": None,
+        },
+    )
 
 
 @atexit.register

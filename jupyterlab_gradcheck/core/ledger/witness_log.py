@@ -49,8 +49,7 @@ def load_or_create_key(path: Path):
     if path.is_file():
         return serialization.load_pem_private_key(path.read_bytes(), password=None)
     key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(pem)
@@ -159,13 +158,15 @@ def read_log(path: str | os.PathLike) -> list[dict]:
                 try:
                     receipts.append(json.loads(line))
                 except ValueError:
-                    raise LedgerError("the witness log {name} line {number} is not JSON",
-                                      name=Path(path).name, number=number) from None
+                    raise LedgerError(
+                        "the witness log {name} line {number} is not JSON", name=Path(path).name, number=number
+                    ) from None
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise LedgerError("cannot read the witness log {name}: {strerror}",
-                          name=Path(path).name, strerror=exc.strerror) from None
+        raise LedgerError(
+            "cannot read the witness log {name}: {strerror}", name=Path(path).name, strerror=exc.strerror
+        ) from None
     return receipts
 
 

@@ -19,10 +19,31 @@ import io
 import json
 
 COLUMNS = (
-    "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
-    "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
-    "failures_kept", "tolerance_edits", "widened_after_failure",
-    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed", "witness_flags",
+    "student",
+    "assignment",
+    "notebook",
+    "check_id",
+    "function",
+    "inputs",
+    "dtype",
+    "device",
+    "analytical",
+    "observed",
+    "max_abs_err",
+    "max_rel_err",
+    "rtol",
+    "atol",
+    "passed",
+    "runs",
+    "failures_kept",
+    "tolerance_edits",
+    "widened_after_failure",
+    "expectation_revised_after_observation",
+    "chain_ok",
+    "binding_ok",
+    "status",
+    "witnessed",
+    "witness_flags",
 )
 #: Added after COLUMNS when the export replayed the observations (`export --replay`).
 REPLAY_COLUMN = "replay_ok"
@@ -138,18 +159,27 @@ def witnessed_of(submission: dict) -> bool | None:
 
 def submission_row(submission: dict) -> dict:
     """The one row of a submission that has no check: who, where, and its status."""
-    return {"student": submission["student"], "assignment": submission["assignment"],
-            "notebook": submission["notebook"] or submission["ledger"], "runs": 0, "failures_kept": 0,
-            "chain_ok": submission["chain_ok"], "binding_ok": submission["binding_ok"],
-            "status": status_of(submission), "witnessed": witnessed_of(submission),
-            "witness_flags": witness_flags_of(submission), REPLAY_COLUMN: submission.get("replay_ok")}
+    return {
+        "student": submission["student"],
+        "assignment": submission["assignment"],
+        "notebook": submission["notebook"] or submission["ledger"],
+        "runs": 0,
+        "failures_kept": 0,
+        "chain_ok": submission["chain_ok"],
+        "binding_ok": submission["binding_ok"],
+        "status": status_of(submission),
+        "witnessed": witnessed_of(submission),
+        "witness_flags": witness_flags_of(submission),
+        REPLAY_COLUMN: submission.get("replay_ok"),
+    }
 
 
 def rows(submissions: list[dict]) -> list[dict]:
     """Every check row of every submission, in submission then ledger order; a submission
     without checks gets one row with its status."""
-    return [row for s in submissions
-            for row in ([check_row(s, h) for h in s["checks"].values()] or [submission_row(s)])]
+    return [
+        row for s in submissions for row in ([check_row(s, h) for h in s["checks"].values()] or [submission_row(s)])
+    ]
 
 
 def to_csv(submissions: list[dict]) -> str:
@@ -157,8 +187,9 @@ def to_csv(submissions: list[dict]) -> str:
     submissions were replayed."""
     replayed = any(s.get("replay_ok") is not None for s in submissions)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS + ((REPLAY_COLUMN,) if replayed else ()),
-                            lineterminator="\n", extrasaction="ignore")
+    writer = csv.DictWriter(
+        buffer, fieldnames=COLUMNS + ((REPLAY_COLUMN,) if replayed else ()), lineterminator="\n", extrasaction="ignore"
+    )
     writer.writeheader()
     for row in rows(submissions):
         writer.writerow({key: cell_text(value) for key, value in row.items()})

@@ -61,31 +61,57 @@ def flags_of(submission: dict) -> list[dict]:
     found = []
     for item in report.get("flags") or []:
         if item["flag"] == WIDENED:
-            text = Message("{flag}: check {check_id!r}: its tolerance was widened right after it failed "
-                           "(ledger seq {seqs})", flag=WIDENED, check_id=item["check_id"], seqs=_seqs(item["seqs"]))
+            text = Message(
+                "{flag}: check {check_id!r}: its tolerance was widened right after it failed (ledger seq {seqs})",
+                flag=WIDENED,
+                check_id=item["check_id"],
+                seqs=_seqs(item["seqs"]),
+            )
         elif item["flag"] == REVISED:
-            text = Message("{flag}: check {check_id!r}: its expectation was revised after it had run "
-                           "(ledger seq {seqs})", flag=REVISED, check_id=item["check_id"], seqs=_seqs(item["seqs"]))
+            text = Message(
+                "{flag}: check {check_id!r}: its expectation was revised after it had run (ledger seq {seqs})",
+                flag=REVISED,
+                check_id=item["check_id"],
+                seqs=_seqs(item["seqs"]),
+            )
         else:
             continue
         found.append({"flag": item["flag"], "check_id": item["check_id"], "text": text})
     for item in (report.get("replay") or {}).get("differs") or []:
-        found.append({"flag": REPLAY_MISMATCH, "check_id": item["check_id"],
-                      "text": Message("{flag}: check {check_id!r}: line {line} did not reproduce: {difference}",
-                                      flag=REPLAY_MISMATCH, check_id=item["check_id"], line=item["line"],
-                                      difference="; ".join(str(d) for d in item["differences"]))})
+        found.append(
+            {
+                "flag": REPLAY_MISMATCH,
+                "check_id": item["check_id"],
+                "text": Message(
+                    "{flag}: check {check_id!r}: line {line} did not reproduce: {difference}",
+                    flag=REPLAY_MISMATCH,
+                    check_id=item["check_id"],
+                    line=item["line"],
+                    difference="; ".join(str(d) for d in item["differences"]),
+                ),
+            }
+        )
     for item in (report.get("witness") or {}).get("flags") or []:
-        found.append({"flag": WITNESS_GAP, "check_id": None,
-                      "text": Message("{flag}: {what} ({count})", flag=WITNESS_GAP, what=item["flag"],
-                                      count=item["count"])})
+        found.append(
+            {
+                "flag": WITNESS_GAP,
+                "check_id": None,
+                "text": Message("{flag}: {what} ({count})", flag=WITNESS_GAP, what=item["flag"], count=item["count"]),
+            }
+        )
     return found
 
 
 def rerun_flags(findings: list[dict]) -> list[dict]:
     """The flags of what the autograder's re-execution found (core.report.rerun_comparison)."""
-    return [{"flag": RERUN_MISMATCH, "check_id": item["check_id"],
-             "text": Message("{flag}: {problem}", flag=RERUN_MISMATCH, problem=item["problem"])}
-            for item in findings]
+    return [
+        {
+            "flag": RERUN_MISMATCH,
+            "check_id": item["check_id"],
+            "text": Message("{flag}: {problem}", flag=RERUN_MISMATCH, problem=item["problem"]),
+        }
+        for item in findings
+    ]
 
 
 def verdict(submission: dict, rubric: Rubric = Rubric(), rerun: list[dict] | None = None) -> dict:
@@ -126,8 +152,14 @@ def verdict_lines(result: dict) -> list[Message]:
     elif result["status"] == "no_checks":
         lines = [Message("gradcheck: the ledger verifies but records no checks")]
     else:
-        lines = [Message("gradcheck: the ledger verifies: checks {checks}, runs {runs}, failures kept {failures}",
-                         checks=result["checks"], runs=result["runs"], failures=result["failures_kept"])]
+        lines = [
+            Message(
+                "gradcheck: the ledger verifies: checks {checks}, runs {runs}, failures kept {failures}",
+                checks=result["checks"],
+                runs=result["runs"],
+                failures=result["failures_kept"],
+            )
+        ]
     lines += [Message("error: {reason}", reason=reason) for reason in result["errors"]]
     lines += [flag["text"] for flag in result["flags"]]
     return lines
@@ -136,9 +168,24 @@ def verdict_lines(result: dict) -> list[Message]:
 #: The columns of the per-submission CSV; `student_id` and `assignment` are named as nbgrader's
 #: `nbgrader export` names them, so the two files join on them directly.
 SUBMISSION_COLUMNS = (
-    "student_id", "assignment", "notebooks", "status", "verified", "chain_ok", "binding_ok", "replay_ok",
-    "checks", "runs", "failures_kept", WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, "errors",
-    "witnessed", "ledger_fraction",
+    "student_id",
+    "assignment",
+    "notebooks",
+    "status",
+    "verified",
+    "chain_ok",
+    "binding_ok",
+    "replay_ok",
+    "checks",
+    "runs",
+    "failures_kept",
+    WIDENED,
+    REVISED,
+    REPLAY_MISMATCH,
+    WITNESS_GAP,
+    "errors",
+    "witnessed",
+    "ledger_fraction",
 )
 
 
@@ -158,23 +205,25 @@ def submission_rows(submissions: list[dict], rubric: Rubric = Rubric()) -> list[
     for (student, assignment), members in groups.items():
         verdicts = [verdict(member, rubric) for member in members]
         counts = {flag: sum(1 for v in verdicts for f in v["flags"] if f["flag"] == flag) for flag in FLAGS}
-        rows.append({
-            "student_id": student,
-            "assignment": assignment,
-            "notebooks": len(members),
-            "status": min((v["status"] for v in verdicts), key=STATUS_ORDER.index),
-            "verified": all(v["verified"] for v in verdicts),
-            "chain_ok": _all(m["chain_ok"] for m in members),
-            "binding_ok": _all(m["binding_ok"] for m in members),
-            "replay_ok": _all(m.get("replay_ok") for m in members),
-            "checks": sum(v["checks"] for v in verdicts),
-            "runs": sum(v["runs"] for v in verdicts),
-            "failures_kept": sum(v["failures_kept"] for v in verdicts),
-            **{flag: counts[flag] for flag in (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP)},
-            "errors": sum(len(v["errors"]) for v in verdicts),
-            "witnessed": _all(witnessed_of(m) for m in members),
-            "ledger_fraction": sum(v["fraction"] for v in verdicts) / len(verdicts),
-        })
+        rows.append(
+            {
+                "student_id": student,
+                "assignment": assignment,
+                "notebooks": len(members),
+                "status": min((v["status"] for v in verdicts), key=STATUS_ORDER.index),
+                "verified": all(v["verified"] for v in verdicts),
+                "chain_ok": _all(m["chain_ok"] for m in members),
+                "binding_ok": _all(m["binding_ok"] for m in members),
+                "replay_ok": _all(m.get("replay_ok") for m in members),
+                "checks": sum(v["checks"] for v in verdicts),
+                "runs": sum(v["runs"] for v in verdicts),
+                "failures_kept": sum(v["failures_kept"] for v in verdicts),
+                **{flag: counts[flag] for flag in (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP)},
+                "errors": sum(len(v["errors"]) for v in verdicts),
+                "witnessed": _all(witnessed_of(m) for m in members),
+                "ledger_fraction": sum(v["fraction"] for v in verdicts) / len(verdicts),
+            }
+        )
     return rows
 
 

@@ -45,15 +45,30 @@ def _status_block(submission: dict) -> str:
     binding_ok = submission["binding_ok"]
     items = []
     chain = _("chain {badge} {entries} entries, head {head}").format(
-        badge=badge("passed" if chain_ok else "failed"), entries=report["entries"],
-        head=f"<code>{escape(report['head'][:16])}</code>")
-    binding = escape(_("binding")) + " " + (badge("passed") if binding_ok else badge("failed") if binding_ok is False
-                            else f'<span class="meta">{escape(_no_binding(submission))}</span>')
+        badge=badge("passed" if chain_ok else "failed"),
+        entries=report["entries"],
+        head=f"<code>{escape(report['head'][:16])}</code>",
+    )
+    binding = (
+        escape(_("binding"))
+        + " "
+        + (
+            badge("passed")
+            if binding_ok
+            else badge("failed")
+            if binding_ok is False
+            else f'<span class="meta">{escape(_no_binding(submission))}</span>'
+        )
+    )
     witness = report.get("witness")
     if witness is not None:
-        binding += f" · {escape(_('witness'))} " + (badge("passed") if witness["witnessed"] else badge("failed")
-                                    if witness["witnessed"] is False and not report["ok"] else
-                                    f'<span class="meta">{escape(_("saw nothing of it"))}</span>')
+        binding += f" · {escape(_('witness'))} " + (
+            badge("passed")
+            if witness["witnessed"]
+            else badge("failed")
+            if witness["witnessed"] is False and not report["ok"]
+            else f'<span class="meta">{escape(_("saw nothing of it"))}</span>'
+        )
     for error in report["errors"]:
         where = _("line {line}: ").format(line=error["line"]) if error.get("line") else ""
         items.append(f"<li>{escape(where + localize(error['reason']))}</li>")
@@ -62,30 +77,43 @@ def _status_block(submission: dict) -> str:
     replay, replayed = report.get("replay"), ""
     if replay is not None:
         replayed = " · " + _("replay {badge} {reproduced} of {observations} observations reproduced").format(
-            badge=badge("passed" if replay["ok"] else "failed"), reproduced=replay["reproduced"],
-            observations=replay["observations"])
+            badge=badge("passed" if replay["ok"] else "failed"),
+            reproduced=replay["reproduced"],
+            observations=replay["observations"],
+        )
         for item in replay["differs"]:
-            items += [f"<li>{escape(_('replay: line {line} ({check_id}): {difference}').format(line=item['line'], check_id=item['check_id'], difference=localize(d)))}</li>"
-                      for d in item["differences"]]
-        items += [f'<li class="meta">{escape(_("replay note: line {line}: {note}").format(line=n["line"], note=localize(n["note"])))}</li>'
-                  for n in replay["notes"]]
-        items += [f'<li class="meta">{escape(_("replay skipped: line {line}: {reason}").format(line=n["line"], reason=localize(n["reason"])))}</li>'
-                  for n in replay["skipped"]]
+            items += [
+                f"<li>{escape(_('replay: line {line} ({check_id}): {difference}').format(line=item['line'], check_id=item['check_id'], difference=localize(d)))}</li>"
+                for d in item["differences"]
+            ]
+        items += [
+            f'<li class="meta">{escape(_("replay note: line {line}: {note}").format(line=n["line"], note=localize(n["note"])))}</li>'
+            for n in replay["notes"]
+        ]
+        items += [
+            f'<li class="meta">{escape(_("replay skipped: line {line}: {reason}").format(line=n["line"], reason=localize(n["reason"])))}</li>'
+            for n in replay["skipped"]
+        ]
     bad = " bad" if not report["ok"] else ""
     listing = f"<ul>{''.join(items)}</ul>" if items else ""
-    return (f'<div class="status{bad}" data-chain-ok="{str(chain_ok).lower()}">{chain} · {binding}{replayed}'
-            f"{listing}</div>")
+    return (
+        f'<div class="status{bad}" data-chain-ok="{str(chain_ok).lower()}">{chain} · {binding}{replayed}{listing}</div>'
+    )
 
 
 def _flags_block(submission: dict) -> str:
-    labels = {"widened_after_failure": N_("tolerance widened after a failure"),
-              "expectation_revised_after_observation": N_("expectation revised after the check ran")}
+    labels = {
+        "widened_after_failure": N_("tolerance widened after a failure"),
+        "expectation_revised_after_observation": N_("expectation revised after the check ran"),
+    }
     flags = submission["verify"].get("flags") or []
     if not flags:
         return ""
-    spans = [f'<span class="flag" data-flag="{escape(f["flag"])}">{escape(f["check_id"])}: '
-             f'{escape(_(labels.get(f["flag"], f["flag"])))} (seq {", ".join(map(str, f["seqs"]))})</span>'
-             for f in flags]
+    spans = [
+        f'<span class="flag" data-flag="{escape(f["flag"])}">{escape(f["check_id"])}: '
+        f"{escape(_(labels.get(f['flag'], f['flag'])))} (seq {', '.join(map(str, f['seqs']))})</span>"
+        for f in flags
+    ]
     return f"<div><b>{escape(_('Flags'))}</b> {''.join(spans)}</div>"
 
 
@@ -98,13 +126,15 @@ def _failures_kept(history: dict) -> str:
         if failure.get("failed_to_run"):
             body = escape(_("failed to run: {reason}").format(reason=localize(str(failure.get("reason") or ""))))
         else:
-            sentences = "".join(f"<li><code>{escape(failure_sentence(f))}</code></li>"
-                                for f in failure.get("failures") or [])
+            sentences = "".join(
+                f"<li><code>{escape(failure_sentence(f))}</code></li>" for f in failure.get("failures") or []
+            )
             # the sweep of the failed run shows whether the step, not the derivation, is at fault
-            body = (f"<ul>{sentences}</ul>" if sentences else "") + diagnosis_block(record) + \
-                step_sweep_block(record)
-        blocks.append(f'<div class="failure-kept" data-seq="{failure["seq"]}"><b>{escape(_("Failure kept"))}</b> '
-                      f'<span class="meta">{title}</span>{body}</div>')
+            body = (f"<ul>{sentences}</ul>" if sentences else "") + diagnosis_block(record) + step_sweep_block(record)
+        blocks.append(
+            f'<div class="failure-kept" data-seq="{failure["seq"]}"><b>{escape(_("Failure kept"))}</b> '
+            f'<span class="meta">{title}</span>{body}</div>'
+        )
     return "".join(blocks)
 
 
@@ -120,23 +150,35 @@ def _check_block(history: dict) -> str:
         shown = record
     order = ""
     if latest is not None:
-        order = '<div class="meta">{}</div>'.format(escape(
-            _("expectation written at seq {expectation_seq}, observation at seq {seq} ({time})").format(
-                expectation_seq=latest["data"].get("expectation_seq"), seq=latest["seq"], time=latest.get("time", ""))))
-    return (f'<div class="check" data-check-id="{escape(history["check_id"])}">'
-            f'<h3>{escape(history["check_id"])}</h3>{order}{record_html(shown, history=history)}'
-            f"{_failures_kept(history)}</div>")
+        order = '<div class="meta">{}</div>'.format(
+            escape(
+                _("expectation written at seq {expectation_seq}, observation at seq {seq} ({time})").format(
+                    expectation_seq=latest["data"].get("expectation_seq"),
+                    seq=latest["seq"],
+                    time=latest.get("time", ""),
+                )
+            )
+        )
+    return (
+        f'<div class="check" data-check-id="{escape(history["check_id"])}">'
+        f"<h3>{escape(history['check_id'])}</h3>{order}{record_html(shown, history=history)}"
+        f"{_failures_kept(history)}</div>"
+    )
 
 
 def _submission_block(submission: dict) -> str:
     who = " / ".join(x for x in (submission["student"], submission["assignment"]) if x)
     name = submission["notebook"] or submission["ledger"]
     title = f"{escape(who)} · {escape(name)}" if who else escape(name)
-    checks = "".join(_check_block(h) for h in submission["checks"].values()) or \
-        f'<p class="meta">{escape(_("no checks recorded"))}</p>'
-    return (f'<section class="submission"><h2>{title}</h2>'
-            f'<div class="meta">{escape(_("ledger {path}").format(path=submission["ledger"]))}</div>'
-            f"{_status_block(submission)}{_flags_block(submission)}{checks}</section>")
+    checks = (
+        "".join(_check_block(h) for h in submission["checks"].values())
+        or f'<p class="meta">{escape(_("no checks recorded"))}</p>'
+    )
+    return (
+        f'<section class="submission"><h2>{title}</h2>'
+        f'<div class="meta">{escape(_("ledger {path}").format(path=submission["ledger"]))}</div>'
+        f"{_status_block(submission)}{_flags_block(submission)}{checks}</section>"
+    )
 
 
 def to_html(submissions: list[dict], *, title: str | None = None, language: str | None = None) -> str:
@@ -145,17 +187,16 @@ def to_html(submissions: list[dict], *, title: str | None = None, language: str 
         return _document(submissions, _("Gradient check report") if title is None else title)
 
 
-
 def _document(submissions: list[dict], title: str) -> str:
     total = sum(len(s["checks"]) for s in submissions)
     trusted = sum(1 for s in submissions if s["chain_ok"] and s["binding_ok"] is not False)
-    body = "".join(_submission_block(s) for s in submissions) or \
-        f"<p>{escape(_('No notebooks or ledgers found.'))}</p>"
-    summary = _("generated {time} · {submissions} submission(s), {checks} check(s), {trusted} with an intact "
-                "ledger").format(time=now_utc(), submissions=len(submissions), checks=total, trusted=trusted)
+    body = "".join(_submission_block(s) for s in submissions) or f"<p>{escape(_('No notebooks or ledgers found.'))}</p>"
+    summary = _(
+        "generated {time} · {submissions} submission(s), {checks} check(s), {trusted} with an intact ledger"
+    ).format(time=now_utc(), submissions=len(submissions), checks=total, trusted=trusted)
     return (
-        f"<!DOCTYPE html>\n<html lang=\"{active_language()}\"><head><meta charset=\"utf-8\">"
+        f'<!DOCTYPE html>\n<html lang="{active_language()}"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_PAGE_STYLE}</style></head><body>"
-        f"<h1>{escape(title)}</h1><div class=\"meta\">{escape(summary)}</div>"
+        f'<h1>{escape(title)}</h1><div class="meta">{escape(summary)}</div>'
         f"{body}</body></html>\n"
     )

@@ -40,15 +40,26 @@ BADGE_COLOURS = {
     "nondeterministic": "var(--jp-warn-color1, #f57c00)",
 }
 #: The words a verdict badge shows; a diagnosis code (probable_bug, kink...) is shown as written.
-VERDICT_WORDS = {"passed": N_("passed"), "agrees": N_("agrees"), "failed": N_("failed"),
-                 "disagrees": N_("disagrees"), "error": N_("error"), "failed to run": N_("failed to run"),
-                 "not run": N_("not run"), "skipped": N_("skipped"),
-                 "crashed": N_("crashed"), "returned": N_("returned")}
+VERDICT_WORDS = {
+    "passed": N_("passed"),
+    "agrees": N_("agrees"),
+    "failed": N_("failed"),
+    "disagrees": N_("disagrees"),
+    "error": N_("error"),
+    "failed to run": N_("failed to run"),
+    "not run": N_("not run"),
+    "skipped": N_("skipped"),
+    "crashed": N_("crashed"),
+    "returned": N_("returned"),
+}
 #: List values longer than this are shown with their first elements and a count.
 MAX_SHOWN_ELEMENTS = 12
 #: Observations shown in the detail table, in the order the engine makes them.
 OBSERVATION_ORDER = (
-    "backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad",
+    "backward_pass_1",
+    "backward_pass_2_accumulated",
+    "after_clear_none",
+    "autograd_grad",
     "finite_difference",
 )
 
@@ -57,16 +68,20 @@ _CELL = f"border:1px solid {BORDER};padding:3px 8px;text-align:left;vertical-ali
 _HEAD = f"{_CELL};background:{HEADER_BACKGROUND};font-weight:600"
 _CODE = f"font-family:{CODE_FONT}"
 META = f"color:{FONT_DIM};font-size:0.9em;margin-left:6px"
-BOX = (f"color:{FONT};background:{BACKGROUND};font-family:var(--jp-ui-font-family, sans-serif);"
-        "font-size:var(--jp-ui-font-size1, 13px);line-height:1.4;overflow-x:auto")
+BOX = (
+    f"color:{FONT};background:{BACKGROUND};font-family:var(--jp-ui-font-family, sans-serif);"
+    "font-size:var(--jp-ui-font-size1, 13px);line-height:1.4;overflow-x:auto"
+)
 
 
 def badge(status: str) -> str:
     """A coloured verdict label: passed, failed, skipped, agrees, disagrees..."""
     colour = BADGE_COLOURS.get(status, BADGE_COLOURS["skipped"])
-    return (f'<span class="jp-gradcheck-badge" data-status="{escape(status)}" style="background:{colour};'
-            f'color:{INVERSE};border-radius:3px;padding:0 6px;font-size:0.85em;font-weight:600;'
-            f'white-space:nowrap">{escape(_(VERDICT_WORDS.get(status, status)).upper())}</span>')
+    return (
+        f'<span class="jp-gradcheck-badge" data-status="{escape(status)}" style="background:{colour};'
+        f"color:{INVERSE};border-radius:3px;padding:0 6px;font-size:0.85em;font-weight:600;"
+        f'white-space:nowrap">{escape(_(VERDICT_WORDS.get(status, status)).upper())}</span>'
+    )
 
 
 def format_value(value) -> str:
@@ -111,15 +126,22 @@ def html_row(cells, head: bool = False, attrs: str = "") -> str:
 
 def html_table(header, rows, css_class: str) -> str:
     body = "".join(rows)
-    return (f'<table class="{css_class}" style="{_TABLE}"><thead>{html_row(header, head=True)}</thead>'
-            f"<tbody>{body}</tbody></table>")
+    return (
+        f'<table class="{css_class}" style="{_TABLE}"><thead>{html_row(header, head=True)}</thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def described(gradient: dict) -> str:
     """An observed value with its shape, dtype and device beside it."""
-    meta = escape(_("shape {shape} · dtype {dtype} · device {device}").format(
-        shape=json.dumps(gradient.get("shape")), dtype=gradient.get("dtype"), device=gradient.get("device")))
-    return f'{html_code(format_value(gradient.get("value")))}<span class="jp-gradcheck-meta" style="{META}">{meta}</span>'
+    meta = escape(
+        _("shape {shape} · dtype {dtype} · device {device}").format(
+            shape=json.dumps(gradient.get("shape")), dtype=gradient.get("dtype"), device=gradient.get("device")
+        )
+    )
+    return (
+        f'{html_code(format_value(gradient.get("value")))}<span class="jp-gradcheck-meta" style="{META}">{meta}</span>'
+    )
 
 
 def observations_table(record: dict) -> str:
@@ -132,24 +154,50 @@ def observations_table(record: dict) -> str:
         observation = observations[name]
         note = localize(observation.get("note") or observation.get("description") or DESCRIPTIONS.get(name, ""))
         if name == "finite_difference":
-            note = _("{scheme} step {step}. {note}").format(scheme=observation.get("scheme", ""),
-                                                            step=observation.get("step"), note=note).strip()
+            note = (
+                _("{scheme} step {step}. {note}")
+                .format(scheme=observation.get("scheme", ""), step=observation.get("step"), note=note)
+                .strip()
+            )
         for input_name, gradient in (observation.get("gradients") or {}).items():
-            rows.append(html_row([
-                html_code(name), html_code(input_name), html_code(format_value(gradient.get("value"))),
-                html_code(json.dumps(gradient.get("shape"))), escape(str(gradient.get("dtype"))),
-                escape(str(gradient.get("device"))), escape(note),
-            ]))
+            rows.append(
+                html_row(
+                    [
+                        html_code(name),
+                        html_code(input_name),
+                        html_code(format_value(gradient.get("value"))),
+                        html_code(json.dumps(gradient.get("shape"))),
+                        escape(str(gradient.get("dtype"))),
+                        escape(str(gradient.get("device"))),
+                        escape(note),
+                    ]
+                )
+            )
     verdict = observations.get("torch_gradcheck")
     if verdict:
-        rows.append(html_row([html_code("torch_gradcheck"), "", badge(verdict.get("status", "skipped")), "",
-                          escape(str(verdict.get("dtype", ""))), escape(str(verdict.get("device", ""))),
-                          escape(localize(verdict.get("reason", "")))]))
+        rows.append(
+            html_row(
+                [
+                    html_code("torch_gradcheck"),
+                    "",
+                    badge(verdict.get("status", "skipped")),
+                    "",
+                    escape(str(verdict.get("dtype", ""))),
+                    escape(str(verdict.get("device", ""))),
+                    escape(localize(verdict.get("reason", ""))),
+                ]
+            )
+        )
     if not rows:
         return ""
-    return html_table([escape(_(h)) for h in (N_("observation"), N_("input"), N_("value"), N_("shape"), N_("dtype"),
-                                          N_("device"), N_("note"))], rows,
-                  "jp-gradcheck-observations")
+    return html_table(
+        [
+            escape(_(h))
+            for h in (N_("observation"), N_("input"), N_("value"), N_("shape"), N_("dtype"), N_("device"), N_("note"))
+        ],
+        rows,
+        "jp-gradcheck-observations",
+    )
 
 
 def comparisons_table(record: dict) -> str:
@@ -161,17 +209,35 @@ def comparisons_table(record: dict) -> str:
     for c in comparisons:
         where = str(c.get("input", ""))
         if "undefined" in c:
-            where += _(" (undefined: output {which})").format(which=c["undefined"]) if c["undefined"] != "all" \
+            where += (
+                _(" (undefined: output {which})").format(which=c["undefined"])
+                if c["undefined"] != "all"
                 else _(" (undefined: every output)")
-        rows.append(html_row([
-            *([html_code(str(c.get("output", "")))] if several else []),
-            html_code(c.get("name", "")), html_code(where),
-            html_code(str(c.get("max_abs_err"))), html_code(str(c.get("max_rel_err"))),
-            html_code(str(c.get("rtol"))), html_code(str(c.get("atol"))),
-            badge("passed" if c.get("passed") else "failed"),
-        ], attrs=f' data-output="{c["output"]}"' if "output" in c else ""))
+            )
+        rows.append(
+            html_row(
+                [
+                    *([html_code(str(c.get("output", "")))] if several else []),
+                    html_code(c.get("name", "")),
+                    html_code(where),
+                    html_code(str(c.get("max_abs_err"))),
+                    html_code(str(c.get("max_rel_err"))),
+                    html_code(str(c.get("rtol"))),
+                    html_code(str(c.get("atol"))),
+                    badge("passed" if c.get("passed") else "failed"),
+                ],
+                attrs=f' data-output="{c["output"]}"' if "output" in c else "",
+            )
+        )
     if not rows:
         return ""
-    header = ([N_("output")] if several else []) + [N_("comparison"), N_("input"), N_("max abs err"),
-                                                     N_("max rel err"), "rtol", "atol", N_("verdict")]
+    header = ([N_("output")] if several else []) + [
+        N_("comparison"),
+        N_("input"),
+        N_("max abs err"),
+        N_("max rel err"),
+        "rtol",
+        "atol",
+        N_("verdict"),
+    ]
     return html_table([escape(_(h)) for h in header], rows, "jp-gradcheck-comparisons")

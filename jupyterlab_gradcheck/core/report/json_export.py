@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 from ..ledger.history import public_history
-from .csv_export import status_of, witnessed_of
 from ..ledger.tail import now_utc
+from .csv_export import status_of, witnessed_of
 
 FORMAT = "jupyterlab-gradcheck-export"
 VERSION = 1

@@ -23,15 +23,15 @@ def export_notebook(notebook_path: str | os.PathLike, out_path: str | os.PathLik
         raise SpecError("--format notebook needs a notebook (.ipynb), got {name}", name=source.name, field="path")
     out = Path(out_path)
     if out.resolve() == source.resolve():
-        raise SpecError("the notebook export must not overwrite the notebook itself: choose another -o",
-                        field="output")
+        raise SpecError("the notebook export must not overwrite the notebook itself: choose another -o", field="output")
     notebook = read_notebook(source)
     meta = notebook.metadata.get(METADATA_KEY)
     ledger_name = meta.get("ledger") if isinstance(meta, dict) and meta.get("ledger") else None
     ledger = Ledger(source.parent / ledger_name) if ledger_name else Ledger.for_notebook(source)
     if not ledger.path.is_file():
-        raise LedgerError("{name} has no ledger ({ledger_name} is missing)",
-                          name=source.name, ledger_name=ledger.path.name)
+        raise LedgerError(
+            "{name} has no ledger ({ledger_name} is missing)", name=source.name, ledger_name=ledger.path.name
+        )
     complete, torn = ledger.raw_lines()
     try:
         lines = [raw.decode("utf-8") for raw in complete]

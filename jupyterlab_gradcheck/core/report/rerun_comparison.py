@@ -32,16 +32,38 @@ def compare_rerun(submitted: dict[str, dict], rerun: dict[str, dict]) -> list[di
     for check_id, again in rerun.items():
         held = submitted.get(check_id)
         if held is None:
-            findings.append({"check_id": check_id, "problem": Message(
-                "the notebook runs check {check_id!r}, which the submitted ledger lacks", check_id=check_id)})
+            findings.append(
+                {
+                    "check_id": check_id,
+                    "problem": Message(
+                        "the notebook runs check {check_id!r}, which the submitted ledger lacks", check_id=check_id
+                    ),
+                }
+            )
             continue
         if _verdict(held) != _verdict(again):
-            findings.append({"check_id": check_id, "problem": Message(
-                "check {check_id!r}: the submitted ledger's latest run {held}, the re-run {again}",
-                check_id=check_id, held=_word(_verdict(held)), again=_word(_verdict(again)))})
+            findings.append(
+                {
+                    "check_id": check_id,
+                    "problem": Message(
+                        "check {check_id!r}: the submitted ledger's latest run {held}, the re-run {again}",
+                        check_id=check_id,
+                        held=_word(_verdict(held)),
+                        again=_word(_verdict(again)),
+                    ),
+                }
+            )
         kept, produced = len(held.get("failures_kept") or []), len(again.get("failures_kept") or [])
         if kept < produced:
-            findings.append({"check_id": check_id, "problem": Message(
-                "check {check_id!r}: the re-run kept {produced} failures, the submitted ledger {kept}",
-                check_id=check_id, produced=produced, kept=kept)})
+            findings.append(
+                {
+                    "check_id": check_id,
+                    "problem": Message(
+                        "check {check_id!r}: the re-run kept {produced} failures, the submitted ledger {kept}",
+                        check_id=check_id,
+                        produced=produced,
+                        kept=kept,
+                    ),
+                }
+            )
     return findings

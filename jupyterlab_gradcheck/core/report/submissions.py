@@ -72,8 +72,14 @@ def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = N
     }
 
 
-def collect(paths, *, replay: bool = False, jobs: int | None = 1, witness: str | None = None,
-            refused: dict[str, str] | None = None) -> list[dict]:
+def collect(
+    paths,
+    *,
+    replay: bool = False,
+    jobs: int | None = 1,
+    witness: str | None = None,
+    refused: dict[str, str] | None = None,
+) -> list[dict]:
     """Every submission under `paths` (files or folders), in a stable order; with `replay`,
     each one's observations are re-run too (in `jobs` worker processes); with `witness` (a URL
     or a log file) each is held against what the witness saw. The files named in `refused` are
@@ -86,5 +92,9 @@ def collect(paths, *, replay: bool = False, jobs: int | None = 1, witness: str |
     readable = [(kind, item) for kind, item, _root in found if str(item) not in refused]
     seen = load_witness(witness) if witness else None
     reports = iter(verify_items(readable, replay=replay, jobs=jobs, witness=seen))
-    return [load(kind, item, refused_report(kind, item, refused[str(item)]) if str(item) in refused
-                 else next(reports), root) for kind, item, root in found]
+    return [
+        load(
+            kind, item, refused_report(kind, item, refused[str(item)]) if str(item) in refused else next(reports), root
+        )
+        for kind, item, root in found
+    ]

@@ -48,9 +48,12 @@ class GradcheckHandler(APIHandler):
         except HTTPError as exc:
             if exc.status_code != 403:
                 raise
-            raise HTTPError(403, "this request carries no token and no XSRF token: send the server's token "
-                            "(Authorization: token ...) or, from a browser, the _xsrf cookie with an "
-                            "X-XSRFToken header") from None
+            raise HTTPError(
+                403,
+                "this request carries no token and no XSRF token: send the server's token "
+                "(Authorization: token ...) or, from a browser, the _xsrf cookie with an "
+                "X-XSRFToken header",
+            ) from None
 
     def reply(self, payload, status: int = 200) -> None:
         self.set_status(status)

@@ -24,9 +24,16 @@ class ToleranceHandler(GradcheckHandler):
     @authorized
     async def post(self):
         body = self.json_body()
-        self.reply(await self.service.change_tolerance(
-            body.get("notebook"), body.get("check_id"), rtol=body.get("rtol"), atol=body.get("atol"),
-            target=body.get("target", "tolerance"), justification=body.get("justification")))
+        self.reply(
+            await self.service.change_tolerance(
+                body.get("notebook"),
+                body.get("check_id"),
+                rtol=body.get("rtol"),
+                atol=body.get("atol"),
+                target=body.get("target", "tolerance"),
+                justification=body.get("justification"),
+            )
+        )
 
 
 class ExpectationHandler(GradcheckHandler):
@@ -36,6 +43,11 @@ class ExpectationHandler(GradcheckHandler):
     @authorized
     async def post(self):
         body = self.json_body()
-        self.reply(await self.service.change_expectation(
-            body.get("notebook"), body.get("check_id"), body.get("analytical_gradient"),
-            justification=body.get("justification")))
+        self.reply(
+            await self.service.change_expectation(
+                body.get("notebook"),
+                body.get("check_id"),
+                body.get("analytical_gradient"),
+                justification=body.get("justification"),
+            )
+        )

@@ -29,8 +29,7 @@ class Product3(torch.autograd.Function):
 
 
 def _point(seed: float) -> dict:
-    return {name: torch.linspace(seed, seed + 1.0, 3, dtype=torch.float64) * (k + 1)
-            for k, name in enumerate("abc")}
+    return {name: torch.linspace(seed, seed + 1.0, 3, dtype=torch.float64) * (k + 1) for k, name in enumerate("abc")}
 
 
 def test_three_inputs_take_their_expectations_from_one_backward():

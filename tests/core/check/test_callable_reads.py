@@ -18,16 +18,20 @@ from jupyterlab_gradcheck.core.errors import SpecError
 def _scaled(k):
     def loss(x):
         return (k * x * x).sum()
+
     return loss
 
 
 def _with_default(default: bool):
     if default:
+
         def loss(x, w=2.0):
             return (w * x).sum()
     else:
+
         def loss(x, w):
             return (w * x).sum()
+
     return loss
 
 
@@ -82,6 +86,7 @@ def test_a_function_defined_again_is_read_again():
     scope: dict = {}
     exec(compile("def f(x):\n    return x\n", "<cell-1>", "exec"), scope)
     import linecache
+
     linecache.cache["<cell-1>"] = (18, None, ["def f(x):\n", "    return x\n"], "<cell-1>")
     first = function_source(scope["f"])
     exec(compile("def f(x):\n    return 2 * x\n", "<cell-2>", "exec"), scope)

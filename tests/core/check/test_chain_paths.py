@@ -13,7 +13,6 @@ from jupyterlab_gradcheck.core.check import diagonal
 from jupyterlab_gradcheck.core.check.chain_paths import chain_possible, refused_by_recorder
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
-
 from support.functions import Cube
 
 W = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3)
@@ -49,6 +48,7 @@ def test_elementwise_operations_and_reductions_are_left_to_the_recorder():
     """Given a chain of elementwise operations spelled as the graph spells them (clamp_min, log1p,
     _to_copy, rsub, where, pow, a full mean scaled by 3), when the graph is read, then x may be a chain,
     and the recorder indeed finds one."""
+
     def f(x):
         y = torch.where(x > 0.5, x, -x).clamp_min(0.1)
         return ((2.0 - torch.log1p(y).to(torch.float32).double()) ** 2).mean() * 3
@@ -87,8 +87,9 @@ def test_a_check_of_a_matrix_function_spends_no_evaluation_on_the_recorder(monke
 
     record = check_callable(f, {"x": x.tolist()}, lambda x: (1 - torch.tanh(x @ W) ** 2) @ W.T)
     looked, looked_info = fd_gradients(f, {"x": x}, torch.ones(()), dtype="float64", scheme="central", step=None)
-    skipped, skipped_info = fd_gradients(f, {"x": x}, torch.ones(()), dtype="float64", scheme="central", step=None,
-                                         chains={"x": False})
+    skipped, skipped_info = fd_gradients(
+        f, {"x": x}, torch.ones(()), dtype="float64", scheme="central", step=None, chains={"x": False}
+    )
 
     assert record["passed"]
     assert len(calls) == 1  # the fd_gradients call above that was allowed to look, not the check's
@@ -101,8 +102,9 @@ def test_a_check_of_an_elementwise_chain_still_takes_the_diagonal_path():
     """Given f(x) = sum(sin(x) * x) on 40 elements, when it is checked,
     then the graph leaves the decision to the recorder, which finds the chain: the diagonal path runs."""
     x = torch.linspace(-2, 2, 40, dtype=torch.float64)
-    record = check_callable(lambda x: (torch.sin(x) * x).sum(), {"x": x.tolist()},
-                            lambda x: torch.cos(x) * x + torch.sin(x))
+    record = check_callable(
+        lambda x: (torch.sin(x) * x).sum(), {"x": x.tolist()}, lambda x: torch.cos(x) * x + torch.sin(x)
+    )
 
     assert record["passed"]
     assert record["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "elementwise then sum"

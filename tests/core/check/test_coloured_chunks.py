@@ -46,8 +46,11 @@ def _estimate(function, scheme: str):
     """(estimates, rounding bound, the input's record) of the coloured path at 100 elements."""
     x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     out = function(x)
-    v = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) if out.dim() \
+    v = (
+        torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        if out.dim()
         else torch.ones((), dtype=torch.float64)
+    )
     rounding = {}
     grads, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None, rounding=rounding)
     return grads["x"], rounding["x"], info["inputs"]["x"]

@@ -12,12 +12,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check import coloured, colouring, finite_difference, sparsity
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
-
-from benchmarks.bench_structure import wrong_at
 
 #: Both paths take central differences at the same steps, so the truncation is the same and they
 #: differ by rounding alone, eps * |f_j| / h ~ 2e-16 / 6e-6 ~ 4e-11 per row for the O(1) values
@@ -45,7 +44,7 @@ def banded_vector(x):
 
 
 def block_diagonal_loss(x):
-    return (torch.softmax(x.reshape(10, -1), dim=1) * WEIGHTS.reshape(10, -1)[:, :x.numel() // 10]).sum()
+    return (torch.softmax(x.reshape(10, -1), dim=1) * WEIGHTS.reshape(10, -1)[:, : x.numel() // 10]).sum()
 
 
 def stencil_mean(x):
@@ -60,20 +59,26 @@ def _both(function, x, v=None):
     return fast["x"], slow["x"], info["inputs"]["x"]
 
 
-@pytest.mark.parametrize(("function", "colours", "body"), [
-    (banded_loss, 2, "the vector entering the final sum"),
-    (banded_vector, 2, "the output"),
-    (block_diagonal_loss, 10, "the vector entering the final sum"),
-    (stencil_mean, 3, "the vector entering the final mean"),
-])
+@pytest.mark.parametrize(
+    ("function", "colours", "body"),
+    [
+        (banded_loss, 2, "the vector entering the final sum"),
+        (banded_vector, 2, "the output"),
+        (block_diagonal_loss, 10, "the vector entering the final sum"),
+        (stencil_mean, 3, "the vector entering the final mean"),
+    ],
+)
 def test_coloured_estimate_equals_the_general_path_element_by_element(function, colours, body):
     """Given a banded, block-diagonal or stencil-then-mean function of 100 elements,
     when its central differences are taken,
     then the coloured path is named with the fewest colours the pattern allows (its widest row)
     and every element equals the general path's estimate up to rounding."""
     x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    v = torch.randn(99, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) \
-        if function is banded_vector else None
+    v = (
+        torch.randn(99, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        if function is banded_vector
+        else None
+    )
     fast, slow, info = _both(function, x, v)
     assert info["structure"] == "coloured"
     assert info["colours"] == colours
@@ -88,8 +93,9 @@ def test_evaluations_grow_with_colours_not_with_n(n):
     when its finite differences are taken,
     then both take the same 5 evaluations (one traced, two colours x two shifts), not 2n."""
     x = torch.linspace(-1.5, 1.5, n, dtype=torch.float64)
-    _, info = fd_gradients(banded_loss, {"x": x}, torch.ones((), dtype=torch.float64), dtype="float64",
-                           scheme="central", step=None)
+    _, info = fd_gradients(
+        banded_loss, {"x": x}, torch.ones((), dtype=torch.float64), dtype="float64", scheme="central", step=None
+    )
     assert info["inputs"]["x"]["structure"] == "coloured"
     assert info["inputs"]["x"]["forward_evaluations"] == 5
 
@@ -130,8 +136,14 @@ def test_a_dense_jacobian_is_refused_with_its_reason_and_the_general_path_runs()
     then the record says the general path ran and why the pattern was not used (dense)."""
     a = torch.randn(40, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     x = torch.randn(40, dtype=torch.float64)
-    _, info = fd_gradients(lambda x: torch.tanh(a @ x), {"x": x}, torch.ones(40, dtype=torch.float64),
-                           dtype="float64", scheme="central", step=None)
+    _, info = fd_gradients(
+        lambda x: torch.tanh(a @ x),
+        {"x": x},
+        torch.ones(40, dtype=torch.float64),
+        dtype="float64",
+        scheme="central",
+        step=None,
+    )
     info = info["inputs"]["x"]
     assert info["structure"] == "general"
     assert "dense" in info["structure_refused"]
@@ -179,8 +191,11 @@ def test_rows_sharing_a_block_are_summed_together_and_give_the_row_by_row_answer
     then the plan groups the body's rows in runs of ten, and both the estimates and the bound equal
     those of the same plan taken row by row up to the order of the additions."""
     x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    v = torch.ones((), dtype=torch.float64) if function is block_diagonal_loss else \
-        torch.randn(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    v = (
+        torch.ones((), dtype=torch.float64)
+        if function is block_diagonal_loss
+        else torch.randn(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    )
     learned = sparsity.learn(function, {"x": x}, "x")
     assert coloured.run_length(*colouring.compact(learned.dependency)) == 10
     grouped, grouped_bound = _with_rounding(function, x, v)
@@ -216,13 +231,16 @@ def test_a_body_that_views_its_input_keeps_each_shift_values_when_evaluated_batc
     assert float(fast[0]) == 0.0 and float((fast[1:] - 1).abs().max()) <= SAME_ESTIMATE
 
 
-@pytest.mark.parametrize(("function", "expected"), [
-    (lambda x: x[1:] * x[:-1], [[j + 1, j] for j in range(5)]),
-    (lambda x: x[:-1] * x[1:], [[j + 1, j] for j in range(5)]),
-    (lambda x: (x[1:] * x[:-1]).flip(0), [[j + 1, j] for j in reversed(range(5))]),
-    (lambda x: (x[1:] * x[:-1])[::2] + x[:-1:2], [[j + 1, j] for j in range(0, 5, 2)]),
-    (lambda x: torch.cat([x[:1] * 2, x[1:] * x[:-1]])[:1], [[0]]),
-])
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        (lambda x: x[1:] * x[:-1], [[j + 1, j] for j in range(5)]),
+        (lambda x: x[:-1] * x[1:], [[j + 1, j] for j in range(5)]),
+        (lambda x: (x[1:] * x[:-1]).flip(0), [[j + 1, j] for j in reversed(range(5))]),
+        (lambda x: (x[1:] * x[:-1])[::2] + x[:-1:2], [[j + 1, j] for j in range(0, 5, 2)]),
+        (lambda x: torch.cat([x[:1] * 2, x[1:] * x[:-1]])[:1], [[0]]),
+    ],
+)
 def test_moved_and_multiplied_slices_give_each_row_its_exact_set(function, expected):
     """Given products of slices of x (6 elements), moved by flips, strided slices and a cat,
     when the sparsity pattern is learned,
@@ -246,8 +264,11 @@ def test_forward_and_richardson_differences_equal_the_general_path(function, sch
     multiple, and after the last shift reused for the differences),
     then every element equals the general path's estimate at the same steps up to rounding."""
     x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    v = torch.randn(99, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) \
-        if function is banded_vector else torch.ones((), dtype=torch.float64)
+    v = (
+        torch.randn(99, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        if function is banded_vector
+        else torch.ones((), dtype=torch.float64)
+    )
     fast, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None)
     slow, _ = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None, structured=False)
     assert info["inputs"]["x"]["structure"] == "coloured"

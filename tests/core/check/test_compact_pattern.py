@@ -20,12 +20,15 @@ def _full(learned):
     return learned.dependency.reshape(-1, learned.dependency.shape[-1])
 
 
-@pytest.mark.parametrize(("function", "repeat"), [
-    (lambda x: (torch.softmax(x.reshape(10, 10), dim=1) * WEIGHTS).sum(), 10),
-    (lambda x: torch.log_softmax(x.reshape(4, 25), dim=1), 25),
-    (lambda x: (x.reshape(20, 5).sum(1, keepdim=True) * WEIGHTS.reshape(20, 5)).sum(), 5),
-    (lambda x: torch.tanh(x[1:] * x[:-1]).sum(), 1),
-])
+@pytest.mark.parametrize(
+    ("function", "repeat"),
+    [
+        (lambda x: (torch.softmax(x.reshape(10, 10), dim=1) * WEIGHTS).sum(), 10),
+        (lambda x: torch.log_softmax(x.reshape(4, 25), dim=1), 25),
+        (lambda x: (x.reshape(20, 5).sum(1, keepdim=True) * WEIGHTS.reshape(20, 5)).sum(), 5),
+        (lambda x: torch.tanh(x[1:] * x[:-1]).sum(), 1),
+    ],
+)
 def test_compact_rows_spell_out_to_the_full_pattern_and_colour_it_alike(function, repeat):
     """Given block-wise bodies (a softmax, a log-softmax, a row's sum broadcast over the row by a product)
     and a band, over 100 elements,
@@ -43,12 +46,15 @@ def test_compact_rows_spell_out_to_the_full_pattern_and_colour_it_alike(function
     assert coloured.run_length(rows, found) == coloured.run_length(full)
 
 
-@pytest.mark.parametrize(("heads", "repeat"), [
-    ([[5, 4], [5, 4], [3, 2]], 2),  # runs of 4 rows would cut the third set's pair: no runs
-    ([[5, 4], [3, 2], [1, 0]], 2),  # each set's own pair of rows
-    ([[5, 4], [5, 4], [3, 2], [3, 2]], 3),  # two sets over six rows each
-    ([[7, 6, 5]], 4),  # one set over every row
-])
+@pytest.mark.parametrize(
+    ("heads", "repeat"),
+    [
+        ([[5, 4], [5, 4], [3, 2]], 2),  # runs of 4 rows would cut the third set's pair: no runs
+        ([[5, 4], [3, 2], [1, 0]], 2),  # each set's own pair of rows
+        ([[5, 4], [5, 4], [3, 2], [3, 2]], 3),  # two sets over six rows each
+        ([[7, 6, 5]], 4),  # one set over every row
+    ],
+)
 def test_runs_found_on_compact_rows_are_those_of_the_rows_spelled_out(heads, repeat):
     """Given compact rows whose sets repeat in ways that do and do not divide the rows into equal runs,
     when the runs of rows sharing one set are looked for on the compact rows,

@@ -16,8 +16,7 @@ from jupyterlab_gradcheck.core.check.comparison import compare
 from jupyterlab_gradcheck.core.check.engine import run_check
 
 NAN, INF = float("nan"), float("inf")
-SPECIAL = [0.0, -0.0, 1.0, -1.0, 6.0, 6.000000000001, 1e-310, -1e-310, 1e308, -1e308, 1e-7, 3.5e-9,
-           NAN, INF, -INF]
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 6.0, 6.000000000001, 1e-310, -1e-310, 1e308, -1e308, 1e-7, 3.5e-9, NAN, INF, -INF]
 #: (rtol, atol) pairs handed to compare: the float64 defaults, exact equality, gradcheck's own,
 #: integer ones and infinite ones. They are inputs under test; every assertion here is exact.
 TOLERANCES = [(1e-7, 1e-10), (0.0, 0.0), (1e-3, 1e-5), (0, 1), (INF, 0.0), (1.0, INF)]
@@ -71,10 +70,14 @@ def test_random_tensors_with_specials_give_the_same_record(shape, dtype):
     for size in shape:
         count *= size
     for _ in range(300):
+
         def draw():
-            values = [rng.choice(SPECIAL) if rng.random() < 0.2 else rng.choice([6.0, rng.uniform(-10, 10)])
-                      for _ in range(count)]
+            values = [
+                rng.choice(SPECIAL) if rng.random() < 0.2 else rng.choice([6.0, rng.uniform(-10, 10)])
+                for _ in range(count)
+            ]
             return torch.tensor(values, dtype=torch.float64).reshape(shape).to(dtype)
+
         rtol, atol = rng.choice(TOLERANCES)
         fast, slow = _both(draw(), draw(), rtol, atol)
         assert fast == slow
@@ -98,8 +101,12 @@ def test_large_complex_sparse_or_integer_tensors_keep_the_torch_path():
     plain values are read from them; given two scalars with a tensor tolerance, or shapes
     [] and [3], then compare takes the torch path and returns its record."""
     big = torch.ones(comparison.SMALL_ELEMENTS + 1, dtype=torch.float64)
-    for tensor in (big, torch.ones(3, dtype=torch.complex128), torch.ones(3, dtype=torch.float64).to_sparse(),
-                   torch.ones(3, dtype=torch.int64)):
+    for tensor in (
+        big,
+        torch.ones(3, dtype=torch.complex128),
+        torch.ones(3, dtype=torch.float64).to_sparse(),
+        torch.ones(3, dtype=torch.int64),
+    ):
         assert comparison.Operand(tensor).values is None
     record = compare("c", "x", big, big * 2, left_label="l", right_label="r", rtol=0.0, atol=0.0)
     assert record["max_abs_err"] == 1.0 and record["worst"]["index"] == [0]
@@ -121,12 +128,15 @@ def test_an_operand_is_read_once_and_flattened_row_major():
     assert record["passed"] is True and record["worst"]["index"] == [0, 0]
 
 
-@pytest.mark.parametrize("record", [
-    {"function": "x*x", "x": 3, "analytical_gradient": 6},
-    {"function": "x*x", "x": 3, "analytical_gradient": 5},
-    {"function": "sum(x*x)", "x": [1.0, 0.0, -3.0], "analytical_gradient": "2*x"},
-    {"function": "sum(x*x)", "x": [1.0, 2.0], "analytical_gradient": [2.0, 5.0], "dtype": "float32"},
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"function": "x*x", "x": 3, "analytical_gradient": 6},
+        {"function": "x*x", "x": 3, "analytical_gradient": 5},
+        {"function": "sum(x*x)", "x": [1.0, 0.0, -3.0], "analytical_gradient": "2*x"},
+        {"function": "sum(x*x)", "x": [1.0, 2.0], "analytical_gradient": [2.0, 5.0], "dtype": "float32"},
+    ],
+)
 def test_a_whole_check_records_the_same_comparisons_on_both_paths(record, monkeypatch):
     """Given the seed check, a wrong derivation, a vector with a zero gradient and a float32
     check, when each runs with the plain-Python path and again with it switched off, then the

@@ -17,13 +17,17 @@ from jupyterlab_gradcheck.core.check.comparison import compare, compare_rows
 from jupyterlab_gradcheck.core.check.engine import run_check
 
 NAN, INF = float("nan"), float("inf")
-SPECIAL = [0.0, -0.0, 1.0, -1.0, 6.0, 6.000000000001, 1e-310, -1e-310, 1e308, -1e308, 1e-7, 3.5e-9,
-           NAN, INF, -INF]
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 6.0, 6.000000000001, 1e-310, -1e-310, 1e308, -1e308, 1e-7, 3.5e-9, NAN, INF, -INF]
 #: (rtol, atol) pairs handed to compare: the float64 defaults, exact equality, gradcheck's own,
 #: integer ones and infinite ones. They are inputs under test; every assertion here is exact.
 TOLERANCES = [(1e-7, 1e-10), (0.0, 0.0), (1e-3, 1e-5), (0, 1), (INF, 0.0), (1.0, INF)]
-NAMES = ["analytical_vs_backward_pass_1", "analytical_vs_autograd_grad", "autograd_vs_finite_difference",
-         "pass_2_vs_twice_pass_1", "after_clear_none_vs_pass_1"]
+NAMES = [
+    "analytical_vs_backward_pass_1",
+    "analytical_vs_autograd_grad",
+    "autograd_vs_finite_difference",
+    "pass_2_vs_twice_pass_1",
+    "after_clear_none_vs_pass_1",
+]
 
 
 def _text(records) -> str:
@@ -47,16 +51,25 @@ def test_stacked_rows_give_the_records_of_separate_comparisons(shape, dtype):
         count *= size
 
     def draw(special=SPECIAL):
-        values = [rng.choice(special) if rng.random() < 0.2 else rng.choice([6.0, rng.uniform(-10, 10)])
-                  for _ in range(count)]
+        values = [
+            rng.choice(special) if rng.random() < 0.2 else rng.choice([6.0, rng.uniform(-10, 10)]) for _ in range(count)
+        ]
         return torch.tensor(values, dtype=torch.float64).reshape(shape).to(dtype)
 
     for _ in range(60):
         requests = []
         for name in NAMES:
             rtol, atol = rng.choice(TOLERANCES)
-            request = dict(name=name, input_name="x", left=draw(), right=draw(), left_label="l",
-                           right_label="r", rtol=rtol, atol=atol)
+            request = dict(
+                name=name,
+                input_name="x",
+                left=draw(),
+                right=draw(),
+                left_label="l",
+                right_label="r",
+                rtol=rtol,
+                atol=atol,
+            )
             if rng.random() < 0.4:
                 request["bound"] = draw([0.0, 1e-9, INF, NAN]).abs().to(torch.float64)
             requests.append(request)
@@ -75,13 +88,32 @@ def test_requests_that_cannot_be_stacked_are_compared_on_their_own_in_order():
     wrong[37] += 1e-3
     requests = [
         dict(name="a", input_name="x", left=wrong, right=big, rtol=1e-7, atol=1e-10),
-        dict(name="b", input_name="x", left=torch.ones(3, dtype=torch.float64), right=torch.ones(3, dtype=torch.float64),
-             rtol=0.0, atol=0.0),
+        dict(
+            name="b",
+            input_name="x",
+            left=torch.ones(3, dtype=torch.float64),
+            right=torch.ones(3, dtype=torch.float64),
+            rtol=0.0,
+            atol=0.0,
+        ),
         dict(name="c", input_name="x", left=big.reshape(10, 10), right=big.reshape(10, 10), rtol=0.0, atol=0.0),
-        dict(name="d", input_name="x", left=big, right=big * 2, rtol=0.0, atol=0.0,
-             bound=torch.full((100,), 1e-12, dtype=torch.float64)),
-        dict(name="e", input_name="z", left=torch.ones(70, dtype=torch.complex128),
-             right=torch.ones(70, dtype=torch.complex128) * 1j, rtol=0.0, atol=0.0),
+        dict(
+            name="d",
+            input_name="x",
+            left=big,
+            right=big * 2,
+            rtol=0.0,
+            atol=0.0,
+            bound=torch.full((100,), 1e-12, dtype=torch.float64),
+        ),
+        dict(
+            name="e",
+            input_name="z",
+            left=torch.ones(70, dtype=torch.complex128),
+            right=torch.ones(70, dtype=torch.complex128) * 1j,
+            rtol=0.0,
+            atol=0.0,
+        ),
         dict(name="f", input_name="x", left=big, right=big, rtol=torch.tensor(1e-7), atol=0.0),
     ]
     for request in requests:
@@ -92,11 +124,20 @@ def test_requests_that_cannot_be_stacked_are_compared_on_their_own_in_order():
     assert together[3]["error_bound"] == {"max": 1e-12, "at_worst": 1e-12}
 
 
-@pytest.mark.parametrize("record,passes", [
-    ({"function": "sum(sin(x))", "x": [0.01 * k for k in range(100)], "analytical_gradient": "cos(x)"}, True),
-    ({"function": "sum(sin(x))", "x": [0.01 * k for k in range(100)], "analytical_gradient": "cos(x) + 1e-6"}, False),
-    ({"function": "sum(x*y)", "x": [0.5] * 80, "y": [2.0] * 80, "analytical_gradient": {"x": "y", "y": "x*0"}}, False),
-])
+@pytest.mark.parametrize(
+    "record,passes",
+    [
+        ({"function": "sum(sin(x))", "x": [0.01 * k for k in range(100)], "analytical_gradient": "cos(x)"}, True),
+        (
+            {"function": "sum(sin(x))", "x": [0.01 * k for k in range(100)], "analytical_gradient": "cos(x) + 1e-6"},
+            False,
+        ),
+        (
+            {"function": "sum(x*y)", "x": [0.5] * 80, "y": [2.0] * 80, "analytical_gradient": {"x": "y", "y": "x*0"}},
+            False,
+        ),
+    ],
+)
 def test_a_whole_check_records_the_same_comparisons_stacked_or_not(record, passes, monkeypatch):
     """Given checks of 100 and 2 x 80 elements (the torch path), a correct one and two with a wrong
     expectation, when each runs with its comparisons stacked and again with stacking switched off,
@@ -109,6 +150,13 @@ def test_a_whole_check_records_the_same_comparisons_stacked_or_not(record, passe
     assert stacked["passed"] is passes
     inputs = [name for name in ("x", "y") if name in record]
     assert [(row["name"], row["input"]) for row in stacked["comparisons"]] == [
-        (name, n) for name in ("analytical_vs_backward_pass_1", "analytical_vs_autograd_grad",
-                               "autograd_vs_finite_difference", "pass_2_vs_twice_pass_1",
-                               "after_clear_none_vs_pass_1") for n in inputs]
+        (name, n)
+        for name in (
+            "analytical_vs_backward_pass_1",
+            "analytical_vs_autograd_grad",
+            "autograd_vs_finite_difference",
+            "pass_2_vs_twice_pass_1",
+            "after_clear_none_vs_pass_1",
+        )
+        for n in inputs
+    ]

@@ -34,8 +34,14 @@ def test_asin_near_its_branch_point_passes_after_re_estimation():
     then it passes, and the record says the default step failed at the first element and
     the re-estimation resolved it (the default estimate alone was off by ~2e-7)."""
     gradient = _expected()
-    record = run_check({"function": lambda x: torch.asin(x), "inputs": {"x": Z}, "dtype": "complex128",
-                        "analytical_gradient": {"x": lambda **_: gradient}})
+    record = run_check(
+        {
+            "function": lambda x: torch.asin(x),
+            "inputs": {"x": Z},
+            "dtype": "complex128",
+            "analytical_gradient": {"x": lambda **_: gradient},
+        }
+    )
     assert record["failures"] == []
     assert _fd_row(record)["passed"] is True
     refinement = record["observations"]["finite_difference"]["refinement"]["x"]
@@ -67,8 +73,14 @@ def test_a_one_element_error_of_1e_4_in_a_complex_backward_is_still_found():
     explain away a real error."""
     leaf = Z.clone().requires_grad_(True)
     (wrong,) = torch.autograd.grad(_WrongAsin.apply(leaf), leaf, torch.ones(3, dtype=torch.complex128))
-    record = run_check({"function": lambda x: _WrongAsin.apply(x), "inputs": {"x": Z}, "dtype": "complex128",
-                        "analytical_gradient": {"x": lambda **_: wrong}})
+    record = run_check(
+        {
+            "function": lambda x: _WrongAsin.apply(x),
+            "inputs": {"x": Z},
+            "dtype": "complex128",
+            "analytical_gradient": {"x": lambda **_: wrong},
+        }
+    )
     row = _fd_row(record)
     assert row["passed"] is False
     assert row["worst"]["flat_index"] == 2

@@ -17,7 +17,6 @@ from jupyterlab_gradcheck.core.check.record_values import shape_of
 from jupyterlab_gradcheck.core.check.spec import parse_spec
 from jupyterlab_gradcheck.core.check.tensors import describe, to_tensor
 from jupyterlab_gradcheck.core.errors import SpecError
-
 from support.complex_functions import SquareForgetsConj
 
 Z = torch.tensor([[1.0 + 2.0j, -0.5 + 0.25j], [3.0 - 1.0j, 0.0 + 1.5j]], dtype=torch.complex128)
@@ -29,8 +28,12 @@ def test_a_complex_value_round_trips_between_tensor_record_and_json():
     then the record's value is {"real", "imag"} of its parts, the tensor comes back bit for bit, and
     its shape is read from the parts; Python complex numbers take the same form."""
     described = describe(Z)
-    assert described == {"value": {"real": [[1.0, -0.5], [3.0, 0.0]], "imag": [[2.0, 0.25], [-1.0, 1.5]]},
-                         "shape": [2, 2], "dtype": "complex128", "device": "cpu"}
+    assert described == {
+        "value": {"real": [[1.0, -0.5], [3.0, 0.0]], "imag": [[2.0, 0.25], [-1.0, 1.5]]},
+        "shape": [2, 2],
+        "dtype": "complex128",
+        "device": "cpu",
+    }
     value = json.loads(json.dumps(described["value"]))
     assert torch.equal(to_tensor(value, "complex128", "cpu"), Z)
     assert shape_of(value, "inputs.z") == [2, 2]
@@ -42,8 +45,10 @@ def test_a_real_tensor_is_described_exactly_as_before():
     """Given a float64 and a float32 tensor, when described, the value is the plain float or nested
     list it always was (old records keep their form)."""
     assert describe(torch.tensor(3.0, dtype=torch.float64))["value"] == 3.0
-    assert describe(torch.tensor([0.1, 2.0], dtype=torch.float32))["value"] == [float(torch.tensor(0.1,
-                                                                                 dtype=torch.float32)), 2.0]
+    assert describe(torch.tensor([0.1, 2.0], dtype=torch.float32))["value"] == [
+        float(torch.tensor(0.1, dtype=torch.float32)),
+        2.0,
+    ]
 
 
 def test_a_real_record_is_unchanged_by_complex_support():
@@ -55,17 +60,22 @@ def test_a_real_record_is_unchanged_by_complex_support():
     assert record["comparisons"][0]["worst"]["left"] == 6.0
 
 
-@pytest.mark.parametrize("value, message", [
-    ({"real": [1.0, 2.0], "imag": [1.0]}, "inputs.z: the real part has shape [2] but the imaginary part has shape [1]"),
-    ({"real": [1.0], "imag": ["a"]}, "inputs.z.imag: expected a number or a list of numbers, found string 'a'"),
-    ({"real": [1.0]}, "inputs.z: expected a number or a list of numbers, found dict"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            {"real": [1.0, 2.0], "imag": [1.0]},
+            "inputs.z: the real part has shape [2] but the imaginary part has shape [1]",
+        ),
+        ({"real": [1.0], "imag": ["a"]}, "inputs.z.imag: expected a number or a list of numbers, found string 'a'"),
+        ({"real": [1.0]}, "inputs.z: expected a number or a list of numbers, found dict"),
+    ],
+)
 def test_a_malformed_complex_value_is_refused_naming_its_part(value, message):
     """Given a complex value whose parts differ in shape, hold a string, or lack the imaginary part,
     when the record is parsed, then the one-line refusal names the field and the part."""
     with pytest.raises(SpecError) as refused:
-        parse_spec({"function": lambda z: z, "inputs": {"z": value}, "analytical_gradient": 1.0,
-                    "dtype": "complex128"})
+        parse_spec({"function": lambda z: z, "inputs": {"z": value}, "analytical_gradient": 1.0, "dtype": "complex128"})
     assert str(refused.value) == message
 
 
@@ -87,15 +97,18 @@ def test_finite_differences_of_a_complex_input_follow_pytorchs_convention():
     v = torch.full(Z.shape, 1.0 - 2.0j, dtype=torch.complex128)
     expected = v * (2 * Z).conj()
     grads, info = fd_gradients(lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central", step=None)
-    general, general_info = fd_gradients(lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central",
-                                         step=None, structured=False)
+    general, general_info = fd_gradients(
+        lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central", step=None, structured=False
+    )
     assert grads["z"].dtype == torch.complex128
     # central differences of a quadratic: no truncation, rounding ~eps |v||z|^2 / h ~ 1e-10
     assert torch.allclose(grads["z"], expected, rtol=0, atol=1e-8)
     assert torch.allclose(general["z"], expected, rtol=0, atol=1e-8)
     assert (info["inputs"]["z"]["structure"], info["inputs"]["z"]["forward_evaluations"]) == ("elementwise", 6)
-    assert (general_info["inputs"]["z"]["structure"], general_info["inputs"]["z"]["forward_evaluations"]) == \
-        ("general", 2 * 2 * Z.numel())
+    assert (general_info["inputs"]["z"]["structure"], general_info["inputs"]["z"]["forward_evaluations"]) == (
+        "general",
+        2 * 2 * Z.numel(),
+    )
     assert info["convention"].startswith("PyTorch's convention")
 
 
@@ -120,7 +133,9 @@ def test_a_real_input_with_a_complex_output_gets_a_real_gradient():
     v = with_complex_kept(torch.full((3,), 1.0 + 1.0j, dtype=torch.complex128), torch.float64)
     grads, info = fd_gradients(lambda x: x * (2 + 3j), {"x": x}, v, dtype="float64", scheme="central", step=None)
     assert grads["x"].dtype == torch.float64
-    assert torch.allclose(grads["x"], torch.full((3,), 5.0, dtype=torch.float64), rtol=0, atol=1e-8)  # linear: rounding only
+    assert torch.allclose(
+        grads["x"], torch.full((3,), 5.0, dtype=torch.float64), rtol=0, atol=1e-8
+    )  # linear: rounding only
     assert "convention" in info
 
 
@@ -167,8 +182,11 @@ def test_the_projected_mode_takes_the_real_loss_of_a_complex_output():
     when it is checked in the projected mode, then the right gradient Re(conj(v)(1 + 2i)) = 3 passes,
     and a backward that forgets the conj (giving -1) fails its projection."""
     r = torch.linspace(0.5, 2.0, 6, dtype=torch.float64).tolist()
-    common = {"inputs": {"r": r}, "grad_output": {"real": [1.0] * 6, "imag": [1.0] * 6},
-              "finite_difference": {"mode": "projected"}}
+    common = {
+        "inputs": {"r": r},
+        "grad_output": {"real": [1.0] * 6, "imag": [1.0] * 6},
+        "finite_difference": {"mode": "projected"},
+    }
     right = run_check({"function": lambda r: r * (1 + 2j), "analytical_gradient": [3.0] * 6, **common})
     assert right["passed"], right["failures"]
     row = next(row for row in right["comparisons"] if row["name"] == "autograd_vs_finite_difference")

@@ -17,7 +17,6 @@ from jupyterlab_gradcheck.core.check import defaults
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
-
 from support.functions import CubeWrongAt
 
 
@@ -41,18 +40,25 @@ def test_elementwise_chain_gives_the_general_estimate_bit_for_bit(scheme):
     v = torch.randn(4, 50, dtype=torch.float64, generator=generator)
     fast, slow, info = _both(lambda x: torch.sin(x) * x + torch.exp(x) / 3, x, scheme, v)
     assert info["structure"] == "elementwise"
-    assert info["forward_evaluations"] == 1 + len({"central": (1, -1), "forward": (1,), "complex_step": (1,),
-                                                   "richardson": (1, -1, 0.5, -0.5)}[scheme])
+    assert info["forward_evaluations"] == 1 + len(
+        {"central": (1, -1), "forward": (1,), "complex_step": (1,), "richardson": (1, -1, 0.5, -0.5)}[scheme]
+    )
     assert torch.equal(fast, slow)
 
 
-@pytest.mark.parametrize(("function", "kind", "derivative"), [
-    (lambda x: torch.sum(torch.tanh(x) ** 2), "elementwise then sum",
-     lambda x: 2 * torch.tanh(x) * (1 - torch.tanh(x) ** 2)),
-    (lambda x: torch.mean(torch.exp(x)), "elementwise then mean", lambda x: torch.exp(x) / x.numel()),
-    (lambda x: 0.5 * (x ** 2).sum(), "elementwise then sum", lambda x: x),
-    (lambda x: -(x ** 3).sum() / 4 + 7.0, "elementwise then sum", lambda x: -3 * x ** 2 / 4),
-])
+@pytest.mark.parametrize(
+    ("function", "kind", "derivative"),
+    [
+        (
+            lambda x: torch.sum(torch.tanh(x) ** 2),
+            "elementwise then sum",
+            lambda x: 2 * torch.tanh(x) * (1 - torch.tanh(x) ** 2),
+        ),
+        (lambda x: torch.mean(torch.exp(x)), "elementwise then mean", lambda x: torch.exp(x) / x.numel()),
+        (lambda x: 0.5 * (x**2).sum(), "elementwise then sum", lambda x: x),
+        (lambda x: -(x**3).sum() / 4 + 7.0, "elementwise then sum", lambda x: -3 * x**2 / 4),
+    ],
+)
 def test_reduction_of_an_elementwise_body_is_estimated_per_element(function, kind, derivative):
     """Given a sum or mean of an elementwise body, possibly scaled and shifted by constants,
     when its central differences are taken over 1000 elements,
@@ -84,18 +90,21 @@ def test_reduction_passes_where_the_general_path_is_precision_limited():
     assert diagonal["finite_difference"]["inputs"]["x"]["structure"] == "elementwise then sum"
 
 
-@pytest.mark.parametrize("function", [
-    lambda x: x * x.sum(),  # every output depends on every input
-    lambda x: torch.cumsum(x, 0),
-    lambda x: x.flip(0) * x,  # a permutation keeps the shape but not the element
-    lambda x: torch.roll(x, 1) + x,
-    lambda x: (x[:, None] + x[None, :]).sum(),  # broadcasting enlarges the body
-    lambda x: x.sum() + (x ** 2).sum(),  # two reductions
-    lambda x: x.sum() * x.sum(),  # the reduced value is not scaled by a constant
-    lambda x: torch.tanh(x).clone().add_(1.0).sum(),  # in-place update
-    lambda x: (x @ x) * x,
-    lambda x: torch.sort(x).values,
-])
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x: x * x.sum(),  # every output depends on every input
+        lambda x: torch.cumsum(x, 0),
+        lambda x: x.flip(0) * x,  # a permutation keeps the shape but not the element
+        lambda x: torch.roll(x, 1) + x,
+        lambda x: (x[:, None] + x[None, :]).sum(),  # broadcasting enlarges the body
+        lambda x: x.sum() + (x**2).sum(),  # two reductions
+        lambda x: x.sum() * x.sum(),  # the reduced value is not scaled by a constant
+        lambda x: torch.tanh(x).clone().add_(1.0).sum(),  # in-place update
+        lambda x: (x @ x) * x,
+        lambda x: torch.sort(x).values,
+    ],
+)
 def test_anything_but_an_elementwise_chain_takes_the_general_path(function):
     """Given a function whose Jacobian is not diagonal (or not provably so),
     when its finite differences are taken,
@@ -157,7 +166,7 @@ class _TanhSquaredSlightlyWrong(torch.autograd.Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         t = torch.tanh(x)
-        slope = 2 * t * (1 - t ** 2)
+        slope = 2 * t * (1 - t**2)
         slope[500] += 3e-8
         return grad * slope
 
@@ -171,8 +180,12 @@ def test_small_bug_in_a_large_sum_is_a_probable_bug_not_rounding():
     have excused the bug as precision_limited."""
     x = torch.linspace(-2.0, 2.0, 1000, dtype=torch.float64)
     t = torch.tanh(x)
-    record = check_callable(lambda x: _TanhSquaredSlightlyWrong.apply(x).sum(), {"x": x.tolist()},
-                            (2 * t * (1 - t ** 2)).tolist(), dtype="float64")
+    record = check_callable(
+        lambda x: _TanhSquaredSlightlyWrong.apply(x).sum(),
+        {"x": x.tolist()},
+        (2 * t * (1 - t**2)).tolist(),
+        dtype="float64",
+    )
     assert record["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "elementwise then sum"
     failure = next(f for f in record["failures"] if f["comparison"] == "autograd_vs_finite_difference")
     assert failure["diagnosis"] == "probable_bug"
@@ -184,8 +197,13 @@ def test_expression_checks_take_the_diagonal_path():
     when the engine runs it,
     then the finite-difference observation names the chain and needed 3 evaluations, and the
     check passes."""
-    record = run_check({"function": "sum(tanh(x)**2)", "x": torch.linspace(-2, 2, 500).tolist(),
-                        "analytical_gradient": "2*tanh(x)*(1-tanh(x)**2)"})
+    record = run_check(
+        {
+            "function": "sum(tanh(x)**2)",
+            "x": torch.linspace(-2, 2, 500).tolist(),
+            "analytical_gradient": "2*tanh(x)*(1-tanh(x)**2)",
+        }
+    )
     observation = record["observations"]["finite_difference"]
     assert observation["inputs"]["x"]["structure"] == "elementwise then sum"
     assert observation["inputs"]["x"]["forward_evaluations"] == 3
@@ -210,11 +228,14 @@ def test_recording_does_not_load_the_compiler():
     assert out.split() == ["elementwise", "then", "sum", "False"]
 
 
-@pytest.mark.parametrize("function", [
-    lambda x: (x > 0).sum(),  # an integer count: no derivative to estimate elementwise
-    lambda x: x.sum().mul(x.sum()),  # the reduced value times a non-constant
-    lambda x: torch.sin(x).sum().clamp(min=0.0),  # a nonlinear step after the reduction
-])
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x: (x > 0).sum(),  # an integer count: no derivative to estimate elementwise
+        lambda x: x.sum().mul(x.sum()),  # the reduced value times a non-constant
+        lambda x: torch.sin(x).sum().clamp(min=0.0),  # a nonlinear step after the reduction
+    ],
+)
 def test_non_chains_after_or_around_a_reduction_fall_back_without_error(function):
     """Given functions that end in a reduction but are not a constant scale or shift of it,
     when their finite differences are taken,
@@ -222,8 +243,9 @@ def test_non_chains_after_or_around_a_reduction_fall_back_without_error(function
     x = torch.linspace(-1.0, 1.0, 20, dtype=torch.float64)
     out = function(x)
     v = torch.ones_like(out, dtype=torch.float64)
-    _, info = fd_gradients(lambda x: function(x).to(torch.float64), {"x": x}, v, dtype="float64",
-                           scheme="central", step=None)
+    _, info = fd_gradients(
+        lambda x: function(x).to(torch.float64), {"x": x}, v, dtype="float64", scheme="central", step=None
+    )
     assert info["inputs"]["x"]["structure"] == "general"
 
 

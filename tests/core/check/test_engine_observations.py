@@ -88,8 +88,7 @@ def test_custom_autograd_function_through_the_python_api():
     when checked through check_callable against 2*x,
     then it fails pointing at index [1] with the hand derivation and finite differences
     agreeing on 4 while autograd says 12; the correct Function passes."""
-    wrong = check_callable(lambda x: _SquareWrongAtOne.apply(x).sum(), {"x": [1.0, 2.0, 3.0]},
-                           grad=lambda x: 2 * x)
+    wrong = check_callable(lambda x: _SquareWrongAtOne.apply(x).sum(), {"x": [1.0, 2.0, 3.0]}, grad=lambda x: 2 * x)
     assert wrong["passed"] is False
     failure = wrong["failure"]
     assert failure["index"] == [1]
@@ -123,11 +122,13 @@ def test_several_inputs_and_non_scalar_output_record_grad_output():
     when it runs with the default grad_output,
     then gradients are reported per input, the grad_output used is ones of the output
     shape, and the expectations written as a mapping pass."""
-    record = run_check({
-        "function": "torch.sin(x)*y",
-        "inputs": {"x": [0.5, 1.0], "y": [2.0, 3.0]},
-        "analytical_gradient": {"x": "torch.cos(x)*y", "y": "torch.sin(x)"},
-    })
+    record = run_check(
+        {
+            "function": "torch.sin(x)*y",
+            "inputs": {"x": [0.5, 1.0], "y": [2.0, 3.0]},
+            "analytical_gradient": {"x": "torch.cos(x)*y", "y": "torch.sin(x)"},
+        }
+    )
     assert record["passed"] is True
     assert record["grad_output_used"]["value"] == [1.0, 1.0]
     assert set(record["observed_gradient"]) == {"x", "y"}
@@ -138,8 +139,14 @@ def test_several_inputs_and_non_scalar_output_record_grad_output():
 def test_every_scheme_agrees_on_a_smooth_function(scheme):
     """Given tanh at 0.3 in float64, when each finite-difference scheme runs with its
     default step, then autograd and the finite difference agree within the default."""
-    record = run_check({"function": "torch.tanh(x)", "x": 0.3, "analytical_gradient": "1 - torch.tanh(x)**2",
-                        "finite_difference": {"scheme": scheme}})
+    record = run_check(
+        {
+            "function": "torch.tanh(x)",
+            "x": 0.3,
+            "analytical_gradient": "1 - torch.tanh(x)**2",
+            "finite_difference": {"scheme": scheme},
+        }
+    )
     assert record["passed"] is True, record["failures"]
     assert record["observations"]["finite_difference"]["scheme"] == scheme
 
@@ -147,8 +154,9 @@ def test_every_scheme_agrees_on_a_smooth_function(scheme):
 def test_adaptive_step_records_its_telemetry():
     """Given log at 2.0 with an adaptive step, when it runs, then the step chosen and the
     candidates that justify it are recorded, and the check passes."""
-    record = run_check({"function": "torch.log(x)", "x": 2.0, "analytical_gradient": "1/x",
-                        "finite_difference": {"step": "adaptive"}})
+    record = run_check(
+        {"function": "torch.log(x)", "x": 2.0, "analytical_gradient": "1/x", "finite_difference": {"step": "adaptive"}}
+    )
     info = record["observations"]["finite_difference"]["inputs"]["x"]
     assert info["step_kind"] == "adaptive"
     telemetry = info["telemetry"]
@@ -193,10 +201,14 @@ def test_a_failing_complex_half_output_is_recorded_not_a_crash():
     when it is checked,
     then the failure is recorded in a completed record (the nondeterminism probe, which compares two
     forward passes, used to raise: torch.equal has no complex-half kernel), and the two passes agree."""
-    record = run_check({"function": lambda z: z.chalf(),
-                        "inputs": {"z": torch.tensor([0.5 + 0.25j], dtype=torch.complex128)},
-                        "dtype": "complex128",
-                        "analytical_gradient": {"z": lambda **_: torch.tensor([1.0 + 0j], dtype=torch.complex128)}})
+    record = run_check(
+        {
+            "function": lambda z: z.chalf(),
+            "inputs": {"z": torch.tensor([0.5 + 0.25j], dtype=torch.complex128)},
+            "dtype": "complex128",
+            "analytical_gradient": {"z": lambda **_: torch.tensor([1.0 + 0j], dtype=torch.complex128)},
+        }
+    )
     assert record["executed"] is True and record["passed"] is False
     assert [f["comparison"] for f in record["failures"]] == ["autograd_vs_finite_difference"]
     assert "not deterministic" not in record["failures"][0]["reason"]

@@ -12,7 +12,6 @@ import torch
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.check.policy import CURRENT
 from jupyterlab_gradcheck.core.ledger.replay import replay_record
-
 from support.checks import check_against_autograd, fd_comparison
 
 
@@ -52,8 +51,10 @@ def test_an_elementwise_chain_counts_each_elements_own_equal_evaluations():
     """Given the same line summed over two elements (the diagonal path: every element shifted at once),
     when it is checked with the correct gradient [1e-7, 1e-7],
     then it passes on that path, each element's bound counting its own equal evaluations."""
-    record = run_check({"function": lambda x: _offset_line(x).sum(), "inputs": {"x": [0.3, 0.5]},
-                        "analytical_gradient": [1e-7, 1e-7]}, sweep=False)
+    record = run_check(
+        {"function": lambda x: _offset_line(x).sum(), "inputs": {"x": [0.3, 0.5]}, "analytical_gradient": [1e-7, 1e-7]},
+        sweep=False,
+    )
     assert record["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "elementwise then sum"
     assert record["passed"] is True
     # the same 1.47e-5 per element as for one element: each body value is about 1e5
@@ -65,8 +66,7 @@ def test_policy_5_still_fails_it_and_its_replay_reproduces_that():
     when it runs and is replayed,
     then it fails as it did (the equal evaluations gave the element a bound of 0, so 1e-7 against a
     finite difference of 0 failed, diagnosed a probable bug), and the replay reproduces that verdict."""
-    record = run_check({"function": "x*1e-7 + 1e5", "x": 0.3, "analytical_gradient": "1e-7", "policy": 5},
-                       sweep=False)
+    record = run_check({"function": "x*1e-7 + 1e5", "x": 0.3, "analytical_gradient": "1e-7", "policy": 5}, sweep=False)
     assert record["policy"] == 5 and record["passed"] is False
     assert record["failure"]["diagnosis"] == "probable_bug"
     assert fd_comparison(record)["error_bound"]["at_worst"] == 0.0
@@ -78,8 +78,9 @@ def test_a_backward_wrong_by_more_than_the_bound_is_still_caught():
     when it is checked with its own backward as the expectation,
     then the check fails at the finite-difference comparison, diagnosed a probable bug: 1e-3 is far
     outside the bound of 1.5e-5 that the equal evaluations allow."""
-    record = run_check({"function": _OffsetLineWrongBackward.apply, "inputs": {"x": 0.3},
-                        "analytical_gradient": 1e-3}, sweep=False)
+    record = run_check(
+        {"function": _OffsetLineWrongBackward.apply, "inputs": {"x": 0.3}, "analytical_gradient": 1e-3}, sweep=False
+    )
     assert record["passed"] is False
     assert record["failure"]["comparison"] == "autograd_vs_finite_difference"
     assert record["failure"]["diagnosis"] == "probable_bug"
@@ -90,6 +91,7 @@ def test_an_output_rounded_to_a_narrower_dtype_keeps_the_policy_5_rule():
     when it is checked under the current policy (6 or later) and 5,
     then the finite-difference comparisons are the same: bfloat16's rounding at a float64 step would
     allow about 10^4, more than any derivative it could check, so equal evaluations still count 0."""
+
     def cast(x):
         return (x.to(torch.bfloat16) * 3).sum()
 
@@ -106,6 +108,7 @@ def test_several_outputs_count_a_row_that_came_out_all_equal():
     then under 6 it passes: x0 moves no output by more than its rounding, so its row of evaluations
     is all equal and all of it counts (about 1.5e-5, from the first output's 1e5); under 5 that row
     counted 0 and the check failed. x1's row, where the second output moved, counts as before."""
+
     def two(x):
         return torch.stack([x[0] * 1e-7 + 1e5, x[1] * 2.0])
 

@@ -12,7 +12,6 @@ import torch
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.check.policy import CURRENT
 from jupyterlab_gradcheck.core.ledger.replay import replay_record
-
 from support.checks import WrongAtOneElement, check_against_autograd, fd_comparison
 
 #: tan near pi/2: f''' ~ 6 / cos^4 is ~1e7 at x = 1.52, so a central difference at the default
@@ -43,8 +42,9 @@ def test_policy_1_fails_the_same_correct_op_and_its_replay_reproduces_that():
     written before policies were versioned) is replayed,
     then policy 1 fails it, diagnosed precision_limited as it always was, and both replays
     reproduce that verdict instead of passing it under the current policy."""
-    record = run_check({"function": "sum(tan(x))", "x": NEAR_POLE, "analytical_gradient": "1/cos(x)**2",
-                        "policy": 1}, sweep=False)
+    record = run_check(
+        {"function": "sum(tan(x))", "x": NEAR_POLE, "analytical_gradient": "1/cos(x)**2", "policy": 1}, sweep=False
+    )
     assert record["policy"] == 1
     assert record["passed"] is False
     assert record["failure"]["diagnosis"] == "precision_limited"
@@ -104,8 +104,16 @@ def test_a_step_that_vanishes_in_rounding_gives_zero_not_nan():
     then the finite difference is exactly 0 (the shifted copies equal x), not the 0/0 of dividing
     by the step taken, and the failure is diagnosed precision_limited, as a step the dtype cannot
     resolve should be."""
-    record = run_check({"function": "x*x", "x": 3.0, "dtype": "float32", "analytical_gradient": "2*x",
-                        "finite_difference": {"step": 1e-7}}, sweep=False)
+    record = run_check(
+        {
+            "function": "x*x",
+            "x": 3.0,
+            "dtype": "float32",
+            "analytical_gradient": "2*x",
+            "finite_difference": {"step": 1e-7},
+        },
+        sweep=False,
+    )
     assert record["observations"]["finite_difference"]["gradients"]["x"]["value"] == 0.0
     assert record["failure"]["diagnosis"] == "precision_limited"
 
@@ -126,7 +134,10 @@ def test_a_policy_2_record_replays_on_the_general_path_it_was_made_on():
     new = check_against_autograd(banded, {"x": x})
     old_fd, new_fd = (r["observations"]["finite_difference"] for r in (old, new))
     assert (old["policy"], old_fd["inputs"]["x"]["structure"], old_fd["inputs"]["x"]["forward_evaluations"]) == (
-        2, "general", 600)
+        2,
+        "general",
+        600,
+    )
     assert (new["policy"], new_fd["inputs"]["x"]["structure"]) == (CURRENT, "coloured")
     assert new_fd["inputs"]["x"]["forward_evaluations"] < 20
     assert old["passed"] and new["passed"]
@@ -134,8 +145,12 @@ def test_a_policy_2_record_replays_on_the_general_path_it_was_made_on():
     # ~eps * |phi| / h ~ 2.2e-16 * 88 / 6e-6 ~ 3e-9 per element (measured 1.2e-9); the coloured path
     # differences each body element alone and rounds 100x less. 2e-8 is still 500x below the 1e-5
     # a real error would have to beat.
-    assert torch.allclose(torch.tensor(old_fd["gradients"]["x"]["value"], dtype=torch.float64),
-                          torch.tensor(new_fd["gradients"]["x"]["value"], dtype=torch.float64), atol=2e-8, rtol=0)
+    assert torch.allclose(
+        torch.tensor(old_fd["gradients"]["x"]["value"], dtype=torch.float64),
+        torch.tensor(new_fd["gradients"]["x"]["value"], dtype=torch.float64),
+        atol=2e-8,
+        rtol=0,
+    )
 
 
 def test_a_small_input_stays_on_the_general_path_without_learning_a_pattern():

@@ -14,9 +14,16 @@ from jupyterlab_gradcheck.core.check.diagnosis import DiagnosisContext, kink_evi
 
 
 def _context(function, x) -> DiagnosisContext:
-    return DiagnosisContext(function=function, fd_values={"x": x}, fd_v=torch.ones(()), dtype="float64",
-                            scheme="central", step=None, fd_tolerance=defaults.fd_tolerance("float64", "central"),
-                            grads={})
+    return DiagnosisContext(
+        function=function,
+        fd_values={"x": x},
+        fd_v=torch.ones(()),
+        dtype="float64",
+        scheme="central",
+        step=None,
+        fd_tolerance=defaults.fd_tolerance("float64", "central"),
+        grads={},
+    )
 
 
 def test_a_linear_op_with_a_large_value_is_not_a_kink():

@@ -9,7 +9,6 @@ from jupyterlab_gradcheck.core.check import defaults, finite_difference
 from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 from jupyterlab_gradcheck.core.errors import SpecError
-
 from support.functions import CubeWrongAt
 
 
@@ -51,8 +50,10 @@ def test_chunk_size_does_not_change_an_estimate(monkeypatch, scheme):
     then every estimate is bit for bit the same (a chunk assembled at a wrong offset would
     put another element's estimate there)."""
     generator = torch.Generator().manual_seed(0)
-    values = {"x": torch.randn(7, 3, dtype=torch.float64, generator=generator),
-              "w": torch.randn(3, dtype=torch.float64, generator=generator)}
+    values = {
+        "x": torch.randn(7, 3, dtype=torch.float64, generator=generator),
+        "w": torch.randn(3, dtype=torch.float64, generator=generator),
+    }
     v = torch.randn(7, 3, dtype=torch.float64, generator=generator)
 
     def function(x, w):
@@ -77,9 +78,14 @@ def test_adaptive_step_counts_rounding_where_phi_is_zero():
     """Given log at x = 1, where phi = log(1) = 0,
     when the adaptive central step is chosen,
     then the estimate of 1/x = 1 is accurate, because the rounding of x + h is counted."""
-    grads, info = fd_gradients(lambda x: torch.log(x), {"x": torch.tensor(1.0, dtype=torch.float64)},
-                               torch.ones((), dtype=torch.float64), dtype="float64", scheme="central",
-                               step="adaptive")
+    grads, info = fd_gradients(
+        lambda x: torch.log(x),
+        {"x": torch.tensor(1.0, dtype=torch.float64)},
+        torch.ones((), dtype=torch.float64),
+        dtype="float64",
+        scheme="central",
+        step="adaptive",
+    )
     # The central floor is eps^(2/3) ~ 4e-11; counting only eps*|phi|/h (zero here) chose a
     # step of 1e-9 whose error was 8e-8.
     assert abs(float(grads["x"]) - 1.0) < 1e-9
@@ -90,8 +96,9 @@ def test_mixed_dtypes_are_refused():
     """Given one float64 and one float32 input, when the verdict is asked, then it refuses with
     a message naming the dtypes, before anything runs."""
     with pytest.raises(SpecError, match="mix dtypes") as caught:
-        numerical_verdict(lambda x, w: x * w, {"x": torch.ones(2, dtype=torch.float64),
-                                               "w": torch.ones(2, dtype=torch.float32)})
+        numerical_verdict(
+            lambda x, w: x * w, {"x": torch.ones(2, dtype=torch.float64), "w": torch.ones(2, dtype=torch.float32)}
+        )
     assert caught.value.field == "inputs"
 
 

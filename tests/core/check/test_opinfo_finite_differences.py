@@ -13,7 +13,6 @@ import torch
 from jupyterlab_gradcheck.core.check import defaults
 from jupyterlab_gradcheck.core.check.finite_difference import Probe, step_vector
 from jupyterlab_gradcheck.core.check.policy import CURRENT
-
 from support.checks import check_against_autograd, fd_comparison
 
 

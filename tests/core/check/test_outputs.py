@@ -12,7 +12,7 @@ from jupyterlab_gradcheck.core.errors import SpecError
 
 
 def sin_and_square(x):
-    return torch.sin(x), x ** 2
+    return torch.sin(x), x**2
 
 
 def test_a_record_with_values_per_output_is_checked_output_by_output():
@@ -21,9 +21,15 @@ def test_a_record_with_values_per_output_is_checked_output_by_output():
     when it runs, then each output is compared with its own values and passes, output 1's
     grad_output_used is 3 everywhere, and each row names its output."""
     x = [0.0, 1.0]
-    record = run_check({"function": sin_and_square, "inputs": {"x": x},
-                        "analytical_gradient": {"outputs": [[1.0, 0.5403023058681398], [0.0, 6.0]]},
-                        "grad_output": [None, 3.0]}, sweep=False)
+    record = run_check(
+        {
+            "function": sin_and_square,
+            "inputs": {"x": x},
+            "analytical_gradient": {"outputs": [[1.0, 0.5403023058681398], [0.0, 6.0]]},
+            "grad_output": [None, 3.0],
+        },
+        sweep=False,
+    )
     assert record["passed"], record["failure"]
     assert record["outputs"][1]["grad_output_used"]["value"] == [3.0, 3.0]
     assert [row["output"] for row in record["comparisons"]] == [0] * 5 + [1] * 5
@@ -49,7 +55,7 @@ def test_the_per_output_form_for_a_one_output_function_is_refused_before_it_runs
     """Given a callable returning one tensor with an expectation per output, the check is refused
     saying to write it as for one output."""
     with pytest.raises(SpecError, match="the function returns one tensor: write its expectation as for one output"):
-        run_check({"function": lambda x: x ** 2, "inputs": {"x": [1.0]}, "analytical_gradient": {"outputs": [2.0]}})
+        run_check({"function": lambda x: x**2, "inputs": {"x": [1.0]}, "analytical_gradient": {"outputs": [2.0]}})
 
 
 def test_a_tuple_function_with_one_plain_expectation_is_refused():
@@ -62,8 +68,14 @@ def test_a_tuple_function_with_one_plain_expectation_is_refused():
 def test_a_ragged_grad_output_is_a_list_per_output_for_a_callable_only():
     """Given a grad_output of entries of different shapes, a callable's record accepts it (one entry
     per output), an expression's refuses it as a value of no shape."""
-    spec = parse_spec({"function": sin_and_square, "inputs": {"x": [1.0, 2.0]},
-                       "analytical_gradient": {"outputs": [None, None]}, "grad_output": [[1.0, 2.0], 3.0]})
+    spec = parse_spec(
+        {
+            "function": sin_and_square,
+            "inputs": {"x": [1.0, 2.0]},
+            "analytical_gradient": {"outputs": [None, None]},
+            "grad_output": [[1.0, 2.0], 3.0],
+        }
+    )
     assert spec.grad_output == [[1.0, 2.0], 3.0]
     with pytest.raises(SpecError):
         parse_spec({"function": "x*x", "x": [1.0, 2.0], "analytical_gradient": "2*x", "grad_output": [[1.0, 2.0], 3.0]})

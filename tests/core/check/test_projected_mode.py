@@ -13,12 +13,11 @@ import math
 import pytest
 import torch
 
+from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check import budget, finite_difference
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
 from jupyterlab_gradcheck.core.check.projected import projected_verdict
 from jupyterlab_gradcheck.core.errors import SpecError
-
-from benchmarks.bench_structure import wrong_at
 
 N = 500
 MATRIX = torch.randn(N, N, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) / math.sqrt(N)
@@ -39,8 +38,10 @@ dense_wrong_at_321 = wrong_at(dense, lambda x, grad: MATRIX.T @ (grad * (1 - tor
 
 def _check(function, **options):
     """The engine's record for `function` at _x() against the true gradient, without the step sweep."""
-    return run_check({"function": function, "inputs": {"x": _x().tolist()}, "analytical_gradient": dense_gradient,
-                      **options}, sweep=False)
+    return run_check(
+        {"function": function, "inputs": {"x": _x().tolist()}, "analytical_gradient": dense_gradient, **options},
+        sweep=False,
+    )
 
 
 def _x():
@@ -117,10 +118,13 @@ def test_the_default_stays_exhaustive_under_a_second():
     assert "mode" not in record["finite_difference"]
 
 
-@pytest.mark.parametrize(("mode", "message"), [
-    ("fast", "finite_difference.mode 'fast' is not one of auto, exhaustive, projected"),
-    (3, "finite_difference.mode 3 is not one of auto, exhaustive, projected"),
-])
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("fast", "finite_difference.mode 'fast' is not one of auto, exhaustive, projected"),
+        (3, "finite_difference.mode 3 is not one of auto, exhaustive, projected"),
+    ],
+)
 def test_a_bad_mode_is_refused_in_one_line_before_anything_runs(mode, message):
     """Given a finite_difference.mode that names no mode,
     when the check is declared,
@@ -143,5 +147,6 @@ def test_projected_mode_with_another_scheme_is_refused():
     when the check is declared,
     then it is refused in one line: the projected mode takes central differences at the default step."""
     with pytest.raises(SpecError, match="^finite_difference.mode projected takes central differences"):
-        check_callable(dense, {"x": [0.0] * 4}, grad=[0.0] * 4,
-                       finite_difference={"mode": "projected", "scheme": "forward"})
+        check_callable(
+            dense, {"x": [0.0] * 4}, grad=[0.0] * 4, finite_difference={"mode": "projected", "scheme": "forward"}
+        )

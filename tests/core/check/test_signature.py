@@ -18,12 +18,12 @@ class Weighted(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w):
         ctx.save_for_backward(x, w)
-        return (x ** 3 * w).sum()
+        return (x**3 * w).sum()
 
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
-        return grad * 3 * x ** 2 * w, None
+        return grad * 3 * x**2 * w, None
 
 
 def test_a_parameter_named_otherwise_is_refused_naming_both_before_any_call():
@@ -35,13 +35,15 @@ def test_a_parameter_named_otherwise_is_refused_naming_both_before_any_call():
 
     def cube(a):
         calls.append(a)
-        return (a ** 3).sum()
+        return (a**3).sum()
 
     with pytest.raises(SpecError) as caught:
         check_callable(cube, {"x": [1.0]}, grad=[3.0])
-    assert str(caught.value) == ("function test_a_parameter_named_otherwise_is_refused_naming_both_before_any_call."
-                                 "<locals>.cube takes (a) but the inputs are named x: name each input as the "
-                                 "parameter it is passed to")
+    assert str(caught.value) == (
+        "function test_a_parameter_named_otherwise_is_refused_naming_both_before_any_call."
+        "<locals>.cube takes (a) but the inputs are named x: name each input as the "
+        "parameter it is passed to"
+    )
     assert caught.value.field == "function" and "\n" not in str(caught.value)
     assert calls == []
 
@@ -52,7 +54,7 @@ def test_a_missing_parameter_through_the_api_appends_nothing_to_the_ledger(tmp_p
     then it raises SpecError naming (x, y) and x, and the ledger's bytes are unchanged
     (no expectation, no failed run)."""
     notebook = tmp_path / "lab.ipynb"
-    assert check(lambda x: (x ** 3).sum(), grad=[3.0], x=[1.0], notebook=notebook).passed
+    assert check(lambda x: (x**3).sum(), grad=[3.0], x=[1.0], notebook=notebook).passed
     ledger = tmp_path / "lab.gradcheck.jsonl"
     before = ledger.read_bytes()
     with pytest.raises(SpecError, match=r"takes \(x, y\) but the inputs are named x"):
@@ -84,8 +86,10 @@ def test_the_refusal_reads_in_spanish():
     when the refusal is shown in Spanish, it names the same parameter and input."""
     with pytest.raises(SpecError) as caught:
         check_signature(lambda a: a, ["x"])
-    assert caught.value.localized("es") == ("la función test_the_refusal_reads_in_spanish.<locals>.<lambda> recibe (a) pero las entradas se llaman x: nombre "
-                                            "cada entrada como el parámetro al que se pasa")
+    assert caught.value.localized("es") == (
+        "la función test_the_refusal_reads_in_spanish.<locals>.<lambda> recibe (a) pero las entradas se llaman x: nombre "
+        "cada entrada como el parámetro al que se pasa"
+    )
 
 
 def test_a_new_style_functions_apply_is_taken_as_is_and_its_forward_counted_without_ctx():

@@ -14,14 +14,17 @@ import torch
 from jupyterlab_gradcheck.core.check import sparsity
 
 
-@pytest.mark.parametrize("function", [
-    lambda x: torch.tanh(x[1:] * x[:-1]).sum(),
-    lambda x: (x.reshape(6, 4)[:, 1:] * x.reshape(6, 4)[:, :-1]).sum(),
-    lambda x: x.reshape(4, 6).select(-1, 2) * x.reshape(4, 6).select(1, -1),
-    lambda x: x.reshape(2, 3, 4).narrow(-2, 1, 2).exp().reshape(-1) * x[8:],
-    lambda x: torch.softmax(x.view(4, 6), dim=-1)[:, ::2].sum(),
-    lambda x: torch.cumsum(x.reshape(3, 8), dim=1)[1:].reshape(-1)[2:9],
-])
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x: torch.tanh(x[1:] * x[:-1]).sum(),
+        lambda x: (x.reshape(6, 4)[:, 1:] * x.reshape(6, 4)[:, :-1]).sum(),
+        lambda x: x.reshape(4, 6).select(-1, 2) * x.reshape(4, 6).select(1, -1),
+        lambda x: x.reshape(2, 3, 4).narrow(-2, 1, 2).exp().reshape(-1) * x[8:],
+        lambda x: torch.softmax(x.view(4, 6), dim=-1)[:, ::2].sum(),
+        lambda x: torch.cumsum(x.reshape(3, 8), dim=1)[1:].reshape(-1)[2:9],
+    ],
+)
 def test_direct_moves_learn_the_pattern_the_table_rule_learns(monkeypatch, function):
     """Given functions of 24 elements through reshapes, views, slices with steps and negative ends,
     selects and narrows with negative dimensions, before and after softmax and cumsum,

@@ -29,41 +29,73 @@ def test_seed_record_is_accepted_verbatim():
 def test_full_form_keeps_what_was_written():
     """Given the full form with nested inputs and explicit tolerances, when parsed, then the
     written tolerance is kept and flagged explicit."""
-    spec = parse_spec({
-        "id": "vector-sum", "function": "(x*w).sum()", "inputs": {"x": [1, 2], "w": [3, 4]},
-        "dtype": "float32", "device": "auto", "analytical_gradient": {"x": "w", "w": "x"},
-        "tolerance": {"rtol": 1e-3}, "finite_difference": {"scheme": "richardson", "step": 1e-2},
-        "origin": "d/dx of sum(x*w) is w", "destination": "x.grad and w.grad",
-    })
+    spec = parse_spec(
+        {
+            "id": "vector-sum",
+            "function": "(x*w).sum()",
+            "inputs": {"x": [1, 2], "w": [3, 4]},
+            "dtype": "float32",
+            "device": "auto",
+            "analytical_gradient": {"x": "w", "w": "x"},
+            "tolerance": {"rtol": 1e-3},
+            "finite_difference": {"scheme": "richardson", "step": 1e-2},
+            "origin": "d/dx of sum(x*w) is w",
+            "destination": "x.grad and w.grad",
+        }
+    )
     assert spec.id == "vector-sum"
     assert spec.tolerance["rtol"] == 1e-3 and spec.tolerance_explicit
     assert spec.finite_difference["scheme"] == "richardson" and spec.finite_difference["step"] == 1e-2
     assert spec.shapes == {"x": [2], "w": [2]}
 
 
-@pytest.mark.parametrize("record, field, message", [
-    ({"function": "x*x", "x": 3}, "analytical_gradient", "write the expectation before running"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "colour": 1}, "colour", "unknown field 'colour'"),
-    ({"function": "x*x", "x": [[1, 2], [3]], "analytical_gradient": 6}, "inputs.x", "ragged list"),
-    ({"function": "x*x", "x": "3", "analytical_gradient": 6}, "inputs.x", "found string"),
-    ({"function": "x*x", "x": True, "analytical_gradient": 6}, "inputs.x", "found boolean true"),
-    ({"function": "x*x", "x": None, "analytical_gradient": 6}, "inputs.x", "found null"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "dtype": "int8"}, "dtype", "dtype 'int8'"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "device": "tpu"}, "device", "device 'tpu'"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": -1}}, "tolerance.rtol", "non-negative"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rel": 1}}, "tolerance.rel", "unknown field 'rel'"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "finite_difference": {"scheme": "spline"}},
-     "finite_difference.scheme", "not one of"),
-    ({"function": "x*x", "x": 3, "analytical_gradient": 6, "finite_difference": {"step": 0}},
-     "finite_difference.step", "positive"),
-    ({"function": "abs(x)", "x": 3, "analytical_gradient": 1, "finite_difference": {"scheme": "complex_step"}},
-     "finite_difference.scheme", "abs is not"),
-    ({"function": "x*x", "x": [1, 2], "analytical_gradient": [1, 2, 3]}, "analytical_gradient", "shape [3]"),
-    ({"function": "x*y", "inputs": {"x": 1, "y": 2}, "analytical_gradient": 1}, "analytical_gradient", "map each input"),
-    ({"function": "3", "x": 1, "analytical_gradient": 0}, "x", "unknown field 'x'"),
-    ({"function": 7, "x": 1, "analytical_gradient": 0}, "function", "must be a string"),
-    ({"function": "x*x", "x": [0] * 100_001, "analytical_gradient": 0}, "inputs.x", "more than 100000 elements"),
-])
+@pytest.mark.parametrize(
+    "record, field, message",
+    [
+        ({"function": "x*x", "x": 3}, "analytical_gradient", "write the expectation before running"),
+        ({"function": "x*x", "x": 3, "analytical_gradient": 6, "colour": 1}, "colour", "unknown field 'colour'"),
+        ({"function": "x*x", "x": [[1, 2], [3]], "analytical_gradient": 6}, "inputs.x", "ragged list"),
+        ({"function": "x*x", "x": "3", "analytical_gradient": 6}, "inputs.x", "found string"),
+        ({"function": "x*x", "x": True, "analytical_gradient": 6}, "inputs.x", "found boolean true"),
+        ({"function": "x*x", "x": None, "analytical_gradient": 6}, "inputs.x", "found null"),
+        ({"function": "x*x", "x": 3, "analytical_gradient": 6, "dtype": "int8"}, "dtype", "dtype 'int8'"),
+        ({"function": "x*x", "x": 3, "analytical_gradient": 6, "device": "tpu"}, "device", "device 'tpu'"),
+        (
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": -1}},
+            "tolerance.rtol",
+            "non-negative",
+        ),
+        (
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rel": 1}},
+            "tolerance.rel",
+            "unknown field 'rel'",
+        ),
+        (
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "finite_difference": {"scheme": "spline"}},
+            "finite_difference.scheme",
+            "not one of",
+        ),
+        (
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "finite_difference": {"step": 0}},
+            "finite_difference.step",
+            "positive",
+        ),
+        (
+            {"function": "abs(x)", "x": 3, "analytical_gradient": 1, "finite_difference": {"scheme": "complex_step"}},
+            "finite_difference.scheme",
+            "abs is not",
+        ),
+        ({"function": "x*x", "x": [1, 2], "analytical_gradient": [1, 2, 3]}, "analytical_gradient", "shape [3]"),
+        (
+            {"function": "x*y", "inputs": {"x": 1, "y": 2}, "analytical_gradient": 1},
+            "analytical_gradient",
+            "map each input",
+        ),
+        ({"function": "3", "x": 1, "analytical_gradient": 0}, "x", "unknown field 'x'"),
+        ({"function": 7, "x": 1, "analytical_gradient": 0}, "function", "must be a string"),
+        ({"function": "x*x", "x": [0] * 100_001, "analytical_gradient": 0}, "inputs.x", "more than 100000 elements"),
+    ],
+)
 def test_bad_records_are_refused_with_the_field(record, field, message):
     """Given a record with one mistake, when parsed, then a one-line SpecError names the field."""
     with pytest.raises(SpecError) as raised:
@@ -72,12 +104,15 @@ def test_bad_records_are_refused_with_the_field(record, field, message):
     assert message in raised.value.message
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"function": "x*x", "x": NaN, "analytical_gradient": 6}', "NaN is not allowed"),
-    ('{"function": "x*x", "x": Infinity, "analytical_gradient": 6}', "Infinity is not allowed"),
-    ('{"function": "x*x", "x": 3, "x": 4, "analytical_gradient": 6}', "duplicate key 'x'"),
-    ('{"function": "x*x", "x": 3', "malformed JSON"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"function": "x*x", "x": NaN, "analytical_gradient": 6}', "NaN is not allowed"),
+        ('{"function": "x*x", "x": Infinity, "analytical_gradient": 6}', "Infinity is not allowed"),
+        ('{"function": "x*x", "x": 3, "x": 4, "analytical_gradient": 6}', "duplicate key 'x'"),
+        ('{"function": "x*x", "x": 3', "malformed JSON"),
+    ],
+)
 def test_strict_json(text, message):
     """Given JSON that Python would silently accept or that is cut short, when read strictly,
     then it is refused with a message naming why."""
@@ -91,11 +126,14 @@ def test_normalised_record_is_json():
     assert parse_spec(json.loads(json.dumps(record))).to_dict() == record
 
 
-@pytest.mark.parametrize("field, record", [
-    ("tolerance.rtol", {"tolerance": {"rtol": 1.0}}),
-    ("tolerance.rtol", {"tolerance": {"rtol": 1e308}}),
-    ("finite_difference.rtol", {"finite_difference": {"rtol": 5}}),
-])
+@pytest.mark.parametrize(
+    "field, record",
+    [
+        ("tolerance.rtol", {"tolerance": {"rtol": 1.0}}),
+        ("tolerance.rtol", {"tolerance": {"rtol": 1e308}}),
+        ("finite_difference.rtol", {"finite_difference": {"rtol": 5}}),
+    ],
+)
 def test_a_relative_tolerance_of_one_or_more_is_refused_at_declaration(field, record):
     """Given a check declared with a relative tolerance of 1 or more (it would accept any
     gradient of the right sign, whatever is written later),
@@ -112,8 +150,9 @@ def test_an_instructor_may_raise_the_relative_tolerance_limit():
     then it is accepted with that tolerance."""
     from jupyterlab_gradcheck.core.expr.limits import Limits
 
-    spec = parse_spec({"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": 2}},
-                      limits=Limits(max_rtol=10.0))
+    spec = parse_spec(
+        {"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": 2}}, limits=Limits(max_rtol=10.0)
+    )
     assert spec.tolerance["rtol"] == 2.0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.core.check.step_sweep import step_sweep
-
 from support.checks import check_against_autograd
 
 
@@ -30,8 +29,10 @@ def test_both_series_from_one_batch_equal_each_series_alone():
     v = torch.ones((), dtype=torch.float64)
     reference = torch.func.grad(_weighted_tanh)(x)
     together = step_sweep(_weighted_tanh, {"x": x}, v, "x", 4, reference=reference)
-    alone = {dtype: step_sweep(_weighted_tanh, {"x": x}, v, "x", 4, reference=reference, dtypes=(dtype,))["series"][0]
-             for dtype in ("float32", "float64")}
+    alone = {
+        dtype: step_sweep(_weighted_tanh, {"x": x}, v, "x", 4, reference=reference, dtypes=(dtype,))["series"][0]
+        for dtype in ("float32", "float64")
+    }
     assert [s["dtype"] for s in together["series"]] == ["float32", "float64"]
     for series in together["series"]:
         assert series["steps"] == alone[series["dtype"]]["steps"] and len(series["steps"]) == 17
@@ -81,7 +82,10 @@ def test_a_function_holding_float64_tensors_is_swept_in_one_batched_call():
     together = step_sweep(held, {"x": x}, v, "x", 1, reference=reference)
     # 68 shifted copies (17 decades x 2 shifts x 2 dtypes) evaluated one by one would be 68
     assert len(calls) == 4
-    assert together["note"] == "float32: evaluated with every float64 operand cast to float32 (the function holds its own tensors)"
+    assert (
+        together["note"]
+        == "float32: evaluated with every float64 operand cast to float32 (the function holds its own tensors)"
+    )
     for dtype in ("float32", "float64"):
         alone = step_sweep(held, {"x": x}, v, "x", 1, reference=reference, dtypes=(dtype,))["series"][0]
         series = next(s for s in together["series"] if s["dtype"] == dtype)

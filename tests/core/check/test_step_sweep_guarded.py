@@ -56,6 +56,7 @@ def test_an_input_the_output_does_not_reach_has_a_zero_reference():
     the input out of the graph),
     when the full check runs,
     then it passes and the sweep's reference gradient is 0 (errors then absolute)."""
+
     def function(x):
         return torch.linalg.vector_norm(x, ord=0)
 
@@ -69,6 +70,7 @@ def test_sgn_zero_gradient_placeholder_is_read_as_zeros():
     """Given sgn of a real input, whose backward returns autograd's immutable zero placeholder,
     when the full check runs (pass 2 accumulates into .grad, the record reads every gradient),
     then it passes and every recorded gradient is zeros."""
+
     def function(x):
         return (torch.sgn(x) * torch.linspace(1.0, 2.0, 4, dtype=x.dtype)).sum()
 
@@ -83,6 +85,7 @@ def test_a_sweep_that_cannot_run_is_a_note_not_a_crash():
     when the full check runs,
     then the check passes on its own evidence, and the float32 series is left out with the
     function's message in the sweep's note."""
+
     def function(x):
         if x.dtype != torch.float64:
             raise TypeError("this function only takes float64")

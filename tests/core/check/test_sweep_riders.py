@@ -36,8 +36,15 @@ class _Counted:
 
 
 def _check(function, x, policy, **extra):
-    return run_check({"function": function, "inputs": {"x": x.tolist()}, "analytical_gradient": _banded_gradient,
-                      "policy": policy, **extra})
+    return run_check(
+        {
+            "function": function,
+            "inputs": {"x": x.tolist()},
+            "analytical_gradient": _banded_gradient,
+            "policy": policy,
+            **extra,
+        }
+    )
 
 
 def _series(record):
@@ -100,8 +107,10 @@ def test_a_failing_check_draws_its_sweep_at_the_failure():
         gradient[3] += 0.01
         return gradient
 
-    before, after = (run_check({"function": _banded, "inputs": {"x": x.tolist()}, "analytical_gradient": wrong,
-                                "policy": policy}) for policy in (4, 5))
+    before, after = (
+        run_check({"function": _banded, "inputs": {"x": x.tolist()}, "analytical_gradient": wrong, "policy": policy})
+        for policy in (4, 5)
+    )
     assert not after["passed"] and after["failure"]["index"] == before["failure"]["index"] == [3]
     assert after["step_sweep"]["flat_index"] == 3
     assert _series(after) == _series(before)
@@ -121,8 +130,10 @@ def test_a_step_outside_the_domain_leaves_the_finite_differences_as_they_were():
         return (x - target) / (x * (1 - x)) / x.numel()
 
     x = torch.tensor([0.2, 0.7, 0.4, 0.3, 0.9], dtype=torch.float64)
-    before, after = (run_check({"function": loss, "inputs": {"x": x.tolist()}, "analytical_gradient": gradient,
-                                "policy": policy}) for policy in (4, 5))
+    before, after = (
+        run_check({"function": loss, "inputs": {"x": x.tolist()}, "analytical_gradient": gradient, "policy": policy})
+        for policy in (4, 5)
+    )
 
     assert before["passed"] and after["passed"]
     fd = [r["observations"]["finite_difference"]["gradients"]["x"]["value"] for r in (before, after)]

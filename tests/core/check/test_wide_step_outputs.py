@@ -12,7 +12,6 @@ import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.check.refinement import WIDE
-
 from support.checks import fd_comparison
 
 
@@ -31,8 +30,10 @@ def test_an_output_moved_below_its_rounding_beside_one_that_moved_is_not_blamed_
     current policy and under 6, then under 6 the finite difference (2, the first output unseen) fails as a probable
     bug, and under the current one the element's refinement finds both outputs moving at the wide step, counts the
     first in its bound, and the check passes."""
-    current, before = run_check(_declared(2.0000001), sweep=False), run_check(_declared(2.0000001, policy=6),
-                                                                            sweep=False)
+    current, before = (
+        run_check(_declared(2.0000001), sweep=False),
+        run_check(_declared(2.0000001, policy=6), sweep=False),
+    )
     assert before["failure"]["diagnosis"] == "probable_bug"
     assert current["passed"] is True
     refinement = current["observations"]["finite_difference"]["refinement"]["x"]
@@ -56,10 +57,11 @@ def test_an_output_that_is_not_finite_at_the_wide_step_adds_nothing():
     1e5's last bit), where the wide step (about 6e-3) leaves sqrt's domain,
     when it is checked, then only 2 x counts as moved at the wide step, the first output adds nothing to the bound,
     and the element fails as it did under policy 6: nothing is excused on a value that is not there."""
+
     def root_beside_double(x):
         return torch.cat([torch.sqrt(x) * 1e-8 + 1e5, 2 * x])
 
-    gradient = 0.5e-8 / 1e-3 ** 0.5 + 2.0
+    gradient = 0.5e-8 / 1e-3**0.5 + 2.0
     record = run_check(_declared(gradient, root_beside_double, x=1e-3), sweep=False)
     refinement = record["observations"]["finite_difference"]["refinement"]["x"]
     assert refinement["wide_step"]["outputs_moved"] == 1
@@ -70,6 +72,7 @@ def test_a_function_that_raises_at_the_wide_step_is_refined_as_before_and_the_re
     """Given the offset-beside-double function refusing any x above 0.31 (0.3 + the wide step, about 6e-3, reaches
     it), when it is checked, then the refinement records that the wide step could not be evaluated and added
     nothing, and the element fails as it did under policy 6."""
+
     def refusing_above(x):
         if bool((x > 0.305).any()):
             raise ValueError("x out of range")

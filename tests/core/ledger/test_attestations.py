@@ -10,7 +10,6 @@ from jupyterlab_gradcheck.core.ledger.attestation import MIME_TYPE, attestation_
 from jupyterlab_gradcheck.core.ledger.ledgered_run import record_run
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook, verify_path
-
 from support.ledger import THREE_CHECKS, lines_of, new_notebook, write_lines
 
 
@@ -23,8 +22,11 @@ def _attested_notebook(folder, checks=THREE_CHECKS):
     for count, spec in enumerate(checks, start=1):
         _record, entry = record_run(spec, ledger, sweep=False)
         cell = nbformat.v4.new_code_cell(f"check_record({spec['id']!r})", execution_count=count)
-        cell.outputs = [nbformat.v4.new_output("display_data", data={
-            MIME_TYPE: attestation_for(ledger, entry), "text/plain": "attested"})]
+        cell.outputs = [
+            nbformat.v4.new_output(
+                "display_data", data={MIME_TYPE: attestation_for(ledger, entry), "text/plain": "attested"}
+            )
+        ]
         document.cells.append(cell)
     document.cells[0].source = "from jupyterlab_gradcheck.api import check_record\n" + document.cells[0].source
     nbformat.write(document, str(notebook))
@@ -53,7 +55,8 @@ def test_truncating_an_attested_ledger_names_the_cell(tmp_path):
     assert report["chain_ok"] and not report["ok"]
     assert [e["reason"] for e in report["errors"]] == [
         f"cell 3 [3] attests entry seq 6 (hash {last[:12]}), which the ledger lacks (it ends at seq 4): "
-        "the ledger was truncated"]
+        "the ledger was truncated"
+    ]
 
 
 def test_a_rewritten_or_replaced_ledger_disagrees_with_the_attestations(tmp_path):
@@ -66,8 +69,9 @@ def test_a_rewritten_or_replaced_ledger_disagrees_with_the_attestations(tmp_path
         record_run(spec, fresh, sweep=False)
     report = verify_notebook(notebook)
     assert not report["ok"]
-    assert any("attest 3 entries of ledger" in e["reason"] and "replaced by another" in e["reason"]
-               for e in report["errors"]), report["errors"]
+    assert any(
+        "attest 3 entries of ledger" in e["reason"] and "replaced by another" in e["reason"] for e in report["errors"]
+    ), report["errors"]
 
 
 def test_a_deleted_ledger_is_an_error_not_a_notebook_without_checks(tmp_path):
@@ -78,8 +82,10 @@ def test_a_deleted_ledger_is_an_error_not_a_notebook_without_checks(tmp_path):
     ledger.path.unlink()
     result = verify_path(notebook)
     assert not result["ok"]
-    assert "attest 3 entries of lab1.gradcheck.jsonl, which is missing: the ledger was deleted" in \
-        result["reports"][0]["errors"][0]["reason"]
+    assert (
+        "attest 3 entries of lab1.gradcheck.jsonl, which is missing: the ledger was deleted"
+        in result["reports"][0]["errors"][0]["reason"]
+    )
     document = json.loads(notebook.read_text())
     for cell in document["cells"]:
         cell["outputs"] = []
@@ -115,4 +121,5 @@ def test_a_folder_verifies_the_ledger_beside_a_notebook_bound_to_another(tmp_pat
     assert sorted(r["ledger"].rsplit("/", 1)[-1] for r in reports) == ["clean.gradcheck.jsonl", "lab1.gradcheck.jsonl"]
     real = next(r for r in reports if r["ledger"].endswith("lab1.gradcheck.jsonl"))
     assert not real["ok"] and real["errors"][0]["reason"].startswith(
-        "lab1.ipynb, beside this ledger, binds clean.gradcheck.jsonl instead: two ledgers for one notebook")
+        "lab1.ipynb, beside this ledger, binds clean.gradcheck.jsonl instead: two ledgers for one notebook"
+    )

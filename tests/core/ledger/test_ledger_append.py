@@ -12,11 +12,12 @@ import pytest
 from jupyterlab_gradcheck.core.errors import DeviceUnavailable, JustificationRequired, LedgerError, SpecError
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger, ledger_path_for
-
 from support.ledger import JUSTIFICATION, THREE_CHECKS, lines_of, notebook_with_three_checks
 
-CPU_ONLY = [{"id": "cpu", "name": "cpu", "available": True, "reason": ""},
-            {"id": "cuda", "name": "", "available": False, "reason": "no CUDA here (test)"}]
+CPU_ONLY = [
+    {"id": "cpu", "name": "cpu", "available": True, "reason": ""},
+    {"id": "cuda", "name": "", "available": False, "reason": "no CUDA here (test)"},
+]
 
 
 def _independent_hash(entry: dict) -> str:
@@ -38,7 +39,10 @@ def test_entries_are_hash_chained_from_64_zeros(tmp_path):
     assert [e["seq"] for e in entries] == [0, 1, 2, 3]
     genesis = entries[0]
     assert genesis["prev"] == "0" * 64 and genesis["kind"] == "note" and genesis["data"]["event"] == "genesis"
-    assert re.fullmatch(r"[0-9a-f]{32}", genesis["data"]["ledger_id"]) and ledger.ledger_id() == genesis["data"]["ledger_id"]
+    assert (
+        re.fullmatch(r"[0-9a-f]{32}", genesis["data"]["ledger_id"])
+        and ledger.ledger_id() == genesis["data"]["ledger_id"]
+    )
     assert all(later["prev"] == earlier["hash"] for earlier, later in zip(entries, entries[1:]))
     for entry in entries:
         assert set(entry) == {"seq", "time", "kind", "check_id", "data", "prev", "hash"}
@@ -65,11 +69,14 @@ def test_non_finite_values_are_stored_as_strict_json(tmp_path):
     assert entry["hash"] == _independent_hash(json.loads(raw))
 
 
-@pytest.mark.parametrize("kind, check_id, data, field", [
-    ("comment", None, {}, "kind"),
-    ("observation", None, {"expectation_seq": 1}, "check_id"),
-    ("note", None, ["not", "an", "object"], "data"),
-])
+@pytest.mark.parametrize(
+    "kind, check_id, data, field",
+    [
+        ("comment", None, {}, "kind"),
+        ("observation", None, {"expectation_seq": 1}, "check_id"),
+        ("note", None, ["not", "an", "object"], "data"),
+    ],
+)
 def test_malformed_appends_are_refused_before_writing(tmp_path, kind, check_id, data, field):
     """Given a bad kind, a missing check id or non-object data, when appended,
     then SpecError names the field and no file is created."""
@@ -88,7 +95,8 @@ def test_run_and_record_writes_the_expectation_before_the_observation(tmp_path):
     genesis, *entries = ledger.entries()
     assert (genesis["seq"], genesis["data"]["event"]) == (0, "genesis")
     assert [(e["kind"], e["check_id"]) for e in entries] == [
-        (kind, spec["id"]) for spec in THREE_CHECKS for kind in ("expectation", "observation")]
+        (kind, spec["id"]) for spec in THREE_CHECKS for kind in ("expectation", "observation")
+    ]
     for expectation, observation in zip(entries[::2], entries[1::2]):
         assert observation["data"]["expectation_seq"] == expectation["seq"] < observation["seq"]
         assert observation["data"]["record"]["executed"] is True
@@ -116,9 +124,15 @@ def test_tolerance_change_records_direction_and_after_failure(tmp_path):
     _notebook, ledger = notebook_with_three_checks(tmp_path, tolerance_change=False)
     widened = ledger.change_tolerance("cube_wrong", rtol=0.9, justification=JUSTIFICATION)
     tightened = ledger.change_tolerance("square", atol=1e-12, justification="float64 is exact here")
-    assert widened["data"] == {"target": "tolerance", "old": {"rtol": 1e-7, "atol": 1e-10},
-                               "new": {"rtol": 0.9, "atol": 1e-10}, "justification": JUSTIFICATION,
-                               "widened": True, "tightened": False, "after_failure": True}
+    assert widened["data"] == {
+        "target": "tolerance",
+        "old": {"rtol": 1e-7, "atol": 1e-10},
+        "new": {"rtol": 0.9, "atol": 1e-10},
+        "justification": JUSTIFICATION,
+        "widened": True,
+        "tightened": False,
+        "after_failure": True,
+    }
     assert tightened["data"]["after_failure"] is False
     assert (tightened["data"]["widened"], tightened["data"]["tightened"]) == (False, True)
     history = ledger.checks()
@@ -127,13 +141,16 @@ def test_tolerance_change_records_direction_and_after_failure(tmp_path):
     assert history["square"]["widened_after_failure"] is False
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"check_id": "nope", "rtol": 0.5}, "no check 'nope'"),
-    ({"check_id": "square"}, "needs --rtol or --atol"),
-    ({"check_id": "square", "rtol": -1.0}, "rtol must be a finite number >= 0"),
-    ({"check_id": "square", "rtol": 1e-7}, "nothing to change"),
-    ({"check_id": "square", "rtol": 0.5, "target": "gradient"}, "unknown tolerance target"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"check_id": "nope", "rtol": 0.5}, "no check 'nope'"),
+        ({"check_id": "square"}, "needs --rtol or --atol"),
+        ({"check_id": "square", "rtol": -1.0}, "rtol must be a finite number >= 0"),
+        ({"check_id": "square", "rtol": 1e-7}, "nothing to change"),
+        ({"check_id": "square", "rtol": 0.5, "target": "gradient"}, "unknown tolerance target"),
+    ],
+)
 def test_bad_tolerance_changes_are_refused_and_write_nothing(tmp_path, kwargs, message):
     """Given a ledger, when a tolerance change names an unknown check, no value, a negative
     value, the current value or an unknown target, then SpecError says so and nothing is written."""
@@ -171,8 +188,13 @@ def test_rerun_with_a_new_expectation_records_an_expectation_change(tmp_path):
     assert record["passed"] is True
     change, expectation, observation = ledger.entries()[-3:]
     assert change["kind"] == "expectation_change"
-    assert change["data"] == {"old": 6, "new": "3*x*x", "justification": None,
-                              "after_observation": True, "via": "rerun"}
+    assert change["data"] == {
+        "old": 6,
+        "new": "3*x*x",
+        "justification": None,
+        "after_observation": True,
+        "via": "rerun",
+    }
     assert (expectation["kind"], observation["kind"]) == ("expectation", "observation")
     assert ledger.checks()["cube_wrong"]["expectation_revised_after_observation"] is True
 
@@ -182,8 +204,15 @@ def test_change_expectation_needs_a_justification_and_knows_if_the_check_ran(tmp
     are changed, then a blank justification is refused, and after_observation is false for the
     first and true for the second."""
     _notebook, ledger = notebook_with_three_checks(tmp_path, tolerance_change=False)
-    ledger.record_expectation({"id": "declared_only", "function": "x*x", "inputs": {"x": 1},
-                               "analytical_gradient": 2, "tolerance": {"rtol": 1e-7, "atol": 1e-10}})
+    ledger.record_expectation(
+        {
+            "id": "declared_only",
+            "function": "x*x",
+            "inputs": {"x": 1},
+            "analytical_gradient": 2,
+            "tolerance": {"rtol": 1e-7, "atol": 1e-10},
+        }
+    )
     with pytest.raises(JustificationRequired):
         ledger.change_expectation("declared_only", 3, justification=" ")
     before_run = ledger.change_expectation("declared_only", "2*x", justification="written symbolically")
@@ -198,8 +227,9 @@ def test_bad_input_appends_nothing(tmp_path):
     then the SpecError is raised before anything is written: no ledger file appears."""
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
     with pytest.raises(DeviceUnavailable):
-        run_and_record({"function": "x*x", "x": 3, "analytical_gradient": 6, "device": "cuda"}, ledger,
-                       devices=CPU_ONLY)
+        run_and_record(
+            {"function": "x*x", "x": 3, "analytical_gradient": 6, "device": "cuda"}, ledger, devices=CPU_ONLY
+        )
     with pytest.raises(SpecError):
         run_and_record({"function": "x*", "x": 3, "analytical_gradient": 6}, ledger)
     assert not ledger.path.exists()
@@ -210,14 +240,20 @@ def test_failed_runs_are_kept_but_are_not_comparison_failures(tmp_path):
     then widened, then the failure is kept in the history, but after_failure stays false:
     a crash says nothing about the tolerance."""
     ledger = Ledger(tmp_path / "a.jsonl")
-    spec = {"id": "c", "function": "x*x", "inputs": {"x": 1}, "analytical_gradient": 2,
-            "tolerance": {"rtol": 1e-7, "atol": 1e-10}}
+    spec = {
+        "id": "c",
+        "function": "x*x",
+        "inputs": {"x": 1},
+        "analytical_gradient": 2,
+        "tolerance": {"rtol": 1e-7, "atol": 1e-10},
+    }
     expectation = ledger.record_expectation(spec)
     ledger.record_failed_to_run(spec, expectation["seq"], "worker timed out after 30 s")
     history = ledger.checks()["c"]
     assert history["runs"] == 1
     assert [(f["failed_to_run"], f["reason"]) for f in history["failures_kept"]] == [
-        (True, "worker timed out after 30 s")]
+        (True, "worker timed out after 30 s")
+    ]
     change = ledger.change_tolerance("c", rtol=1e-3, justification="slow machine, not a tolerance issue")
     assert change["data"]["after_failure"] is False
 

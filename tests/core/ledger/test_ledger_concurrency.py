@@ -29,8 +29,7 @@ def test_two_processes_append_1000_entries_each(tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     path, go = tmp_path / "shared.gradcheck.jsonl", tmp_path / "go"
-    writers = [subprocess.Popen([sys.executable, str(script), str(path), name, "1000", str(go)])
-               for name in ("a", "b")]
+    writers = [subprocess.Popen([sys.executable, str(script), str(path), name, "1000", str(go)]) for name in ("a", "b")]
     time.sleep(0.5)  # both are importing and waiting on the flag
     go.touch()
     for writer in writers:

@@ -18,7 +18,6 @@ from jupyterlab_gradcheck.core.ledger.line_format import make_line
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.tail import now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
-
 from support.ledger import JUSTIFICATION, lines_of, rechain, write_lines
 
 SQUARE = {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}
@@ -89,12 +88,14 @@ def test_a_ledger_rewritten_in_place_is_read_again(tmp_path):
     def edit(entry):
         if entry["seq"] == 1:
             entry["data"]["tolerance"]["rtol"] = 3e-07
+
     size = os.stat(ledger.path).st_size
     rechain(ledger.path, edit)
     assert os.stat(ledger.path).st_size == size
     history = ledger.history("square")
-    assert [(change["old"]["rtol"], change["new"]["rtol"]) for change in history["unjustified_tolerance_changes"]] \
-        == [(3e-07, 1e-07)]
+    assert [(change["old"]["rtol"], change["new"]["rtol"]) for change in history["unjustified_tolerance_changes"]] == [
+        (3e-07, 1e-07)
+    ]
     assert ledger.checks(records=False) == _from_first_line(ledger)
 
 
@@ -193,8 +194,16 @@ def test_an_entry_appended_by_another_writer_becomes_the_head(tmp_path):
     ledger = _ledger(tmp_path)
     ledger.history("square")
     last = json.loads(lines_of(ledger.path)[-1])
-    line, digest = make_line({"seq": 5, "time": now_utc(), "kind": "note", "check_id": None,
-                              "data": {"text": "from another process"}, "prev": last["hash"]})
+    line, digest = make_line(
+        {
+            "seq": 5,
+            "time": now_utc(),
+            "kind": "note",
+            "check_id": None,
+            "data": {"text": "from another process"},
+            "prev": last["hash"],
+        }
+    )
     with open(ledger.path, "ab") as handle:
         handle.write(line)
     entry = ledger.note("here")
@@ -206,8 +215,16 @@ def test_a_torn_tail_after_a_read_is_sealed_by_the_next_append(tmp_path):
     """Given a ledger this process has read, when another writer leaves half an entry
     (no newline), then the next append keeps those bytes, seals them with a note naming
     line 6 (after the genesis entry and 2 runs), and verify passes with that sealed write."""
-    line, _ = make_line({"seq": 5, "time": "t", "kind": "note", "check_id": None,
-                         "data": {"text": "lost in the crash"}, "prev": "0" * 64})
+    line, _ = make_line(
+        {
+            "seq": 5,
+            "time": "t",
+            "kind": "note",
+            "check_id": None,
+            "data": {"text": "lost in the crash"},
+            "prev": "0" * 64,
+        }
+    )
     torn = line[: len(line) // 2]
     ledger = _read_then_append_raw(tmp_path, torn)
     entry = ledger.note("after the crash")
@@ -286,6 +303,7 @@ def test_an_expectation_written_here_is_kept_as_reading_it_back_would_give(tmp_p
     nested lists, non-ASCII text, -0.0, a large integer, NaN (stored as "NaN"), a tuple,
     and an int and a str subclass, then the kept history equals a read from the first line,
     value for value and type for type (the subclasses come back as plain int and str)."""
+
     class Level(int):
         pass
 
@@ -294,9 +312,14 @@ def test_an_expectation_written_here_is_kept_as_reading_it_back_would_give(tmp_p
 
     ledger = _ledger(tmp_path)
     ledger.history("square")
-    rich = {"id": "rich", "inputs": {"w": [[1.5, -0.0], [2**70, 3]]}, "origin": "∂f/∂w",
-            "analytical_gradient": [float("nan"), (1, 2)], "tolerance": {"rtol": 1e-07, "atol": 0.0},
-            "finite_difference": {"rtol": 1e-06, "atol": 1e-09}}
+    rich = {
+        "id": "rich",
+        "inputs": {"w": [[1.5, -0.0], [2**70, 3]]},
+        "origin": "∂f/∂w",
+        "analytical_gradient": [float("nan"), (1, 2)],
+        "tolerance": {"rtol": 1e-07, "atol": 0.0},
+        "finite_difference": {"rtol": 1e-06, "atol": 1e-09},
+    }
     ledger.append("expectation", "rich", rich)
     ledger.append("expectation", "odd", {**rich, "id": "odd", "level": Level(3), "origin": Label("hand")})
     kept, read = ledger.checks(records=False), _from_first_line(ledger)

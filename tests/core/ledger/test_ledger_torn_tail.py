@@ -22,7 +22,6 @@ from jupyterlab_gradcheck.core.ledger.line_format import LineError, make_line, r
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.tail import now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
-
 from support.ledger import lines_of
 
 
@@ -41,8 +40,16 @@ def test_partial_entry_is_reported_kept_and_sealed(tmp_path):
     their line, length and SHA-256, the new entry follows, and verify passes with a warning."""
     ledger = _ledger_with_notes(tmp_path)
     committed = ledger.path.read_bytes()
-    line, _ = make_line({"seq": 4, "time": "t", "kind": "note", "check_id": None,
-                         "data": {"text": "lost in the crash"}, "prev": "0" * 64})
+    line, _ = make_line(
+        {
+            "seq": 4,
+            "time": "t",
+            "kind": "note",
+            "check_id": None,
+            "data": {"text": "lost in the crash"},
+            "prev": "0" * 64,
+        }
+    )
     torn = line[: len(line) // 2]
     ledger.path.write_bytes(committed + torn)
 
@@ -71,8 +78,16 @@ def test_complete_entry_missing_its_newline_is_kept_as_that_entry(tmp_path):
     then only the newline is added: the interrupted entry becomes seq 4 and the new one seq 5."""
     ledger = _ledger_with_notes(tmp_path)
     head = json.loads(lines_of(ledger.path)[-1])
-    line, digest = make_line({"seq": 4, "time": now_utc(), "kind": "note",
-                              "check_id": None, "data": {"text": "almost"}, "prev": head["hash"]})
+    line, digest = make_line(
+        {
+            "seq": 4,
+            "time": now_utc(),
+            "kind": "note",
+            "check_id": None,
+            "data": {"text": "almost"},
+            "prev": head["hash"],
+        }
+    )
     ledger.path.write_bytes(ledger.path.read_bytes() + line[:-1])
     assert verify_ledger_file(ledger.path)["torn_tail"]["complete_entry"] is True
 
@@ -121,8 +136,7 @@ def test_sigkill_in_a_loop_of_appends_loses_no_committed_entry(tmp_path):
     torn_tails = 0
     started = time.monotonic()
     for trial in range(100):
-        writer = subprocess.Popen([sys.executable, str(script), str(ledger.path), str(trial)],
-                                  stdout=subprocess.PIPE)
+        writer = subprocess.Popen([sys.executable, str(script), str(ledger.path), str(trial)], stdout=subprocess.PIPE)
         writer.stdout.readline()  # it has committed at least one entry: it is in its loop
         time.sleep(rng.uniform(0.0, 0.02))
         os.kill(writer.pid, signal.SIGKILL)
@@ -151,5 +165,13 @@ def test_sigkill_in_a_loop_of_appends_loses_no_committed_entry(tmp_path):
         committed[entry["seq"]] = entry["hash"]
         if trial % 10 == 9:  # the append sealed any torn tail: the ledger verifies again
             assert verify_ledger_file(ledger.path)["ok"]
-    print(json.dumps({"trials": 100, "torn_tails_seen": torn_tails, "entries": len(committed),
-                      "seconds": round(time.monotonic() - started, 1)}))
+    print(
+        json.dumps(
+            {
+                "trials": 100,
+                "torn_tails_seen": torn_tails,
+                "entries": len(committed),
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
+    )

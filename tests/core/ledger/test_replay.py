@@ -10,11 +10,12 @@ from jupyterlab_gradcheck.core.ledger.binding import update_binding
 from jupyterlab_gradcheck.core.ledger.replay import replay_lines, replay_record, values_agree
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_path
-
 from support.ledger import is_observation_of, line_number_of, notebook_with_three_checks, rechain
 
-CPU_ONLY = [{"id": "cpu", "name": "cpu", "available": True, "reason": ""},
-            {"id": "cuda", "name": "", "available": False, "reason": "no CUDA device here"}]
+CPU_ONLY = [
+    {"id": "cpu", "name": "cpu", "available": True, "reason": ""},
+    {"id": "cuda", "name": "", "available": False, "reason": "no CUDA device here"},
+]
 
 
 def test_honest_ledger_replays(tmp_path):
@@ -69,7 +70,8 @@ def test_a_flipped_verdict_is_caught_before_replay(tmp_path):
     update_binding(notebook, Ledger(ledger.path))
     report = verify_path(notebook, replay=True)["reports"][0]
     assert [e["reason"] for e in report["errors"]] == [
-        "after_failure is recorded as True but the check's latest observation had not failed"]
+        "after_failure is recorded as True but the check's latest observation had not failed"
+    ]
     assert report["replay"]["differs"][0]["differences"] == ["verdict: recorded passed=True, replayed passed=False"]
 
 
@@ -103,7 +105,8 @@ def test_absent_device_falls_back_to_cpu_with_a_note(tmp_path):
     result = replay_lines(ledger.iter_raw_lines(), devices=CPU_ONLY)
     assert result["ok"] and result["reproduced"] == 3
     assert [n["note"] for n in result["notes"]] == [
-        "cuda:0 is not available here (device 'cuda:0' is not available: no CUDA device here); replayed on cpu"]
+        "cuda:0 is not available here (device 'cuda:0' is not available: no CUDA device here); replayed on cpu"
+    ]
 
 
 def test_failed_runs_and_callables_are_listed_as_skipped(tmp_path):
@@ -111,8 +114,13 @@ def test_failed_runs_and_callables_are_listed_as_skipped(tmp_path):
     exists in its kernel), when replayed, then both are skipped with their reason and the
     replay still passes on what it could run."""
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
-    spec = {"id": "c", "function": "x*x", "inputs": {"x": 1}, "analytical_gradient": 2,
-            "tolerance": {"rtol": 1e-7, "atol": 1e-10}}
+    spec = {
+        "id": "c",
+        "function": "x*x",
+        "inputs": {"x": 1},
+        "analytical_gradient": 2,
+        "tolerance": {"rtol": 1e-7, "atol": 1e-10},
+    }
     seq = ledger.record_expectation(spec)["seq"]
     ledger.record_failed_to_run(spec, seq, "worker crashed")
     callable_spec = {**spec, "id": "f", "function": "Square.apply"}
@@ -125,19 +133,22 @@ def test_failed_runs_and_callables_are_listed_as_skipped(tmp_path):
     assert result["skipped"][1]["reason"].startswith("cannot be re-run here")
 
 
-@pytest.mark.parametrize("recorded, replayed, expected", [
-    (1.0, 1.0 + 1e-12, True),
-    (1.0, 1.1, False),
-    ([1.0, "NaN"], [1.0, math.nan], True),
-    (["Infinity"], [math.inf], True),
-    (["-Infinity"], [math.inf], False),
-    ([[1.0, 2.0]], [[1.0, 2.0, 3.0]], False),
-    (None, 0.0, False),
-    ({"x": 6.0, "w": [1.0, 2.0]}, {"w": [1.0, 2.0 + 1e-12], "x": 6.0}, True),
-    ({"x": 6.0, "w": [1.0, 2.0]}, {"x": 6.0, "w": [1.0, 2.1]}, False),
-    ({"x": 6.0}, {"x": 6.0, "w": 1.0}, False),
-    ({"x": 6.0}, 6.0, False),
-])
+@pytest.mark.parametrize(
+    "recorded, replayed, expected",
+    [
+        (1.0, 1.0 + 1e-12, True),
+        (1.0, 1.1, False),
+        ([1.0, "NaN"], [1.0, math.nan], True),
+        (["Infinity"], [math.inf], True),
+        (["-Infinity"], [math.inf], False),
+        ([[1.0, 2.0]], [[1.0, 2.0, 3.0]], False),
+        (None, 0.0, False),
+        ({"x": 6.0, "w": [1.0, 2.0]}, {"w": [1.0, 2.0 + 1e-12], "x": 6.0}, True),
+        ({"x": 6.0, "w": [1.0, 2.0]}, {"x": 6.0, "w": [1.0, 2.1]}, False),
+        ({"x": 6.0}, {"x": 6.0, "w": 1.0}, False),
+        ({"x": 6.0}, 6.0, False),
+    ],
+)
 def test_values_agree(recorded, replayed, expected):
     """Given recorded and replayed values (non-finite ones as the ledger stores them),
     then they agree within rtol 1e-9, atol 1e-9 exactly when they should: NaN matches NaN,
@@ -154,8 +165,11 @@ def test_cuda_observation_replays_on_cuda(tmp_path):
     from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 
     ledger = Ledger(tmp_path / "gpu.gradcheck.jsonl")
-    record = run_and_record({"id": "gpu_square", "function": "x*x", "x": [1.0, 2.0], "analytical_gradient": "2*x",
-                             "device": "cuda"}, ledger, sweep=False)
+    record = run_and_record(
+        {"id": "gpu_square", "function": "x*x", "x": [1.0, 2.0], "analytical_gradient": "2*x", "device": "cuda"},
+        ledger,
+        sweep=False,
+    )
     assert record["observations"]["backward_pass_1"]["gradients"]["x"]["device"] == "cuda:0"
     result = replay_lines(ledger.iter_raw_lines())
     assert result["ok"] and result["reproduced"] == 1 and result["notes"] == []
@@ -166,17 +180,25 @@ def test_a_folder_replays_in_worker_processes_with_the_same_reports(tmp_path):
     recomputed chain, when verified with replay in two worker processes and in this one,
     then both give identical reports, in the same order, and both fail on that notebook only."""
     for student in ("ann", "ben", "cat"):
-        notebook, ledger = notebook_with_three_checks(tmp_path / "submitted" / student / "ps1",
-                                                      tolerance_change=False)
+        notebook, ledger = notebook_with_three_checks(tmp_path / "submitted" / student / "ps1", tolerance_change=False)
         if student == "ben":
-            rechain(ledger.path, lambda e: e["data"]["record"].update(observed_gradient=7.0)
-                    if e["kind"] == "observation" and e["check_id"] == "square" else None)
+            rechain(
+                ledger.path,
+                lambda e: (
+                    e["data"]["record"].update(observed_gradient=7.0)
+                    if e["kind"] == "observation" and e["check_id"] == "square"
+                    else None
+                ),
+            )
             update_binding(notebook, Ledger(ledger.path))
     pooled = verify_path(tmp_path, replay=True, jobs=2)
     alone = verify_path(tmp_path, replay=True, jobs=1)
     assert pooled == alone
     assert [(r["path"].split("/")[-3], r["ok"]) for r in pooled["reports"]] == [
-        ("ann", True), ("ben", False), ("cat", True)]
+        ("ann", True),
+        ("ben", False),
+        ("cat", True),
+    ]
 
 
 def test_a_check_of_several_inputs_replays(tmp_path):
@@ -186,8 +208,15 @@ def test_a_check_of_several_inputs_replays(tmp_path):
     ledger = Ledger(tmp_path / "two.gradcheck.jsonl")
     from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 
-    record = run_and_record({"function": "sum(x*w)", "inputs": {"x": [1.0, 2.0], "w": [3.0, 4.0]},
-                             "analytical_gradient": {"x": "w", "w": "x"}}, ledger, sweep=False)
+    record = run_and_record(
+        {
+            "function": "sum(x*w)",
+            "inputs": {"x": [1.0, 2.0], "w": [3.0, 4.0]},
+            "analytical_gradient": {"x": "w", "w": "x"},
+        },
+        ledger,
+        sweep=False,
+    )
     assert set(record["observed_gradient"]) == {"x", "w"}
     replay = verify_path(ledger.path, replay=True)["reports"][0]["replay"]
     assert (replay["observations"], replay["reproduced"], replay["differs"]) == (1, 1, [])

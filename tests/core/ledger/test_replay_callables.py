@@ -18,7 +18,6 @@ from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.replay import replay_lines
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-
 from support.ledger import rechain
 
 SKIPPED_AS_CALLABLE = "cannot be re-run here: the function was a Python callable, "
@@ -39,7 +38,7 @@ class Tanh(torch.autograd.Function):
 
 
 def cube(x):
-    return x ** 3
+    return x**3
 
 
 def _records(ledger: Ledger, kind: str) -> list[dict]:
@@ -87,7 +86,7 @@ def test_replay_of_a_lambda_says_it_was_a_python_callable_and_shows_its_source(t
         assert "which is parsed, never eval'd: recorded Python is never executed" in item["reason"]
         assert "syntax error" not in item["reason"] and "unknown name" not in item["reason"]
         assert item["source"]["sha256"] == _sha256(item["source"]["text"])
-    assert named["source"]["text"] == "def cube(x):\n    return x ** 3"
+    assert named["source"]["text"] == "def cube(x):\n    return x**3"
 
 
 def test_a_custom_autograd_function_records_its_class_source(tmp_path):
@@ -119,7 +118,7 @@ def test_a_record_made_before_function_source_is_still_named_a_python_callable(t
                 record.pop("function_source", None)
 
     rechain(ledger_path, as_before)
-    assert "\"function_source\":" not in ledger_path.read_text()
+    assert '"function_source":' not in ledger_path.read_text()
 
     result = replay_lines(Ledger(ledger_path).iter_raw_lines())
     assert result["ok"] and [s.get("source") for s in result["skipped"]] == [None, None]
@@ -128,7 +127,8 @@ def test_a_record_made_before_function_source_is_still_named_a_python_callable(t
         assert item["reason"] == (
             SKIPPED_AS_CALLABLE + f"{name}, which exists only in the kernel that ran it; this record names it but "
             "holds no source (it predates function_source), and replay runs only the expression language, which is "
-            "parsed, never eval'd: recorded Python is never executed")
+            "parsed, never eval'd: recorded Python is never executed"
+        )
 
 
 def test_a_source_edited_after_it_was_recorded_fails_replay(tmp_path):
@@ -150,7 +150,8 @@ def test_a_source_edited_after_it_was_recorded_fails_replay(tmp_path):
     [differs] = result["differs"]
     assert differs["differences"] == [
         f"function_source: the recorded text hashes to {_sha256(edited)}, not to its recorded sha256 "
-        f"{_sha256(original)}: the source was edited after it was recorded"]
+        f"{_sha256(original)}: the source was edited after it was recorded"
+    ]
 
 
 def test_an_expression_record_given_a_source_is_still_re_run(tmp_path):
@@ -158,16 +159,19 @@ def test_an_expression_record_given_a_source_is_still_re_run(tmp_path):
     given a `function_source` so that it would pass for a callable's, when replayed, then it is
     still re-run (an expression always is) and the forged value is caught."""
     ledger_path = tmp_path / "expr.gradcheck.jsonl"
-    run_and_record({"id": "square", "function": "x*x", "x": 3.0, "analytical_gradient": 6.0}, Ledger(ledger_path),
-                   sweep=False)
+    run_and_record(
+        {"id": "square", "function": "x*x", "x": 3.0, "analytical_gradient": 6.0}, Ledger(ledger_path), sweep=False
+    )
 
     def forge(entry):
         if entry["kind"] == "observation":
-            entry["data"]["record"].update(observed_gradient=7.0,
-                                           function_source={"text": "lambda x: x*x", "sha256": _sha256("lambda x: x*x")})
+            entry["data"]["record"].update(
+                observed_gradient=7.0, function_source={"text": "lambda x: x*x", "sha256": _sha256("lambda x: x*x")}
+            )
 
     rechain(ledger_path, forge)
     result = replay_lines(Ledger(ledger_path).iter_raw_lines())
     assert result["skipped"] == [] and not result["ok"]
     assert result["differs"][0]["differences"] == [
-        "observed_gradient: recorded 7.0, replayed 6.0 (rtol=1e-07, atol=1e-10)"]
+        "observed_gradient: recorded 7.0, replayed 6.0 (rtol=1e-07, atol=1e-10)"
+    ]

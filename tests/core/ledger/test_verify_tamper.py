@@ -13,9 +13,16 @@ import pytest
 
 from jupyterlab_gradcheck.core.ledger.binding import read_binding, update_binding
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook, verify_path
-
-from support.ledger import (THREE_CHECKS, is_observation_of, line_number_of, lines_of, notebook_with_three_checks,
-                            rechain, seal_junk, write_lines)
+from support.ledger import (
+    THREE_CHECKS,
+    is_observation_of,
+    line_number_of,
+    lines_of,
+    notebook_with_three_checks,
+    rechain,
+    seal_junk,
+    write_lines,
+)
 
 
 @pytest.fixture
@@ -49,7 +56,7 @@ def test_changing_any_one_byte_of_any_line_names_that_line(honest):
         for position in (1, len(line) // 2, len(line) - 3):
             edited = bytearray(line)
             edited[position] = ord("7") if edited[position] != ord("7") else ord("8")
-            write_lines(path, original[:index] + [bytes(edited)] + original[index + 1:])
+            write_lines(path, original[:index] + [bytes(edited)] + original[index + 1 :])
             report = verify_ledger_file(path)
             assert not report["ok"]
             assert report["errors"][0]["line"] == index + 1, (index, position, report["errors"])
@@ -118,7 +125,8 @@ def test_hand_editing_an_observed_value_names_the_line(honest):
     lines[number - 1] = lines[number - 1].replace(b'"observed_gradient":12.0', b'"observed_gradient":6.0')
     write_lines(path, lines)
     assert _reasons(verify_ledger_file(path)) == [
-        (number, "hash mismatch: entry seq 6 was changed after it was written")]
+        (number, "hash mismatch: entry seq 6 was changed after it was written")
+    ]
 
 
 def test_recomputed_chain_is_caught_by_the_binding(honest):
@@ -150,8 +158,7 @@ def test_a_forged_flag_is_caught_even_with_the_chain_and_binding_recomputed(hone
     update_binding(notebook, Ledger(path))
     report = verify_notebook(notebook)
     assert report["binding_ok"] and not report["ok"]
-    assert _reasons(report) == [(8, "after_failure is recorded as False but the check's latest observation "
-                                    "had failed")]
+    assert _reasons(report) == [(8, "after_failure is recorded as False but the check's latest observation had failed")]
 
 
 def test_a_tolerance_changed_without_an_entry_is_an_error(tmp_path):
@@ -166,8 +173,12 @@ def test_a_tolerance_changed_without_an_entry_is_an_error(tmp_path):
     spec = {key: record[key] for key in ("id", "function", "inputs", "dtype", "device", "analytical_gradient")}
     ledger.append("expectation", "square", {**spec, "tolerance": {"rtol": 0.5, "atol": 1e-10}})
     assert _reasons(verify_ledger_file(ledger.path)) == [
-        (4, "the tolerance of 'square' changed from {'rtol': 1e-07, 'atol': 1e-10} to "
-            "{'rtol': 0.5, 'atol': 1e-10} without a justified tolerance_change entry")]
+        (
+            4,
+            "the tolerance of 'square' changed from {'rtol': 1e-07, 'atol': 1e-10} to "
+            "{'rtol': 0.5, 'atol': 1e-10} without a justified tolerance_change entry",
+        )
+    ]
 
 
 def test_binding_behind_the_ledger_is_a_warning(honest):
@@ -207,8 +218,10 @@ def test_a_time_moved_back_is_an_error_even_with_the_chain_recomputed(honest):
     rechain(path, edit)
     number = line_number_of(path, is_observation_of("cube_wrong"))
     reasons = _reasons(verify_ledger_file(path))
-    assert any(line == number and "has the time 2000-01-01T00:00:00+00:00, before the entry above it" in reason
-               for line, reason in reasons), reasons
+    assert any(
+        line == number and "has the time 2000-01-01T00:00:00+00:00, before the entry above it" in reason
+        for line, reason in reasons
+    ), reasons
 
 
 def test_junk_sealed_as_a_torn_write_in_the_middle_is_an_error(honest):
@@ -219,8 +232,11 @@ def test_junk_sealed_as_a_torn_write_in_the_middle_is_an_error(honest):
     number = line_number_of(path, is_observation_of("cube_wrong"))
     seal_junk(path, number)
     reasons = _reasons(verify_ledger_file(path))
-    assert (number, "sealed as a torn write, but these bytes are not the start of an entry (an interrupted "
-                    "append writes a prefix of one): an entry was replaced") in reasons, reasons
+    assert (
+        number,
+        "sealed as a torn write, but these bytes are not the start of an entry (an interrupted "
+        "append writes a prefix of one): an entry was replaced",
+    ) in reasons, reasons
 
 
 def test_an_expectation_with_no_outcome_is_named_as_interrupted(tmp_path):

@@ -15,8 +15,14 @@ HEAD_A, HEAD_B, HEAD_C = "a" * 64, "b" * 64, "c" * 64
 
 
 def _report(seq, head, *, ledger_id="L1", notebook="lab1.ipynb", user="ana", entry_time="2026-01-01T10:00:00+00:00"):
-    return {"ledger_id": ledger_id, "notebook": notebook, "user": user, "seq": seq, "head": head,
-            "entry_time": entry_time}
+    return {
+        "ledger_id": ledger_id,
+        "notebook": notebook,
+        "user": user,
+        "seq": seq,
+        "head": head,
+        "entry_time": entry_time,
+    }
 
 
 def test_receipts_chain_and_carry_the_witness_signature(tmp_path):
@@ -45,16 +51,25 @@ def test_a_forged_receipt_fails_signature_checking(tmp_path):
     assert not signature_ok(forged, log.public_key)
     (tmp_path / "w.jsonl").write_text(json.dumps(forged) + "\n")
     assert log_problems(read_log(tmp_path / "w.jsonl"), log.public_key) == [
-        "witness log line 1: the signature does not match the witness key"]
+        "witness log line 1: the signature does not match the witness key"
+    ]
     other = WitnessLog(tmp_path / "other.jsonl")
     assert not signature_ok(genuine, other.public_key)
     assert base64.b64decode(log.public_key) != base64.b64decode(other.public_key)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"seq": -1}, "seq"), ({"seq": True}, "seq"), ({"head": ""}, "head"), ({"user": 3}, "user"),
-    ({"notebook": "x" * 5000}, "notebook"), ({"extra": 1}, "extra"), ({"private": "yes"}, "private"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"seq": -1}, "seq"),
+        ({"seq": True}, "seq"),
+        ({"head": ""}, "head"),
+        ({"user": 3}, "user"),
+        ({"notebook": "x" * 5000}, "notebook"),
+        ({"extra": 1}, "extra"),
+        ({"private": "yes"}, "private"),
+    ],
+)
 def test_a_malformed_report_is_refused_naming_its_field(tmp_path, change, field):
     """Given a witness log, when a report has a bad field, then SpecError names that field
     and nothing is appended."""
@@ -74,24 +89,33 @@ def test_an_intact_ledger_agrees_with_everything_the_witness_saw(tmp_path):
     """Given a witness that saw seq 1 and 2 of ledger L1, when the submitted L1 holds those
     hashes, then there is no error and the submission counts as witnessed."""
     receipts = _seen(tmp_path, _report(1, HEAD_A), _report(2, HEAD_B))
-    found = witness_findings(receipts, notebook="lab1.ipynb", user=None, ledger_id="L1",
-                             hashes={1: HEAD_A, 2: HEAD_B}, times=None)
+    found = witness_findings(
+        receipts, notebook="lab1.ipynb", user=None, ledger_id="L1", hashes={1: HEAD_A, 2: HEAD_B}, times=None
+    )
     assert found == {"witnessed": True, "errors": [], "flags": [], "seen": 2}
 
 
-@pytest.mark.parametrize("hashes, ledger_id, expected", [
-    ({1: HEAD_A, 2: HEAD_C}, "L1", "has hash cccccccccccc, but the witness saw bbbbbbbbbbbb: the ledger was rewritten"),
-    ({1: HEAD_A}, "L1", "the ledger has no entry at seq 2"),
-    ({1: HEAD_C}, "L2", "the witness never saw ledger L2 for lab1.ipynb; it saw L1"),
-    (None, None, "the ledger of lab1.ipynb is missing, but the witness saw it up to seq 2"),
-])
+@pytest.mark.parametrize(
+    "hashes, ledger_id, expected",
+    [
+        (
+            {1: HEAD_A, 2: HEAD_C},
+            "L1",
+            "has hash cccccccccccc, but the witness saw bbbbbbbbbbbb: the ledger was rewritten",
+        ),
+        ({1: HEAD_A}, "L1", "the ledger has no entry at seq 2"),
+        ({1: HEAD_C}, "L2", "the witness never saw ledger L2 for lab1.ipynb; it saw L1"),
+        (None, None, "the ledger of lab1.ipynb is missing, but the witness saw it up to seq 2"),
+    ],
+)
 def test_a_rewrite_a_truncation_a_fresh_ledger_and_a_deletion_are_errors(tmp_path, hashes, ledger_id, expected):
     """Given a witness that saw seq 1 and 2 of L1 for ana's lab1.ipynb, when the submission was
     rewritten at seq 2, truncated to seq 1, replaced by a fresh ledger L2, or deleted,
     then each is an error naming the witnessed seq."""
     receipts = _seen(tmp_path, _report(1, HEAD_A), _report(2, HEAD_B))
-    found = witness_findings(receipts, notebook="lab1.ipynb", user="ana", ledger_id=ledger_id,
-                             hashes=hashes, times=None)
+    found = witness_findings(
+        receipts, notebook="lab1.ipynb", user="ana", ledger_id=ledger_id, hashes=hashes, times=None
+    )
     assert len(found["errors"]) == 1 and expected in found["errors"][0], found
     assert found["witnessed"] is False if hashes is not None else found["witnessed"] is True
 
@@ -101,8 +125,14 @@ def test_an_older_run_swapped_in_and_an_edited_time_are_errors(tmp_path):
     when L1 is submitted with an entry time moved after the witness received it,
     then both the swap and the edited time are errors."""
     receipts = _seen(tmp_path, _report(1, HEAD_A), _report(1, HEAD_B, ledger_id="L2"))
-    found = witness_findings(receipts, notebook="lab1.ipynb", user=None, ledger_id="L1",
-                             hashes={1: HEAD_A}, times={1: "2999-01-01T00:00:00+00:00"})
+    found = witness_findings(
+        receipts,
+        notebook="lab1.ipynb",
+        user=None,
+        ledger_id="L1",
+        hashes={1: HEAD_A},
+        times={1: "2999-01-01T00:00:00+00:00"},
+    )
     assert any("saw a newer ledger L2" in e for e in found["errors"])
     assert any("claims the time 2999-01-01" in e and "its time was edited" in e for e in found["errors"])
 
@@ -111,11 +141,21 @@ def test_private_runs_and_unwitnessed_entries_are_flags_not_errors(tmp_path):
     """Given a witness that saw seq 1 of L1 and two runs made with ledger=False,
     when L1 is submitted with seq 1 and a seq 2 the witness never saw,
     then there is no error, and both the private runs and the unwitnessed entry are flagged."""
-    private = {"private": True, "notebook": "lab1.ipynb", "user": "ana", "ledger_id": None, "head": None,
-               "seq": None, "check_id": "x*x@1"}
+    private = {
+        "private": True,
+        "notebook": "lab1.ipynb",
+        "user": "ana",
+        "ledger_id": None,
+        "head": None,
+        "seq": None,
+        "check_id": "x*x@1",
+    }
     receipts = _seen(tmp_path, _report(1, HEAD_A), private, private)
-    found = witness_findings(receipts, notebook="lab1.ipynb", user=None, ledger_id="L1",
-                             hashes={1: HEAD_A, 2: HEAD_B}, times=None)
+    found = witness_findings(
+        receipts, notebook="lab1.ipynb", user=None, ledger_id="L1", hashes={1: HEAD_A, 2: HEAD_B}, times=None
+    )
     assert found["errors"] == []
-    assert [(f["flag"], f["count"]) for f in found["flags"]] == [("private_runs_witnessed", 2),
-                                                                 ("entries_not_witnessed", 1)]
+    assert [(f["flag"], f["count"]) for f in found["flags"]] == [
+        ("private_runs_witnessed", 2),
+        ("entries_not_witnessed", 1),
+    ]

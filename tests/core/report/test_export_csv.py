@@ -12,14 +12,34 @@ from jupyterlab_gradcheck.core.ledger.binding import update_binding
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.submissions import collect, nbgrader_identity
-
 from support.ledger import THREE_CHECKS, lines_of, notebook_with_three_checks, rechain, write_lines
 
 COLUMNS = [
-    "student", "assignment", "notebook", "check_id", "function", "inputs", "dtype", "device",
-    "analytical", "observed", "max_abs_err", "max_rel_err", "rtol", "atol", "passed", "runs",
-    "failures_kept", "tolerance_edits", "widened_after_failure",
-    "expectation_revised_after_observation", "chain_ok", "binding_ok", "status", "witnessed", "witness_flags",
+    "student",
+    "assignment",
+    "notebook",
+    "check_id",
+    "function",
+    "inputs",
+    "dtype",
+    "device",
+    "analytical",
+    "observed",
+    "max_abs_err",
+    "max_rel_err",
+    "rtol",
+    "atol",
+    "passed",
+    "runs",
+    "failures_kept",
+    "tolerance_edits",
+    "widened_after_failure",
+    "expectation_revised_after_observation",
+    "chain_ok",
+    "binding_ok",
+    "status",
+    "witnessed",
+    "witness_flags",
 ]
 
 
@@ -59,20 +79,28 @@ def test_folder_of_three_students_exports_one_csv(course, tmp_path, gradcheck_cl
     assert reader.fieldnames == COLUMNS
     rows = list(reader)
     assert [(r["student"], r["assignment"], r["notebook"], r["check_id"]) for r in rows] == [
-        (student, "ps1", "lab1.ipynb", check["id"])
-        for student in ("alice", "bob", "carol") for check in THREE_CHECKS]
+        (student, "ps1", "lab1.ipynb", check["id"]) for student in ("alice", "bob", "carol") for check in THREE_CHECKS
+    ]
     row = {(r["student"], r["check_id"]): r for r in rows}
 
     square = row["alice", "square"]
     assert (square["function"], json.loads(square["inputs"]), square["dtype"], square["device"]) == (
-        "x*x", {"x": 3}, "float64", "cpu")
+        "x*x",
+        {"x": 3},
+        "float64",
+        "cpu",
+    )
     assert (json.loads(square["analytical"]), json.loads(square["observed"]), square["passed"]) == (6, 6.0, "true")
     assert (float(square["rtol"]), float(square["atol"])) == (1e-7, 1e-10)
     assert json.loads(row["alice", "vector_sum"]["observed"]) == [2.0, 4.0, 6.0]
 
     wrong = row["alice", "cube_wrong"]
     assert (wrong["passed"], wrong["runs"], wrong["failures_kept"], float(wrong["max_abs_err"])) == (
-        "false", "1", "1", 6.0)
+        "false",
+        "1",
+        "1",
+        6.0,
+    )
     assert wrong["widened_after_failure"] == "false"
 
     bob = row["bob", "cube_wrong"]  # widened to rtol 0.9 after failing, then re-ran and "passed"
@@ -99,8 +127,9 @@ def test_a_check_that_never_ran_has_an_empty_verdict(tmp_path):
     """Given a check whose expectation was written but which never ran, then its row has an
     empty passed cell and zero runs, and the expectation is still shown."""
     _notebook, ledger = notebook_with_three_checks(tmp_path, tolerance_change=False)
-    ledger.record_expectation({**THREE_CHECKS[0], "id": "declared", "inputs": {"x": 3},
-                               "tolerance": {"rtol": 1e-7, "atol": 1e-10}})
+    ledger.record_expectation(
+        {**THREE_CHECKS[0], "id": "declared", "inputs": {"x": 3}, "tolerance": {"rtol": 1e-7, "atol": 1e-10}}
+    )
     from jupyterlab_gradcheck.core.report.csv_export import rows
 
     [row] = [r for r in rows(collect([tmp_path])) if r["check_id"] == "declared"]
@@ -116,19 +145,26 @@ def test_export_with_replay_adds_a_replay_ok_column(tmp_path, gradcheck_cli):
     for student in ("eve", "fay"):
         notebook, ledger = notebook_with_three_checks(root / student / "ps1", tolerance_change=False)
         if student == "eve":
-            rechain(ledger.path, lambda e: e["data"]["record"].update(observed_gradient=5.0)
-                    if e["kind"] == "observation" and e["check_id"] == "square" else None)
+            rechain(
+                ledger.path,
+                lambda e: (
+                    e["data"]["record"].update(observed_gradient=5.0)
+                    if e["kind"] == "observation" and e["check_id"] == "square"
+                    else None
+                ),
+            )
             update_binding(notebook, Ledger(ledger.path))
     csv_out, html_out = tmp_path / "grades.csv", tmp_path / "grades.html"
     for fmt, out in (("csv", csv_out), ("html", html_out)):
-        code, _out, err = gradcheck_cli("export", str(root), "--format", fmt, "--replay", "--jobs", "1",
-                                        "-o", str(out))
+        code, _out, err = gradcheck_cli("export", str(root), "--format", fmt, "--replay", "--jobs", "1", "-o", str(out))
         assert code == 0, err
     reader = csv.DictReader(io.StringIO(csv_out.read_text(encoding="utf-8")))
     assert reader.fieldnames == COLUMNS + ["replay_ok"]
     rows = list(reader)
     assert {(r["student"], r["chain_ok"], r["binding_ok"], r["replay_ok"]) for r in rows} == {
-        ("eve", "true", "true", "false"), ("fay", "true", "true", "true")}
+        ("eve", "true", "true", "false"),
+        ("fay", "true", "true", "true"),
+    }
     html = html_out.read_text(encoding="utf-8")
     assert "observed_gradient: recorded 5.0, replayed 6.0 (rtol=1e-07, atol=1e-10)" in html
     assert html.count("replay <span") == 2
@@ -143,16 +179,23 @@ def test_a_deleted_ledger_is_a_row_with_its_status_and_a_failed_verify(course, t
 
     dave = course / "submitted" / "dave" / "ps1" / "lab1.ipynb"
     dave.parent.mkdir(parents=True)
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "from jupyterlab_gradcheck.api import check_record\ncheck_record({'function': 'x*x', 'x': 3, "
-        "'analytical_gradient': 6})")])
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "from jupyterlab_gradcheck.api import check_record\ncheck_record({'function': 'x*x', 'x': 3, "
+                "'analytical_gradient': 6})"
+            )
+        ]
+    )
     nbformat.write(notebook, str(dave))
     out = tmp_path / "grades.csv"
     code, _out, err = gradcheck_cli("export", str(course), "--format", "csv", "-o", str(out))
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     mine = [r for r in rows if r["student"] == "dave"]
-    assert [(r["check_id"], r["status"], r["runs"], r["chain_ok"]) for r in mine] == [("", "ledger_missing", "0", "true")]
+    assert [(r["check_id"], r["status"], r["runs"], r["chain_ok"]) for r in mine] == [
+        ("", "ledger_missing", "0", "true")
+    ]
     statuses = {r["student"]: r["status"] for r in rows if r["student"] != "dave"}
     assert statuses == {"alice": "ok", "bob": "ok", "carol": "verify_failed"}
     assert {r["witnessed"] for r in rows} == {""}  # exported without a witness

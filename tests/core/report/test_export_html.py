@@ -15,12 +15,19 @@ from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.html_export import to_html
 from jupyterlab_gradcheck.core.report.submissions import collect
-
 from support.ledger import JUSTIFICATION, THREE_CHECKS, new_notebook
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +98,12 @@ def test_report_escapes_what_the_ledger_holds(tmp_path):
 
 
 def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={cwd / 'profile'}", *args],
-                          capture_output=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={cwd / 'profile'}", *args],
+        capture_output=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (make test-python installs it)")

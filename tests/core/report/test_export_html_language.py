@@ -8,7 +8,6 @@ import pytest
 from jupyterlab_gradcheck.core.i18n import language
 from jupyterlab_gradcheck.core.report.html_export import to_html
 from jupyterlab_gradcheck.core.report.submissions import collect
-
 from support.html_tables import tables_in
 from support.ledger import notebook_with_three_checks
 
@@ -23,10 +22,24 @@ def submissions(tmp_path_factory):
 
 
 HEADINGS = {
-    "es": ('<html lang="es">', "<h1>Informe de comprobación de gradientes</h1>", "<b>Fallo conservado</b>",
-           "<b>Señales</b>", "tolerancia ampliada tras un fallo", "<b>Historial</b>", "<b>Diagnóstico</b>"),
-    "en": ('<html lang="en">', "<h1>Gradient check report</h1>", "<b>Failure kept</b>", "<b>Flags</b>",
-           "tolerance widened after a failure", "<b>History</b>", "<b>Diagnosis</b>"),
+    "es": (
+        '<html lang="es">',
+        "<h1>Informe de comprobación de gradientes</h1>",
+        "<b>Fallo conservado</b>",
+        "<b>Señales</b>",
+        "tolerancia ampliada tras un fallo",
+        "<b>Historial</b>",
+        "<b>Diagnóstico</b>",
+    ),
+    "en": (
+        '<html lang="en">',
+        "<h1>Gradient check report</h1>",
+        "<b>Failure kept</b>",
+        "<b>Flags</b>",
+        "tolerance widened after a failure",
+        "<b>History</b>",
+        "<b>Diagnosis</b>",
+    ),
 }
 
 
@@ -41,7 +54,9 @@ def test_the_report_has_the_headings_of_its_language(submissions, lang):
     other = HEADINGS["en" if lang == "es" else "es"]
     assert not [heading for heading in other if heading in page]
     table = tables_in(page)["jp-gradcheck-expectation-observation"]
-    assert table["header"] == (["", "Expectativa", "Observación"] if lang == "es" else ["", "Expectation", "Observation"])
+    assert table["header"] == (
+        ["", "Expectativa", "Observación"] if lang == "es" else ["", "Expectation", "Observation"]
+    )
 
 
 def test_the_language_changes_words_never_the_evidence(submissions):
@@ -50,9 +65,14 @@ def test_the_language_changes_words_never_the_evidence(submissions):
     pages = {lang: to_html(submissions, language=lang) for lang in ("es", "en")}
     for code in ('data-check-id="cube_wrong"', 'data-status="probable_bug"', 'data-flag="widened_after_failure"'):
         assert code in pages["es"] and code in pages["en"], code
-    rows = {lang: [[cell["text"] for cell in row[:6]] for row in tables_in(page)["jp-gradcheck-observations"]["rows"]
-                   if row[0]["text"] != "torch_gradcheck"]  # its verdict badge is a word: CORRECTO / PASSED
-            for lang, page in pages.items()}
+    rows = {
+        lang: [
+            [cell["text"] for cell in row[:6]]
+            for row in tables_in(page)["jp-gradcheck-observations"]["rows"]
+            if row[0]["text"] != "torch_gradcheck"
+        ]  # its verdict badge is a word: CORRECTO / PASSED
+        for lang, page in pages.items()
+    }
     assert rows["es"] == rows["en"] and len(rows["es"]) == 5
 
 

@@ -8,7 +8,6 @@ import json
 import nbformat
 
 from jupyterlab_gradcheck.core.ledger.line_format import canonical_json
-
 from support.ledger import lines_of, notebook_with_three_checks
 
 

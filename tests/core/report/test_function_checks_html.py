@@ -7,13 +7,13 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.report.record_html import record_html
-
 from support.functions import Cube, CubeWithJvp
 
 
 def _code(name: str) -> str:
     """How the record's HTML shows a name: in a code element (styled), its text escaped."""
     return f'monospace)">{name}</code>'
+
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
 
@@ -28,8 +28,13 @@ def test_second_order_and_function_modes_appear_with_shape_dtype_and_device():
     html = record_html(record)
     assert "Second order: the Hessian of x" in html
     assert html.count("shape [4, 4] · dtype float64 · device cpu") == 2  # autograd and finite differences
-    for name in ("hessian_autograd", "hessian_finite_difference", "torch_gradgradcheck",
-                 "hessian_analytical_vs_autograd", "hessian_autograd_vs_finite_difference"):
+    for name in (
+        "hessian_autograd",
+        "hessian_finite_difference",
+        "torch_gradgradcheck",
+        "hessian_analytical_vs_autograd",
+        "hessian_autograd_vs_finite_difference",
+    ):
         assert _code(name) in html
     assert "Forward mode and batched gradients" in html
     assert "shape [] · dtype float64 · device cpu" in html  # the tangent of the summed output

@@ -9,15 +9,21 @@ import pytest
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.ledger.history import build_history
 from jupyterlab_gradcheck.core.report.record_html import MAX_SHOWN_ELEMENTS, format_value, record_html
-
 from support.html_tables import column, tables_in
 
 
 @pytest.fixture(scope="module")
 def failed_record():
     """x*x over a vector at float64 with a hand derivation wrong only at x[2]."""
-    return run_check({"function": "sum(x*x)", "x": [1.0, 2.0, 3.0], "analytical_gradient": [2, 4, 7],
-                      "origin": "d/dx of sum(x^2) <by hand>", "destination": "x.grad"})
+    return run_check(
+        {
+            "function": "sum(x*x)",
+            "x": [1.0, 2.0, 3.0],
+            "analytical_gradient": [2, 4, 7],
+            "origin": "d/dx of sum(x^2) <by hand>",
+            "destination": "x.grad",
+        }
+    )
 
 
 def test_expectation_and_observation_sit_in_separate_columns(failed_record):
@@ -55,8 +61,13 @@ def test_every_observed_value_carries_shape_dtype_and_device(failed_record):
     then each row of the observations table names its shape, dtype and device."""
     table = tables_in(record_html(failed_record))["jp-gradcheck-observations"]
     rows = {row[0]["text"]: row for row in table["rows"]}
-    for name in ("backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad",
-                 "finite_difference"):
+    for name in (
+        "backward_pass_1",
+        "backward_pass_2_accumulated",
+        "after_clear_none",
+        "autograd_grad",
+        "finite_difference",
+    ):
         row = rows[name]
         assert [row[i]["text"] for i in (3, 4, 5)] == ["[3]", "float64", "cpu"], name
     assert rows["backward_pass_2_accumulated"][2]["text"] == "[4.0, 8.0, 12.0]"
@@ -83,9 +94,22 @@ def test_colours_come_from_jupyterlab_theme_variables(failed_record):
     when every colour in it is collected,
     then each one is a JupyterLab CSS variable (with a fallback for pages outside JupyterLab),
     so the dark theme recolours all of it."""
-    history = {"check_id": "c", "runs": 1, "observation_seqs": [2], "failures_kept": [{"seq": 2, "failures": []}],
-               "tolerance_history": [{"seq": 3, "target": "tolerance", "old": {"rtol": 1, "atol": 1},
-                                      "new": {"rtol": 2, "atol": 1}, "justification": "j", "widened": True}]}
+    history = {
+        "check_id": "c",
+        "runs": 1,
+        "observation_seqs": [2],
+        "failures_kept": [{"seq": 2, "failures": []}],
+        "tolerance_history": [
+            {
+                "seq": 3,
+                "target": "tolerance",
+                "old": {"rtol": 1, "atol": 1},
+                "new": {"rtol": 2, "atol": 1},
+                "justification": "j",
+                "widened": True,
+            }
+        ],
+    }
     page = record_html(failed_record, history=history)
     colours = re.findall(r'(?:color|background|fill|stroke)\s*[:=]\s*"?([^;"]+)', page)
     assert len(colours) > 20
@@ -97,8 +121,7 @@ def test_long_values_are_shortened_with_their_count():
     """Given a 100-element gradient, when formatted, the first elements and the count show."""
     text = format_value([[float(i) for i in range(10)] for _ in range(10)])
     assert MAX_SHOWN_ELEMENTS == 12
-    assert text == ("[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 0.0, 1.0, ...] "
-                    "(100 elements, flattened)")
+    assert text == ("[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 0.0, 1.0, ...] (100 elements, flattened)")
 
 
 def test_history_lists_runs_failures_and_justified_tolerance_edits_in_ledger_order():
@@ -106,13 +129,42 @@ def test_history_lists_runs_failures_and_justified_tolerance_edits_in_ledger_ord
     when rendered, the history table lists them by seq with the justification and the flags."""
     entries = [
         {"seq": 1, "kind": "expectation", "check_id": "c", "data": {"tolerance": {"rtol": 1e-7, "atol": 1e-10}}},
-        {"seq": 2, "kind": "observation", "check_id": "c", "time": "t2",
-         "data": {"passed": False, "record": {"failures": [{"comparison": "a_vs_b", "input": "x", "index": [1],
-                                                            "left": 1.0, "right": 2.0, "abs_err": 1.0,
-                                                            "rel_err": 0.5}]}}},
-        {"seq": 3, "kind": "tolerance_change", "check_id": "c", "time": "t3",
-         "data": {"target": "tolerance", "old": {"rtol": 1e-7, "atol": 1e-10}, "new": {"rtol": 0.6, "atol": 1e-10},
-                  "justification": "float32 rounding", "widened": True, "after_failure": True}},
+        {
+            "seq": 2,
+            "kind": "observation",
+            "check_id": "c",
+            "time": "t2",
+            "data": {
+                "passed": False,
+                "record": {
+                    "failures": [
+                        {
+                            "comparison": "a_vs_b",
+                            "input": "x",
+                            "index": [1],
+                            "left": 1.0,
+                            "right": 2.0,
+                            "abs_err": 1.0,
+                            "rel_err": 0.5,
+                        }
+                    ]
+                },
+            },
+        },
+        {
+            "seq": 3,
+            "kind": "tolerance_change",
+            "check_id": "c",
+            "time": "t3",
+            "data": {
+                "target": "tolerance",
+                "old": {"rtol": 1e-7, "atol": 1e-10},
+                "new": {"rtol": 0.6, "atol": 1e-10},
+                "justification": "float32 rounding",
+                "widened": True,
+                "after_failure": True,
+            },
+        },
         {"seq": 4, "kind": "expectation", "check_id": "c", "data": {"tolerance": {"rtol": 0.6, "atol": 1e-10}}},
         {"seq": 5, "kind": "observation", "check_id": "c", "data": {"passed": True}},
     ]

@@ -64,6 +64,14 @@ def public_key_text(key) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
+def public_key_fingerprint(public_key_b64: str) -> str:
+    """The key's fingerprint, `sha256:<hex>` of SHA-256 over its 32 raw bytes: short enough for an
+    instructor to record when the course starts and pin with `verify --witness-key`."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(base64.b64decode(public_key_b64, validate=True)).hexdigest()
+
+
 def signature_ok(receipt: dict, public_key: str) -> bool:
     """Whether `receipt` is whole (its hash) and signed by the key whose public half is given."""
     from cryptography.exceptions import InvalidSignature

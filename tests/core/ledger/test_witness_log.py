@@ -9,7 +9,13 @@ import pytest
 
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger.witness_check import witness_findings
-from jupyterlab_gradcheck.core.ledger.witness_log import WitnessLog, log_problems, read_log, signature_ok
+from jupyterlab_gradcheck.core.ledger.witness_log import (
+    WitnessLog,
+    log_problems,
+    public_key_fingerprint,
+    read_log,
+    signature_ok,
+)
 
 HEAD_A, HEAD_B, HEAD_C = "a" * 64, "b" * 64, "c" * 64
 
@@ -36,6 +42,19 @@ def test_receipts_chain_and_carry_the_witness_signature(tmp_path):
     assert (tmp_path / "w.jsonl.key").stat().st_mode & 0o777 == 0o600
     assert read_log(tmp_path / "w.jsonl") == [first, second]
     assert log_problems(read_log(tmp_path / "w.jsonl"), log.public_key) == []
+
+
+def test_the_fingerprint_is_the_sha256_of_the_raw_public_key(tmp_path):
+    """Given a witness key, when its fingerprint is taken, then it is "sha256:" and the hex SHA-256
+    of the key's 32 raw bytes (what an instructor records and `--witness-key` pins), and two
+    witnesses' keys have different fingerprints."""
+    import hashlib
+
+    log, other = WitnessLog(tmp_path / "w.jsonl"), WitnessLog(tmp_path / "other.jsonl")
+    raw = base64.b64decode(log.public_key)
+    assert len(raw) == 32
+    assert public_key_fingerprint(log.public_key) == "sha256:" + hashlib.sha256(raw).hexdigest()
+    assert public_key_fingerprint(log.public_key) != public_key_fingerprint(other.public_key)
 
 
 def test_a_forged_receipt_fails_signature_checking(tmp_path):

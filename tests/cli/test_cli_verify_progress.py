@@ -159,6 +159,6 @@ def test_the_cli_shows_a_python_callables_source_under_its_skip(tmp_path):
     lines = done.stdout.splitlines()
     skipped = next(i for i, line in enumerate(lines) if line.startswith("  replay skipped: line 3: "))
     assert "the function was a Python callable, cube, which exists only in the kernel that ran it" in lines[skipped]
-    sha256 = hashlib.sha256(b"def cube(x):\n    return x ** 3").hexdigest()
+    sha256 = hashlib.sha256(b"def cube(x):\n    return x**3").hexdigest()
     assert lines[skipped + 1] == f"    recorded source (sha256 {sha256}):"
-    assert lines[skipped + 2 : skipped + 4] == ["      | def cube(x):", "      |     return x ** 3"]
+    assert lines[skipped + 2 : skipped + 4] == ["      | def cube(x):", "      |     return x**3"]

@@ -137,8 +137,8 @@ def test_a_source_edited_after_it_was_recorded_fails_replay(tmp_path):
     no longer hashes to the recorded SHA-256."""
     ledger_path = tmp_path / "edited.gradcheck.jsonl"
     check(cube, grad=27.0, x=3.0, ledger=str(ledger_path))
-    original = "def cube(x):\n    return x ** 3"
-    edited = "def cube(x):\n    return x ** 2"
+    original = "def cube(x):\n    return x**3"
+    edited = "def cube(x):\n    return x**2"
 
     def edit(entry):
         if entry["kind"] == "observation":

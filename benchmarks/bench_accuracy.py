@@ -1,13 +1,13 @@
 """B3, finite-difference accuracy against the theoretical limits, scheme by scheme, per dtype.
 
 Workload: sin, exp, tanh, log, a polynomial 3x^3 - 2x^2 + x - 5, and the composition
-log(1 + exp(sin x)), each at x = 0.5, 1 and 2. For every scheme (`core.check.finite_difference`,
+log(1 + exp(sin x)), each at x = 0.5, 1 and 2. For every scheme (`core.check.fd.finite_difference`,
 through `fd_gradients`, the engine's own path) in float32 and float64, the error is the
 relative error |fd - f'| / |f'| against the float64 autograd derivative at the same point
 (the point rounded to the dtype first, so both sides differentiate at the same x).
 
 The floor is the best relative error a scheme can reach in the dtype: eps^(2/3) central,
-eps^(1/2) forward, eps^(4/5) Richardson, eps complex step (`core.check.defaults.fd_floor`).
+eps^(1/2) forward, eps^(4/5) Richardson, eps complex step (`core.check.record.defaults.fd_floor`).
 
 Goals: the default step within 10x of the floor (worst case over functions and points);
 adaptive or Richardson <= 1e-12 in float64; complex step <= 1e-15 in float64. Also shown:
@@ -59,7 +59,7 @@ def _estimate(function, x: float, dtype: str, scheme: str, step) -> float:
     """The engine's finite-difference estimate of f'(x) in `dtype`."""
     import torch
 
-    from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
+    from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 
     target = getattr(torch, dtype)
     value = torch.tensor(x, dtype=target, device=device())
@@ -112,7 +112,7 @@ def _gradcheck_float32_failures() -> int:
 
 def run(quick: bool) -> list[dict]:
     """B3 rows: default step against the floor for every scheme and dtype, and the three goals."""
-    from jupyterlab_gradcheck.core.check import defaults
+    from jupyterlab_gradcheck.core.check.record import defaults
 
     rows = []
     found = {}

@@ -131,7 +131,7 @@ def _sympy_opinion_timers(dev: str):
     """(uncached, cached) callables that each compute the SymPy opinion of the seed record."""
     import torch
 
-    from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.check.record.spec import parse_spec
     from jupyterlab_gradcheck.core.expr import symbolic
 
     spec = parse_spec({**SEED, "device": dev})

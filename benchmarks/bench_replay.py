@@ -71,7 +71,7 @@ CONTROL_TASKS, CONTROL_LOOP = 6, 400_000
 
 def course_checks() -> list[dict]:
     """The course notebook's checks, each as first declared in its committed ledger."""
-    from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 
     checks: dict[str, dict] = {}
     for line in COURSE_LEDGER.read_text(encoding="utf-8").splitlines():

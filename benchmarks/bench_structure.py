@@ -5,10 +5,10 @@ Workloads, float64 on the CPU:
 - banded `tanh(x[1:] * x[:-1]).sum()` and block-diagonal `(softmax(X.reshape(r, c), dim=1) * W).sum()`
   at n = 10^4 (quick: 10^3): ours is `core.check.numerical_verdict.numerical_verdict`, which
   learns the Jacobian's sparsity from the forward's operations, colours its columns
-  (core/check/coloured.py) and compares every element with autograd, naming the worst. Goals:
+  (core/check/fd/coloured.py) and compares every element with autograd, naming the worst. Goals:
   >= 100x faster than gradcheck's slow mode and <= 1x its fast mode, ratios in the same run.
 - dense `tanh(A @ x)` at n = 3,000 (quick: 300) in projected mode
-  (`core.check.projected.projected_verdict`): one random direction, a failure localised by
+  (`core.check.fd.projected.projected_verdict`): one random direction, a failure localised by
   halving. Goal: <= 1x gradcheck's fast mode; with a one-element bug planted, the element it
   names must be the planted one.
 - detection power: the dense function at n = 1,000 (quick: 100) with a backward wrong at one
@@ -155,7 +155,7 @@ def sparse_rows(label: str, function, n: int, quick: bool) -> list[dict]:
 
 def projected_rows(n: int, quick: bool) -> list[dict]:
     """The projected mode on the dense function: its time against fast mode, and a planted bug named."""
-    from jupyterlab_gradcheck.core.check.projected import projected_verdict
+    from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
 
     function, gradient = dense(n)
     x = _input(n)
@@ -212,7 +212,7 @@ def power_rows(n: int) -> list[dict]:
     POSITIONS (fast mode drawing its own random vectors each call); slow mode compares every
     Jacobian entry, so one position tells its answer (and costs 2n evaluations).
     """
-    from jupyterlab_gradcheck.core.check.projected import projected_verdict
+    from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
 
     function, gradient = dense(n)
     x = _input(n)
@@ -266,7 +266,7 @@ def _changed(gradient: dict, wrong: dict) -> set:
 
 def opinfo_rows(quick: bool) -> list[dict]:
     """The projected mode on B5's OpInfo samples and their one-element mutations, beside gradcheck's modes."""
-    from jupyterlab_gradcheck.core.check.projected import projected_verdict
+    from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
 
     from .opinfo_samples import cases
     from .opinfo_sweep import MUTATIONS, autograd_gradient, mutated_gradient, run_gradcheck, wrapped

@@ -20,8 +20,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .core.check.complex_values import holds_complex
-from .core.check.fixed_arguments import fixed_value
+from .core.check.record.complex_values import holds_complex
+from .core.check.record.fixed_arguments import fixed_value
 from .core.i18n import _, checked, localize
 from .core.i18n import language as in_language
 from .core.report.record_html import failure_sentence, record_html
@@ -181,17 +181,17 @@ def check_record(
 
 def _backward_as_expectation(record: dict, inputs: dict):
     """(expectation, origin) for a check written without `grad=`: the backward of the custom
-    autograd Functions the function goes through (core/check/backward_expectation.py), or
+    autograd Functions the function goes through (core/check/autograd/backward_expectation.py), or
     (None, origin) when it goes through none, so that the missing expectation is refused.
 
     Everything else in the record is validated first: bad input is refused before the one
     forward pass that finds the Functions."""
-    from .core.check.backward_expectation import backward_expectation, backward_name
-    from .core.check.custom_functions import custom_functions
-    from .core.check.devices import resolve_device
-    from .core.check.outputs import differentiable_outputs
-    from .core.check.signature import check_signature
-    from .core.check.spec import parse_spec
+    from .core.check.autograd.backward_expectation import backward_expectation, backward_name
+    from .core.check.autograd.custom_functions import custom_functions
+    from .core.check.autograd.outputs import differentiable_outputs
+    from .core.check.record.devices import resolve_device
+    from .core.check.record.signature import check_signature
+    from .core.check.record.spec import parse_spec
     from .core.errors import SpecError
 
     try:
@@ -219,7 +219,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
 
 def _held(fn, input_names: list[str], fixed: dict):
     """`fn` (or a Function's `apply`) called with the inputs by name and the `fixed` objects themselves."""
-    from .core.check.signature import check_signature
+    from .core.check.record.signature import check_signature
 
     if isinstance(fn, str) or not isinstance(fixed, dict) or any(name in input_names for name in fixed):
         return _as_checkable(fn, input_names)  # the record's own check names the problem
@@ -288,7 +288,7 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
             dtypes.add(str(value.dtype).replace("torch.", ""))
             devices.add(str(value.device))
     if not dtypes and any(holds_complex(value) for value in inputs.values()):
-        dtypes.add("complex128")  # Python complex numbers (core/check/complex_values.py)
+        dtypes.add("complex128")  # Python complex numbers (core/check/record/complex_values.py)
     return (
         {name: _as_value(value) for name, value in inputs.items()},
         dtypes.pop() if len(dtypes) == 1 else None,

@@ -85,7 +85,7 @@ from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.record_html import (
     comparisons_table, diagnosis_block, expectation_observation_table, observations_table)
 from jupyterlab_gradcheck.core.ledger.ledgered_run import ledger_spec_dict
-from jupyterlab_gradcheck.core.check.spec import parse_spec
+from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.report.sweep_svg import render as render_sweep
 from jupyterlab_gradcheck.widget import GradcheckPanel
 

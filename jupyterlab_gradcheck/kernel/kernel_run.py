@@ -9,9 +9,9 @@ input raises before anything is written.
 
 from __future__ import annotations
 
-from ..core.check.devices import resolve_device
 from ..core.check.engine import run_check
-from ..core.check.spec import parse_spec
+from ..core.check.record.devices import resolve_device
+from ..core.check.record.spec import parse_spec
 from ..core.ledger import witness_client
 from ..core.ledger.attestation import attestation_for
 from ..core.ledger.ledgered_run import record_run, refuse_bad_callable

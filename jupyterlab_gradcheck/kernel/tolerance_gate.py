@@ -9,7 +9,7 @@ this module only turns it into the in-kernel question "why?".
 
 from __future__ import annotations
 
-from ..core.check.spec import CheckSpec
+from ..core.check.record.spec import CheckSpec
 from ..core.errors import JustificationRequired, SpecError
 from ..core.ledger.history import HISTORY_KEY, TARGETS
 from ..core.ledger.ledgered_run import EXPLICIT_ATTR, apply_ledger_tolerance

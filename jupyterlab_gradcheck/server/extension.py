@@ -14,7 +14,7 @@ from jupyter_core.paths import jupyter_runtime_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Dict, Float, Integer, TraitError, Unicode, validate
 
-from ..core.check.spec import parse_spec
+from ..core.check.record.spec import parse_spec
 from ..core.errors import SpecError
 from ..core.expr.limits import DEFAULT_LIMITS, Limits
 from ..core.ledger import witness_client

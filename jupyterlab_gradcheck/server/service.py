@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from ..core.check.cost import estimate_cost
-from ..core.check.devices import resolve_device
-from ..core.check.spec import parse_spec
+from ..core.check.record.cost import estimate_cost
+from ..core.check.record.devices import resolve_device
+from ..core.check.record.spec import parse_spec
 from ..core.errors import GradcheckError, LedgerError, SpecError
 from ..core.expr.limits import Limits
 from ..core.ledger.binding import binding_for, read_binding

@@ -62,7 +62,7 @@ def serve(conn, options: dict) -> None:
 
         import torch
 
-        from ..core.check.devices import available_devices
+        from ..core.check.record.devices import available_devices
 
         options = {**options, "devices": available_devices()}
         hello = {
@@ -134,7 +134,7 @@ def _perform(task: dict, options: dict) -> dict:
 
 def _run_check(record: dict, options: dict) -> dict:
     from ..core.check.engine import run_check
-    from ..core.check.spec import parse_spec
+    from ..core.check.record.spec import parse_spec
     from ..core.expr.limits import Limits
 
     delay = options.get("slow_functions", {}).get(record.get("function"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hardening.corpus import expression_cases
 
-from jupyterlab_gradcheck.core.check.spec import parse_spec
+from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.expr.symbolic import symbolic_derivatives
 from jupyterlab_gradcheck.core.i18n import Message, language

@@ -23,9 +23,9 @@ from figures import record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jupyterlab_gradcheck.core.check.defaults import DTYPES
-from jupyterlab_gradcheck.core.check.record_values import numel
-from jupyterlab_gradcheck.core.check.spec import DEVICE_PATTERN, INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
+from jupyterlab_gradcheck.core.check.record.defaults import DTYPES
+from jupyterlab_gradcheck.core.check.record.record_values import numel
+from jupyterlab_gradcheck.core.check.record.spec import DEVICE_PATTERN, INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.expr.functions import FUNCTIONS
 from jupyterlab_gradcheck.core.expr.limits import DEFAULT_LIMITS

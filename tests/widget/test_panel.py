@@ -13,8 +13,8 @@ import re
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.devices import available_devices
-from jupyterlab_gradcheck.core.check.spec import parse_spec
+from jupyterlab_gradcheck.core.check.record.devices import available_devices
+from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.widget import GradcheckPanel

@@ -6,7 +6,7 @@
   disagreement does not shrink when the step does (a smooth function's does, linearly).
 - `precision_limited`: the discrepancy is within what the dtype and step can resolve: the
   rounding floor eps*|phi|/h (eps*|w_i g_i|/h where the estimate came from a diagonal chain,
-  core/check/diagonal.py) (plus the step's own representation error and a truncation
+  core/check/fd/diagonal.py) (plus the step's own representation error and a truncation
   estimate) for a finite difference, or a few dozen ulps for exact derivatives.
 - `probable_bug`: none of the above. The reason says which side the evidence points to.
 """
@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..i18n import Message
-from . import defaults, diagonal
-from .complex_values import as_number, complex_text
-from .error_bound import BOUND_FACTOR
-from .finite_difference import Probe, difference_quotient
+from .fd import diagonal
+from .fd.error_bound import BOUND_FACTOR
+from .fd.finite_difference import Probe, difference_quotient
+from .record import defaults
+from .record.complex_values import as_number, complex_text
 
 #: Multiple of the estimated floor within which a discrepancy is called precision-limited.
 FLOOR_MARGIN = 2.0
@@ -42,7 +43,7 @@ class DiagnosisContext:
     nondeterminism: str = ""
     #: input name -> the finite-difference path taken ("general", or a diagonal chain's kind)
     fd_structure: dict = field(default_factory=dict)
-    #: input name -> what re-estimating its failing elements tried (core/check/refinement.py)
+    #: input name -> what re-estimating its failing elements tried (core/check/fd/refinement.py)
     refinement: dict = field(default_factory=dict)
     #: the policy version the check ran under (core/check/policy.py)
     policy: int = 1

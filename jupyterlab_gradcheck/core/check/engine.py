@@ -18,28 +18,31 @@ from ..errors import SpecError
 from ..expr.evaluator import compile_expression
 from ..expr.symbolic import symbolic_opinion
 from ..i18n import Message
-from . import budget, defaults, outputs, projected
-from .comparison import Operand, compare_rows
-from .complex_values import with_complex_kept
-from .custom_functions import graph_functions, only_built_in_formulas
-from .devices import resolve_device
+from .autograd import outputs
+from .autograd.custom_functions import graph_functions, only_built_in_formulas
+from .autograd.expectation_tensors import analytical_tensors
+from .autograd.function_modes import MODES, function_modes
+from .autograd.observations import observe_autograd
+from .autograd.second_order import second_order, second_order_of_outputs
+from .autograd.torch_gradcheck import torch_gradcheck
+from .autograd.undefined_grad import UNDEFINED_REASON
+from .compare.comparison import Operand, compare_rows
+from .compare.forward_pass import SeveralOutputs
+from .compare.tensors import describe, to_tensor, to_value
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
-from .error_bound import BOUND_FACTOR, element_tolerance
-from .expectation_tensors import analytical_tensors
-from .finite_difference import fd_gradients
-from .function_modes import MODES, function_modes
-from .observations import SeveralOutputs, observe_autograd
+from .fd import budget, projected
+from .fd.error_bound import BOUND_FACTOR, element_tolerance
+from .fd.finite_difference import fd_gradients
+from .fd.refinement import refine_inputs
+from .fd.step_sweep import guarded_step_sweep
+from .fd.sweep_riders import Riding, found, sweep_riders
 from .policy import STEP_SCALE_CAP, gradcheck_fast, gradcheck_undefined_grad, policy
-from .refinement import refine_inputs
-from .second_order import second_order, second_order_of_outputs
-from .signature import check_signature
-from .spec import CheckSpec, parse_spec
-from .step_sweep import guarded_step_sweep
-from .sweep_riders import Riding, found, sweep_riders
-from .tensors import describe, to_tensor, to_value
-from .torch_gradcheck import torch_gradcheck
-from .undefined_grad import UNDEFINED_REASON
+from .record import defaults
+from .record.complex_values import with_complex_kept
+from .record.devices import resolve_device
+from .record.signature import check_signature
+from .record.spec import CheckSpec, parse_spec
 
 #: Input elements above which the step sweep is left out of the record by default.
 SWEEP_MAX_ELEMENTS = 10_000
@@ -131,7 +134,7 @@ def _comparisons(
                 )
             ]
         )
-        # one input's rows computed together (core/check/comparison.py compare_rows); the sort below orders them
+        # one input's rows computed together (core/check/compare/comparison.py compare_rows); the sort below orders them
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
     return rows
@@ -144,7 +147,7 @@ def _as_dtype(tensor, dtype):
 
 def _path_note(fd_info: dict) -> str:
     """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
-    elements at a time (a learned sparse pattern, core/check/coloured.py), in words."""
+    elements at a time (a learned sparse pattern, core/check/fd/coloured.py), in words."""
     inputs = fd_info["inputs"].items()
     chains = [
         f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
@@ -191,7 +194,7 @@ def _failure(row: dict, diagnosis: str, reason: str) -> dict:
     }
 
 
-#: Why each comparison of core/check/function_modes.py fails, in the failure it becomes.
+#: Why each comparison of core/check/autograd/function_modes.py fails, in the failure it becomes.
 _MODE_REASONS = {
     "forward_ad_vs_finite_difference": Message(
         "forward-mode AD (the Function's jvp) disagrees with finite differences along u: suspect the jvp"
@@ -232,7 +235,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements) adds the step
     sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
     A Python function returning a tuple or list of tensors is checked output by output
-    (core/check/outputs.py).
+    (core/check/autograd/outputs.py).
     """
     spec = parse_spec(spec)
     device = resolve_device(spec.device, devices)
@@ -288,7 +291,7 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
 
 def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found, *, sweep, symbolic) -> dict:
     """The record of a function returning several outputs: each differentiable output checked as a
-    one-output function of its own, then merged (core/check/outputs.py)."""
+    one-output function of its own, then merged (core/check/autograd/outputs.py)."""
     plan = outputs.plan(spec, function, found)
     parts = {}
     for k, (part_spec, part_function) in plan.parts.items():
@@ -354,7 +357,7 @@ def _first_order(
     """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
     once on the whole function instead). `sweep` says the record will have a step sweep: under policy 5
-    its series for a passing check are evaluated with the finite differences (core/check/sweep_riders.py)."""
+    its series for a passing check are evaluated with the finite differences (core/check/fd/sweep_riders.py)."""
     import torch
 
     observations, raw, v = observed
@@ -369,7 +372,7 @@ def _first_order(
     # or a chosen step is applied as written (a step too small for the dtype stays a failure).
     bounded = rules.error_bound and not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
     rounding = {} if bounded else None
-    # the projected mode (core/check/projected.py): asked for, or chosen when the exhaustive one is over budget
+    # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
     projection, projected_rows = projected.requested(spec.finite_difference), None
     names = list(spec.inputs)
     riders = (

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import SpecError
-from . import defaults
-from .comparison import compare
-from .complex_values import with_complex_kept
-from .finite_difference import fd_gradients
-from .observations import forward, grad_output_for
+from .compare.comparison import compare
+from .compare.forward_pass import forward, grad_output_for
+from .fd.finite_difference import fd_gradients
+from .record import defaults
+from .record.complex_values import with_complex_kept
 
 
 def _dtype_name(tensor) -> str:
@@ -42,12 +42,12 @@ def numerical_verdict(
     """Whether finite differences of `function` agree with autograd at `inputs`.
 
     `inputs` maps keyword names to floating-point tensors (all of one dtype). The tolerance
-    defaults to the dtype's finite-difference tolerance for `scheme` (core/check/defaults.py).
+    defaults to the dtype's finite-difference tolerance for `scheme` (core/check/record/defaults.py).
     Returns `{"passed", "dtype", "scheme", "step", "rtol", "atol", "comparisons", "worst"}`,
     where each comparison is the engine's `autograd_vs_finite_difference` row for one input
     and `worst` is the worst element of the first failing input (else of the largest error).
     `structured=False` forces the general finite-difference path even for an elementwise chain
-    (core/check/diagonal.py).
+    (core/check/fd/diagonal.py).
     """
     import torch
 

@@ -10,31 +10,31 @@ has no field and was made by policy 1.
   1000 input elements.
 - **2**: the step's scale is bounded (`STEP_SCALE_CAP`) and the step actually taken,
   (x_i + h) - x_i, is used in the quotient; each element's tolerance adds the rounding bound of
-  its own difference (core/check/error_bound.py); elements that still fail are re-estimated with
+  its own difference (core/check/fd/error_bound.py); elements that still fail are re-estimated with
   Richardson extrapolation over smaller steps before the comparison fails, and the record says
-  what was tried (core/check/refinement.py); a batched evaluation is checked against a separate
+  what was tried (core/check/fd/refinement.py); a batched evaluation is checked against a separate
   one and refused, with the reason recorded, when they differ; torch's gradcheck runs in fast
   mode (its slow mode costs as much as our whole check; ours is the element-by-element verdict).
 - **3**: as 2, and an input whose general path would cost COLOURED_FROM_WORK element
   evaluations or more takes one difference per colour of its learned sparse Jacobian
-  (core/check/coloured.py); `finite_difference.mode` auto projects an input whose exhaustive
-  comparison is predicted over its time budget (core/check/budget.py). Under 2, every input takes
+  (core/check/fd/coloured.py); `finite_difference.mode` auto projects an input whose exhaustive
+  comparison is predicted over its time budget (core/check/fd/budget.py). Under 2, every input takes
   the general path (after the diagonal chain) and auto means exhaustive, as when it was made.
 - **4**: as 3, and a scalar function of one scalar (the course's first exercises) gets
   torch's gradcheck in slow mode: its Jacobian is one entry, which slow mode compares exactly, in
   less time than fast mode's random projection of it (0.6-0.8 ms against 1.0 ms for x*x).
 - **5**: as 4, and torch's gradcheck leaves out its undefined-gradient test where the
-  function's graph holds only PyTorch's own derivative formulas (core/check/custom_functions.py
+  function's graph holds only PyTorch's own derivative formulas (core/check/autograd/custom_functions.py
   `only_built_in_formulas`). That test hands a backward undefined output gradients; in such a
   graph it can only reach formulas PyTorch's own test suite runs it on. Where the graph holds
   anything else (a custom Function, an extension's node, an in-place copy into a view) it runs,
   and a custom Function's backward is tested that way by the check itself as well
-  (core/check/undefined_grad.py). The record's gradcheck settings say when it was left out.
+  (core/check/autograd/undefined_grad.py). The record's gradcheck settings say when it was left out.
   And the step sweep's series ride along in the batched call of the first input's finite
-  differences (core/check/sweep_riders.py): that call then holds more copies, so an estimate's
+  differences (core/check/fd/sweep_riders.py): that call then holds more copies, so an estimate's
   last bits may differ from policy 4's where a batched kernel rounds by the batch's size.
 - **6**: as 5, and an element's rounding bound counts the outputs it moves even where
-  their two evaluations came out equal (core/check/error_bound.py `moved_outputs`): a row of
+  their two evaluations came out equal (core/check/fd/error_bound.py `moved_outputs`): a row of
   evaluations that are all equal (one output, or several of which the element moved none beyond its
   rounding), an element's own body value on a diagonal chain, and the rows its learned pattern gives
   it on the coloured path, wherever they are computed in the differences' own dtype. Two equal
@@ -44,11 +44,11 @@ has no field and was made by policy 1.
   equal one may be an output the element does not touch, and it still counts 0.
 - **7** (current): as 6, and a function of several outputs whose graph holds a custom Function is
   observed in forward mode and batched over its differentiable outputs, as `gradcheck` checks a
-  tuple of outputs (core/check/output_modes.py), and a function of several outputs gets the second
+  tuple of outputs (core/check/autograd/output_modes.py), and a function of several outputs gets the second
   order it asks for: the Hessian of sum_k sum(v_k * f_k), with gradgradcheck on the whole function
-  (core/check/second_order.py `second_order_of_outputs`); under 1-6 all three were recorded as
+  (core/check/autograd/second_order.py `second_order_of_outputs`); under 1-6 all three were recorded as
   skipped for it. And an element that fails at the default step looks, before it is refined, for the
-  outputs it moves at WIDE times its step (core/check/refinement.py `touched_outputs`): those that
+  outputs it moves at WIDE times its step (core/check/fd/refinement.py `touched_outputs`): those that
   came out equal at a refinement step count in its bound there, as policy 6 counts an all-equal row.
   Under 6, in a row where other outputs moved, an equal output counted 0 whether the element moved
   it below its rounding or not at all, so a correct `cat([x * 1e-7 + 1e5, 2 x])` was failed as a
@@ -193,7 +193,7 @@ def policy(version: int) -> Policy:
 
 def gradcheck_fast(rules: Policy, input_elements: int, output_elements: int) -> bool | None:
     """torch's gradcheck mode under `rules` for a function of that many input and output elements: True
-    fast, False slow, None chosen by size as policy 1 did (core/check/torch_gradcheck.py FAST_MODE_ABOVE)."""
+    fast, False slow, None chosen by size as policy 1 did (core/check/autograd/torch_gradcheck.py FAST_MODE_ABOVE)."""
     if rules.gradcheck_slow_scalar and input_elements == 1 and output_elements == 1:
         return False
     return True if rules.gradcheck_fast else None

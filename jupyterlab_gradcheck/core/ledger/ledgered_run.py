@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..check.outputs import check_outputs_fit
-from ..check.signature import check_signature
-from ..check.spec import CheckSpec, parse_spec
+from ..check.autograd.outputs import check_outputs_fit
+from ..check.record.signature import check_signature
+from ..check.record.spec import CheckSpec, parse_spec
 from ..errors import SpecError
 from .binding import refresh_binding
 from .history import HISTORY_KEY
@@ -98,7 +98,7 @@ def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: 
 def refuse_bad_callable(spec, devices: list | None = None):
     """The parsed spec, or SpecError before anything is written: a callable that cannot take the
     inputs, or whose outputs the expectation or grad_output does not fit, is bad input, not a failed run."""
-    from ..check.devices import resolve_device
+    from ..check.record.devices import resolve_device
 
     parsed = parse_spec(spec)
     device = resolve_device(parsed.device, devices)

@@ -20,10 +20,10 @@ import math
 import re
 from collections.abc import Iterable
 
-from ..check.callable_source import FIELD as FUNCTION_SOURCE
-from ..check.callable_source import source_hash
 from ..check.policy import policy_version
-from ..check.spec import INPUT_FIELDS
+from ..check.record.callable_source import FIELD as FUNCTION_SOURCE
+from ..check.record.callable_source import source_hash
+from ..check.record.spec import INPUT_FIELDS
 from ..errors import DeviceUnavailable, SpecError
 from ..i18n import Message
 from .line_format import LineError, read_entry

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..check.tolerance_fields import refuse_meaningless_rtol
+from ..check.record.tolerance_fields import refuse_meaningless_rtol
 from ..errors import JustificationRequired, LedgerError, SpecError
 from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client
@@ -429,7 +429,7 @@ class LockedLedger:
 def _check_id_of(record: dict) -> str:
     check_id = record.get("id") if isinstance(record, dict) else None
     if not isinstance(check_id, str) or not check_id:
-        raise SpecError("the record has no check id; parse it with core.check.spec first", field="id")
+        raise SpecError("the record has no check id; parse it with core.check.record.spec first", field="id")
     return check_id
 
 

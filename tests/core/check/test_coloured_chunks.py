@@ -1,4 +1,4 @@
-"""The coloured path a chunk of colours at a time (core/check/coloured.py, CHUNK_ELEMENTS).
+"""The coloured path a chunk of colours at a time (core/check/fd/coloured.py, CHUNK_ELEMENTS).
 
 A large input's colours are evaluated and differenced in chunks so that each chunk's arrays stay
 in cache. Splitting must change nothing but the memory: every column's differences come from the
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import coloured, finite_difference
-from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd import coloured, finite_difference
+from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
 WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))

@@ -1,4 +1,4 @@
-"""Finite differences along the colours of a learned sparse Jacobian (core/check/coloured.py).
+"""Finite differences along the colours of a learned sparse Jacobian (core/check/fd/coloured.py).
 
 The coloured path shifts many elements at once, so it is only honest where the learned pattern
 is right. These stories pin it: on banded, block-diagonal and reduce-after-a-stencil functions
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from benchmarks.bench_structure import wrong_at
-from jupyterlab_gradcheck.core.check import coloured, colouring, finite_difference, sparsity
 from jupyterlab_gradcheck.core.check.engine import check_callable
-from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd import coloured, colouring, finite_difference, sparsity
+from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
 #: Both paths take central differences at the same steps, so the truncation is the same and they

@@ -12,8 +12,8 @@ import random
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import comparison
-from jupyterlab_gradcheck.core.check.comparison import compare, compare_rows
+from jupyterlab_gradcheck.core.check.compare import comparison
+from jupyterlab_gradcheck.core.check.compare.comparison import compare, compare_rows
 from jupyterlab_gradcheck.core.check.engine import run_check
 
 NAN, INF = float("nan"), float("inf")

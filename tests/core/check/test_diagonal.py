@@ -1,4 +1,4 @@
-"""Finite differences through an observed elementwise chain (core/check/diagonal.py).
+"""Finite differences through an observed elementwise chain (core/check/fd/diagonal.py).
 
 The shortcut shifts every element at once, so it is only honest where output element i depends
 on input element i alone. These stories pin both halves: where the chain is diagonal the
@@ -13,10 +13,10 @@ import sys
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import defaults
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
-from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+from jupyterlab_gradcheck.core.check.record import defaults
 from support.functions import CubeWrongAt
 
 
@@ -109,7 +109,7 @@ def test_anything_but_an_elementwise_chain_takes_the_general_path(function):
     """Given a function whose Jacobian is not diagonal (or not provably so),
     when its finite differences are taken,
     then the diagonal path is not taken: the general path runs and the estimate is the general
-    path's, or a learned sparse pattern is coloured (core/check/coloured.py) in fewer evaluations
+    path's, or a learned sparse pattern is coloured (core/check/fd/coloured.py) in fewer evaluations
     and the estimate equals the general path's up to rounding."""
     x = torch.linspace(-1.0, 1.0, 40, dtype=torch.float64)
     fast, slow, info = _both(function, x)

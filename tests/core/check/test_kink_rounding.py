@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from jupyterlab_gradcheck.core.check import defaults
 from jupyterlab_gradcheck.core.check.diagnosis import DiagnosisContext, kink_evidence
+from jupyterlab_gradcheck.core.check.record import defaults
 
 
 def _context(function, x) -> DiagnosisContext:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import defaults, finite_difference
-from jupyterlab_gradcheck.core.check.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd import finite_difference
+from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+from jupyterlab_gradcheck.core.check.record import defaults
 from jupyterlab_gradcheck.core.errors import SpecError
 from support.functions import CubeWrongAt
 
@@ -65,7 +66,7 @@ def test_chunk_size_does_not_change_an_estimate(monkeypatch, scheme):
     whole, _ = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
     monkeypatch.setattr(finite_difference, "CHUNK_ELEMENTS", 1)
     chunked, info = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
-    assert info["inputs"]["x"]["forward_evaluations"] == 21 * len(finite_difference.SHIFTS[scheme])
+    assert info["inputs"]["x"]["forward_evaluations"] == 21 * len(defaults.SHIFTS[scheme])
     for name in values:
         assert torch.equal(whole[name], chunked[name])
     # Both are estimates of sum_rows(v * cos(x)) * w and v * sin(x) summed over rows: one

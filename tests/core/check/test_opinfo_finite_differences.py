@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import defaults
-from jupyterlab_gradcheck.core.check.finite_difference import Probe, step_vector
+from jupyterlab_gradcheck.core.check.fd.finite_difference import Probe, step_vector
 from jupyterlab_gradcheck.core.check.policy import CURRENT
+from jupyterlab_gradcheck.core.check.record import defaults
 from support.checks import check_against_autograd, fd_comparison
 
 

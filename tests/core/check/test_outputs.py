@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.spec import parse_spec
+from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 
 

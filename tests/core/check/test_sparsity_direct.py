@@ -1,4 +1,4 @@
-"""Reshapes and cuts of one tensor move its index sets directly (core/check/sparsity.py, DIRECT).
+"""Reshapes and cuts of one tensor move its index sets directly (core/check/fd/sparsity.py, DIRECT).
 
 The tracer's general rule for an operation that only moves values runs it on the positions of a
 table of index sets and gathers the rows. For a reshape, or a slice, select or narrow of a single
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check import sparsity
+from jupyterlab_gradcheck.core.check.fd import sparsity
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from jupyterlab_gradcheck.core.check.spec import parse_spec
+from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.expr.evaluator import compile_expression
 from jupyterlab_gradcheck.core.expr.parser import parse_expression

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jupyterlab_gradcheck.core.check.spec import parse_spec
+from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.ledger.line_format import (
     GENESIS,
     HASH_SUFFIX_LEN,

@@ -243,7 +243,7 @@ def test_an_expectation_with_no_outcome_is_named_as_interrupted(tmp_path):
     """Given a ledger whose last expectation has no observation after it (a run cut short) while
     the checks before it have theirs, when verified, then the chain is intact and the report
     names exactly that expectation's check, seq and line as interrupted."""
-    from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.check.record.spec import parse_spec
     from jupyterlab_gradcheck.core.ledger.ledgered_run import declare, run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
 
@@ -260,7 +260,7 @@ def test_an_expectation_declared_first_and_run_later_is_not_interrupted(tmp_path
     as the course notebook does) and then run, writing its expectation again and its
     observation, when verified, then nothing is named as interrupted: the later declaration
     supersedes the first."""
-    from jupyterlab_gradcheck.core.check.spec import parse_spec
+    from jupyterlab_gradcheck.core.check.record.spec import parse_spec
     from jupyterlab_gradcheck.core.ledger.ledgered_run import declare, run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
 

@@ -1,0 +1,339 @@
+"""Second order: the Hessian of phi = sum(grad_output * f) with respect to the inputs, three ways.
+
+A hand-written `backward` is used twice over in training code that differentiates a gradient
+(a penalty on it, a Hessian-vector product, meta-learning): it must itself be differentiable.
+`check(..., hessian=H)` writes the expected Hessian first and then observes
+
+- `autograd`: the gradient taken with `create_graph=True`, then each of its elements
+  differentiated again (the double backward);
+- `finite_difference`: central differences of autograd's *gradient* along each input element,
+  at the step eps^(1/3) * max(1, |x_i|), which tests the double backward against the backward;
+- `torch_gradgradcheck`: `torch.autograd.gradgradcheck` on the same function, recorded beside.
+
+The expectation is a matrix (n x n for an input of n elements), a callable of the inputs giving
+one, or "double_backward" for a custom Function's own double backward (autograd's, through the
+Function), written in the record as that text. A function of several inputs has one Hessian over
+z, the inputs flattened and concatenated in their order (N x N for N elements in all, the mixed
+second derivatives included, as gradgradcheck checks them); the record's `layout` says where each
+input's elements lie. A backward that is not differentiable (a `.detach()` inside it, a value
+computed outside autograd) gives a gradient with no graph: that is a failure with that reason,
+not a crash.
+"""
+
+from __future__ import annotations
+
+from ...i18n import Message
+from ..compare.comparison import compare
+from ..compare.tensors import describe, to_tensor
+from ..record.hessian_field import DOUBLE_BACKWARD, refuse_wrong_size
+
+#: Tolerance of the finite differences of a gradient (central, step eps^(1/3) max(1, |x|)): their
+#: truncation and rounding are each ~eps^(2/3) ~ 4e-11 times the scale of the third derivative and
+#: of the gradient, in float64; 1e-6 allows for scales up to 10^4 and is still far below a wrong
+#: second derivative's error.
+FD_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
+
+
+def _gradients(function, values: dict, v, *, create_graph: bool):
+    """(leaves, each input's gradient of phi flattened) at `values`; zeros for an input phi does not reach."""
+    import torch
+
+    with torch.enable_grad():
+        leaves = {n: x.detach().clone().requires_grad_(True) for n, x in values.items()}
+        output = function(**leaves)
+        weights = torch.ones_like(output) if v is None else v
+        found = torch.autograd.grad(
+            output, list(leaves.values()), weights, create_graph=create_graph, allow_unused=True
+        )
+    return leaves, [(torch.zeros_like(leaf) if g is None else g).reshape(-1) for leaf, g in zip(leaves.values(), found)]
+
+
+def autograd_hessian(function, values: dict, v):
+    """(N x N Hessian by double backward, or None, and a note: why it is None, or which inputs' gradients
+    carry no graph and were taken as constant)."""
+    import torch
+
+    with torch.enable_grad():
+        leaves, parts = _gradients(function, values, v, create_graph=True)
+        flat_leaves = list(leaves.values())
+        constant = [n for n, part in zip(leaves, parts) if not part.requires_grad]
+        if len(constant) == len(parts):
+            return None, Message(
+                "the backward is not differentiable: the gradient of {name} it returns carries no "
+                "graph (a .detach() inside it, or a value computed outside autograd)",
+                name=", ".join(constant),
+            )
+        rows = []
+        for part in parts:
+            for i in range(part.numel()):
+                found = (
+                    torch.autograd.grad(part[i], flat_leaves, retain_graph=True, allow_unused=True)
+                    if part.requires_grad
+                    else [None] * len(flat_leaves)
+                )
+                rows.append(
+                    torch.cat(
+                        [
+                            (torch.zeros_like(leaf) if row is None else row).reshape(-1)
+                            for leaf, row in zip(flat_leaves, found)
+                        ]
+                    )
+                )
+    note = (
+        Message(
+            "the gradient of {names} carries no graph: its rows are taken as 0 (a constant gradient), and "
+            "the finite differences say whether they are",
+            names=", ".join(constant),
+        )
+        if constant
+        else ""
+    )
+    return torch.stack(rows).detach(), note
+
+
+def finite_difference_hessian(function, values: dict, v):
+    """N x N: column j is the central difference of autograd's gradient along element j of z."""
+    import torch
+
+    columns = []
+    for name, x in values.items():
+        eps = torch.finfo(x.dtype).eps
+        flat = x.detach().reshape(-1)
+        for i in range(flat.numel()):
+            h = eps ** (1 / 3) * max(1.0, abs(float(flat[i])))
+            plus, minus = flat.clone(), flat.clone()
+            plus[i] += h
+            minus[i] -= h
+            taken = float(plus[i] - minus[i])
+            g_plus = _gradients(function, {**values, name: plus.reshape(x.shape)}, v, create_graph=False)[1]
+            g_minus = _gradients(function, {**values, name: minus.reshape(x.shape)}, v, create_graph=False)[1]
+            columns.append(((torch.cat(g_plus) - torch.cat(g_minus)) / taken).detach())
+    return torch.stack(columns, dim=1)
+
+
+def _gradgradcheck(function, values: dict) -> dict:
+    import torch
+
+    settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
+    names = list(values)
+    if any(x.dtype != torch.float64 for x in values.values()):
+        return {
+            "status": "skipped",
+            "verdict": None,
+            "settings": settings,
+            "reason": Message("gradgradcheck needs double precision"),
+        }
+    try:
+        torch.autograd.gradgradcheck(
+            lambda *leaves: function(**dict(zip(names, leaves))),
+            tuple(x.detach().clone().requires_grad_(True) for x in values.values()),
+            **settings,
+        )
+    except Exception as exc:  # its verdict, or it could not run: the reason says which
+        first = " ".join(str(exc).split("\n")[0].split())[:300]
+        failed = type(exc).__name__ == "GradcheckError"
+        return {
+            "status": "failed" if failed else "error",
+            "verdict": False if failed else None,
+            "settings": settings,
+            "reason": first if failed else f"{type(exc).__name__}: {first}",
+        }
+    return {"status": "passed", "verdict": True, "settings": settings, "reason": Message("gradgradcheck passed")}
+
+
+def expected_hessian(written, function, values: dict, v, autograd):
+    """The expectation as an N x N tensor (None with `autograd` None for "double_backward")."""
+    import torch
+
+    x = next(iter(values.values()))
+    n = sum(t.numel() for t in values.values())
+    if written == DOUBLE_BACKWARD:
+        return autograd
+    if callable(written):
+        with torch.no_grad():
+            value = torch.as_tensor(
+                written(**{k: t.detach() for k, t in values.items()}), dtype=x.dtype, device=x.device
+            )
+    else:
+        value = to_tensor(written, str(x.dtype).replace("torch.", ""), str(x.device))
+    if value.numel() != n * n:
+        refuse_wrong_size(list(values), value.numel(), n)
+    return value.reshape(n, n)
+
+
+def _layout(values: dict) -> list[dict]:
+    """Where each input's elements lie in z, the flattened inputs concatenated in their order."""
+    offset, layout = 0, []
+    for name, x in values.items():
+        layout.append({"input": name, "offset": offset, "numel": x.numel()})
+        offset += x.numel()
+    return layout
+
+
+def _element(layout: list[dict], k: int) -> str:
+    """Element k of z by its input: "w[2]" (flat index within that input)."""
+    part = next(p for p in layout if p["offset"] <= k < p["offset"] + p["numel"])
+    return f"{part['input']}[{k - part['offset']}]"
+
+
+def second_order(
+    function, leaves: dict, v, written, tolerance: dict, *, whole=None, phi: str = "sum(grad_output * f)"
+) -> dict:
+    """The record's `second_order` block: observations, comparisons and failures (gradgradcheck runs on
+    `whole` where the Hessian is that of a function built from it; `phi` says which scalar it is of)."""
+    values = {n: leaf.detach() for n, leaf in leaves.items()}
+    label = ", ".join(values)
+    several = len(values) > 1
+    layout = _layout(values)
+    x = next(iter(values.values()))
+    weights = None if v is None else v.detach()
+    autograd, reason = autograd_hessian(function, values, weights)
+    fd = finite_difference_hessian(function, values, weights)
+    if autograd is None and float(fd.abs().max()) <= FD_TOLERANCE["atol"]:
+        # a gradient that does not depend on x (a linear function) has no graph to differentiate
+        # either: its finite differences say the Hessian is 0, so the backward is not at fault
+        autograd = fd.new_zeros(fd.shape)
+        reason = Message(
+            "the gradient carries no graph and its finite differences are 0: a constant gradient, whose Hessian is 0"
+        )
+    observations = {
+        "autograd": {
+            "name": "hessian_autograd",
+            "note": reason,
+            "description": Message("autograd.grad of each element of autograd.grad(..., create_graph=True)"),
+            **({"hessian": describe(autograd)} if autograd is not None else {}),
+        },
+        "finite_difference": {
+            "name": "hessian_finite_difference",
+            "hessian": describe(fd),
+            "description": Message(
+                "central differences of autograd's gradient along each input element, step eps^(1/3) max(1, |x_i|)"
+            ),
+        },
+        "torch_gradgradcheck": {"name": "torch_gradgradcheck", **_gradgradcheck(whole or function, values)},
+    }
+    expected = expected_hessian(written, function, values, weights, autograd)
+    comparisons, failures = [], []
+    if autograd is None:
+        failures.append(
+            {
+                "comparison": "hessian_autograd",
+                "input": label,
+                "index": None,
+                "left_label": "hessian_autograd",
+                "right_label": "",
+                "left": None,
+                "right": None,
+                "abs_err": None,
+                "rel_err": None,
+                "rtol": None,
+                "atol": None,
+                "diagnosis": "probable_bug",
+                "reason": reason,
+            }
+        )
+    else:
+        if expected is not None and written != DOUBLE_BACKWARD:
+            comparisons.append(
+                compare(
+                    "hessian_analytical_vs_autograd",
+                    label,
+                    expected,
+                    autograd,
+                    left_label="analytical",
+                    right_label="hessian_autograd",
+                    **tolerance,
+                )
+            )
+        comparisons.append(
+            compare(
+                "hessian_autograd_vs_finite_difference",
+                label,
+                fd,
+                autograd,
+                left_label="hessian_finite_difference",
+                right_label="hessian_autograd",
+                **FD_TOLERANCE,
+            )
+        )
+    failures += [_failure(row, label, layout if several else None) for row in comparisons if not row["passed"]]
+    passed = not failures and observations["torch_gradgradcheck"]["status"] != "failed"
+    n = sum(t.numel() for t in values.values())
+    block = {
+        "input": label,
+        "expectation": written if isinstance(written, str) else ("<callable>" if callable(written) else written),
+        "observations": observations,
+        "comparisons": comparisons,
+        "failures": failures,
+        "passed": passed,
+        "dtype": str(x.dtype).replace("torch.", ""),
+        "device": str(x.device),
+        "shape": [n, n],
+        "convention": f"H[i, j] = d^2 {phi} / dx_i dx_j over the flattened input",
+    }
+    if several:
+        block["convention"] = (
+            f"H[i, j] = d^2 {phi} / dz_i dz_j over z, the inputs flattened and concatenated in the order {label}"
+        )
+        block["layout"] = layout
+    return block
+
+
+def _failure(row: dict, label: str, layout: list[dict] | None) -> dict:
+    """A failed Hessian comparison as a failure naming its entry (and, for several inputs, whose elements)."""
+    worst = row["worst"]
+    found = {
+        "left": row["left"],
+        "a": f"{worst['left']:.9g}",
+        "right": row["right"],
+        "b": f"{worst['right']:.9g}",
+        "index": ", ".join(map(str, worst["index"])),
+    }
+    reason = (
+        Message("at H[{index}] {left} gives {a} but {right} gives {b}", **found)
+        if layout is None
+        else Message(
+            "at H[{index}] ({where}) {left} gives {a} but {right} gives {b}",
+            where=", ".join(_element(layout, k) for k in worst["index"]),
+            **found,
+        )
+    )
+    return {
+        "comparison": row["name"],
+        "input": label,
+        "index": worst["index"],
+        "left_label": row["left"],
+        "right_label": row["right"],
+        "left": worst["left"],
+        "right": worst["right"],
+        "abs_err": worst["abs_err"],
+        "rel_err": worst["rel_err"],
+        "rtol": row["rtol"],
+        "atol": row["atol"],
+        "diagnosis": "probable_bug",
+        "reason": reason,
+    }
+
+
+def second_order_of_outputs(function, leaves: dict, weights: dict, written, tolerance: dict) -> dict:
+    """The `second_order` block of a function of several outputs (policy 7): the Hessian of
+    phi = sum_k sum(v_k * f_k) over its differentiable outputs k, each weighted by the check's grad_output
+    v_k (`weights`), with gradgradcheck run on the whole function, as it checks a tuple of outputs."""
+    if any(w.is_complex() for w in weights.values()):
+        return {
+            "status": "skipped",
+            "passed": True,
+            "failures": [],
+            "reason": Message("the second order of several outputs is checked for real outputs"),
+        }
+    indices = sorted(weights)
+
+    def weighted(**values):
+        found = function(**values)
+        return sum((weights[k] * found[k]).sum() for k in indices)
+
+    block = second_order(
+        weighted, leaves, None, written, tolerance, whole=function, phi="sum_k sum(grad_output_k * f_k)"
+    )
+    block["outputs"] = indices
+    return block

@@ -1,0 +1,90 @@
+"""PyTorch's own verdict: `torch.autograd.gradcheck` on the same function and inputs.
+
+It is recorded beside ours, not instead of it. gradcheck uses a fixed step eps=1e-6 and
+atol=1e-5, rtol=1e-3, which only make sense in double precision, so it runs for float64 (and
+complex128) inputs and is recorded as skipped, with that reason, for the other dtypes.
+Above FAST_MODE_ABOVE input elements its fast mode is used (from policy 2 always: slow mode
+costs as much as our whole check, and ours is the element-by-element verdict; policy 4 runs slow
+mode for a scalar function of one scalar, core/check/policy.py `gradcheck_fast`), and the record
+says so.
+"""
+
+from __future__ import annotations
+
+from ...i18n import Message
+from ..record.defaults import FAST_MODE_ABOVE
+
+
+def torch_gradcheck(
+    function, leaves: dict, dtype: str, device: str, *, fast: bool | None = None, undefined_grad: bool = True
+) -> dict:
+    """The `torch_gradcheck` observation: status, verdict, reason, and the settings used.
+
+    `fast` forces gradcheck's fast mode on or off; None chooses by size (FAST_MODE_ABOVE).
+    `undefined_grad=False` leaves out its undefined-gradient test (policy 5, for a graph of PyTorch's
+    own derivative formulas only); the settings then say so, and `left_out` says why.
+    """
+    import sys
+
+    import torch
+    import torch.autograd.gradcheck  # noqa: F401  (registers the module below)
+
+    GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
+    base = {
+        "name": "torch_gradcheck",
+        "description": Message("torch.autograd.gradcheck on the same function"),
+        "dtype": dtype,
+        "device": device,
+        "inputs": {n: {"shape": list(t.shape), "dtype": dtype, "device": str(t.device)} for n, t in leaves.items()},
+    }
+    if dtype not in ("float64", "complex128"):  # complex128: gradcheck checks the real and imaginary parts
+        return {
+            **base,
+            "status": "skipped",
+            "verdict": None,
+            "reason": Message(
+                "gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
+                "is below what the dtype resolves",
+                dtype=dtype,
+            ),
+        }
+    names = list(leaves)
+    inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
+    fast = sum(t.numel() for t in inputs) > FAST_MODE_ABOVE if fast is None else fast
+
+    if len(names) == 1:
+        name = names[0]
+
+        def positional(value):
+            return function(**{name: value})
+    else:
+
+        def positional(*args):
+            return function(**dict(zip(names, args)))
+
+    settings = {
+        "eps": 1e-6,
+        "atol": 1e-5,
+        "rtol": 1e-3,
+        "fast_mode": fast,
+        **({} if undefined_grad else {"check_undefined_grad": False}),
+    }
+    if not undefined_grad:
+        base["left_out"] = Message(
+            "its undefined-gradient test: the graph holds only PyTorch's own derivative "
+            "formulas, which PyTorch runs that test on itself"
+        )
+    try:
+        torch.autograd.gradcheck(positional, inputs, raise_exception=True, **settings)
+    except GradcheckError as exc:
+        first = " ".join(str(exc).split("\n")[0].split())
+        return {**base, "status": "failed", "verdict": False, "reason": first[:300], "settings": settings}
+    except Exception as exc:  # gradcheck itself could not run this function
+        return {
+            **base,
+            "status": "error",
+            "verdict": None,
+            "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            "settings": settings,
+        }
+    return {**base, "status": "passed", "verdict": True, "reason": Message("gradcheck passed"), "settings": settings}

@@ -1,0 +1,46 @@
+"""Conversions between record values and tensors, and the description of a tensor.
+
+Every observed value is reported with its shape, dtype and device (principle 3); this module
+is the one place that produces that description.
+"""
+
+from __future__ import annotations
+
+from ..record import complex_values
+
+
+def torch_dtype(name: str):
+    """The torch dtype for a record's dtype name."""
+    import torch
+
+    return getattr(torch, name)
+
+
+def to_tensor(value, dtype: str, device: str, *, requires_grad: bool = False):
+    """A tensor holding a record value (number or nested list, or the complex form {"real", "imag"})."""
+    tensor = complex_values.to_tensor(value, torch_dtype(dtype), device)
+    return tensor.requires_grad_(requires_grad)
+
+
+def to_value(tensor):
+    """A JSON value for a tensor: a float or nested list of floats, or for a complex tensor
+    `{"real": ..., "imag": ...}` of those (core/check/record/complex_values.py)."""
+    import torch
+
+    data = tensor.detach()
+    if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
+        data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)
+    if data.is_complex():
+        return complex_values.to_value(data.cpu())
+    data = data.to("cpu", torch.float64)
+    return data.item() if data.dim() == 0 else data.tolist()
+
+
+def describe(tensor) -> dict:
+    """`{value, shape, dtype, device}` of a tensor, as every observation reports it."""
+    return {
+        "value": to_value(tensor),
+        "shape": list(tensor.shape),
+        "dtype": str(tensor.dtype).replace("torch.", ""),
+        "device": str(tensor.device),
+    }

@@ -1,0 +1,382 @@
+"""The step sweep: finite-difference error against step, decade by decade, per dtype.
+
+It shows why a step cannot be chosen without looking at the dtype: the error falls with the
+step (truncation, ~h^2 for central differences) until rounding (~eps/h) takes over, so the
+best step sits near eps^(1/3) with an error near eps^(2/3). The reference is the float64
+autograd derivative at the same element. `sweep_svg.render` draws the data.
+
+The sweep is a side chart: `guarded_step_sweep` turns any failure into a note in the record,
+never a failed check. Its causes of failure are handled where they arise:
+
+- a function that holds float64 tensors of its own (a weight, saved statistics) cannot be
+  evaluated in float32 by casting its inputs alone; such a series is evaluated under a
+  torch-function mode that casts every float64 operand of every call to float32;
+- a large step can leave the function's domain (a probability shifted past 1, a matrix no
+  longer positive definite); the steps whose evaluation raises are left out of the series and
+  listed with the reason;
+- the reference gradient is autograd's own (passed by the engine), or computed with
+  `allow_unused` so that an input the output does not reach has a zero gradient.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from ...errors import exception_line
+from ..policy import STEP_SCALE_CAP
+from ..record import defaults
+from .finite_difference import Probe, difference_quotient, quotient, tiled
+from .shifts import signed_steps
+
+#: Decades of step swept: 10^0 down to 10^-16.
+DECADES = tuple(range(0, 17))
+#: The note of a narrower series evaluated with the function's own float64 tensors cast at every call.
+CAST_NOTE = "evaluated with every float64 operand cast to {dtype} (the function holds its own tensors)"
+#: Why a check with a complex input or output has no sweep: it casts the inputs to float32 and float64.
+COMPLEX_NOTE = (
+    "the step sweep is not drawn for complex values: it evaluates each real dtype in turn, and a "
+    "complex input or output has no real dtype to cast to; the check does not depend on it"
+)
+
+
+def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0, **options) -> dict:
+    """`step_sweep`, or a record of why it could not be drawn (the check's verdict never depends on it)."""
+    if v.is_complex() or values[name].is_complex():
+        return {
+            "input": name,
+            "flat_index": flat_index,
+            "scheme": options.get("scheme", "central"),
+            "series": [],
+            "note": COMPLEX_NOTE,
+        }
+    try:
+        return step_sweep(function, values, v, name, flat_index, **options)
+    except Exception as exc:  # a side chart must never break a check
+        message = exception_line(exc)
+        return {
+            "input": name,
+            "flat_index": flat_index,
+            "scheme": options.get("scheme", "central"),
+            "series": [],
+            "note": f"the step sweep could not be drawn ({message}); the check does not depend on it",
+        }
+
+
+def step_sweep(
+    function,
+    values: dict,
+    v,
+    name: str,
+    flat_index: int = 0,
+    *,
+    dtypes=("float32", "float64"),
+    scheme: str = "central",
+    chosen: dict | None = None,
+    reference=None,
+    bounded: bool = False,
+    batching: str | None = None,
+    together=None,
+) -> dict:
+    """Error of `scheme` at one element for each decade of step, for each dtype.
+
+    `reference` is autograd's float64 gradient of the input (computed here when absent);
+    `bounded` caps the step's scale as policy 2 does (core/check/policy.py). `batching` is what
+    the check's finite differences found about batching this input: "" faithful (their batch
+    guard passed), a reason when it was refused, None when not tried (the sweep's own batch
+    then runs the same guard, core/check/fd/finite_difference.py). `together` is what `_together` would give,
+    already evaluated with the check's finite differences (core/check/fd/sweep_riders.py `found`).
+    """
+    if reference is None:
+        reference = _reference(function, values, v, name)
+    reference = float(reference.reshape(-1)[flat_index])
+    x_i = float(values[name].reshape(-1)[flat_index])
+    scale = max(1.0, abs(x_i))
+    floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
+    relative = abs(reference) > 0
+    series, notes = [], []
+    together, refused, promoted = (
+        together
+        if together is not None and scheme == "central"
+        else _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
+    )
+    for dtype in dtypes:
+        if dtype in together:
+            steps, (estimates, note) = [10.0**-k * scale for k in DECADES], together[dtype]
+        else:
+            steps, estimates, note = _estimates(
+                function,
+                values,
+                v,
+                name,
+                flat_index,
+                dtype,
+                scheme,
+                scale,
+                refused=refused,
+                guard=batching is None and not refused,
+                promotes=dtype in promoted,
+            )
+        if note:
+            notes.append(f"{dtype}: {note}")
+        if not steps:
+            continue
+        errors = [abs(e - reference) / (abs(reference) if relative else 1.0) for e in estimates]
+        best = min(range(len(steps)), key=lambda k: errors[k] if errors[k] == errors[k] else float("inf"))
+        eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
+        series.append(
+            {
+                "dtype": dtype,
+                "steps": steps,
+                "errors": errors,
+                "chosen_step": (chosen or {}).get(dtype, defaults.fd_step(dtype, scheme) * floor_scale),
+                "floor_step": defaults.fd_step(dtype, scheme) * floor_scale,
+                "floor_error": defaults.fd_floor(dtype, scheme),
+                "best_step": steps[best],
+                "best_error": errors[best],
+                "eps": eps,
+            }
+        )
+    result = {
+        "input": name,
+        "flat_index": flat_index,
+        "x": x_i,
+        "scheme": scheme,
+        "reference": reference,
+        "error_kind": "relative" if relative else "absolute",
+        "series": series,
+    }
+    if refused:
+        notes.insert(0, f"each step evaluated on its own: {refused}")
+    if notes:
+        result["note"] = "; ".join(notes)
+    return result
+
+
+def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching) -> tuple[dict, str, set]:
+    """({dtype: (estimates as floats, note)} of the series one batched evaluation gave, why batching was
+    refused or "", the dtypes whose series came back promoted to float64 by the function's own tensors).
+
+    Every series' shifted copies go through one vmap call (`quotients_together` below), each
+    stacked and evaluated as a series alone would be, so the values are those of separate
+    evaluations. When that call fails without a refusal, a narrower series
+    has usually met a float64 tensor the function holds (float32 @ float64 raises): the call is
+    made once more with the narrower series evaluated with every operand cast (`downcast`).
+    A series left out (promoted to float64, or the batch could not run) is evaluated on its own
+    by `_estimates`.
+    """
+    if batching:  # the check's own batch guard refused this input
+        return {}, batching, set()
+    guard = batching is None  # "": the check's own guard found batching this input faithful
+    found = _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, cast=False, guard=guard)
+    if found[0] is None and not found[1]:
+        found = _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, cast=True, guard=guard)
+    return ({}, found[1], set()) if found[0] is None else found
+
+
+def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, *, cast: bool, guard: bool):
+    """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `downcast`;
+    with `guard`, the batch is first checked against a separate evaluation (finite_difference.Probe)."""
+    import torch
+
+    targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
+    guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
+    narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}
+    probes = [
+        Probe(
+            downcast(function) if dtype in narrowed else function,
+            {k: t.detach().to(target) for k, t in values.items()},
+            v.detach().to(target),
+            name,
+            guard=guard and target == guarded,
+        )
+        for dtype, target in zip(dtypes, targets)
+    ]
+    device = values[name].device
+    steps = [10.0**-k * scale for k in DECADES]
+    index = torch.tensor([flat_index] * len(steps), device=device)
+    found = quotients_together(
+        probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets], [index] * len(probes)
+    )
+    if found is None:
+        return None, next((p.refused for p in probes if p.refused), ""), set()
+    kept = {
+        dtype: (
+            estimate.detach().to("cpu", torch.float64).tolist(),
+            CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype]) if dtype in narrowed else "",
+        )
+        for dtype, estimate, target in zip(dtypes, found, targets)
+        if estimate.dtype == target
+    }
+    return kept, "", {dtype for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype != target}
+
+
+def _estimates(
+    function,
+    values,
+    v,
+    name,
+    flat_index,
+    dtype,
+    scheme,
+    scale,
+    *,
+    refused: str = "",
+    guard: bool = False,
+    promotes: bool = False,
+) -> tuple[list, list, str]:
+    """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated).
+
+    With `refused`, each shifted copy is evaluated on its own (no batch); `guard` checks a batch first.
+    `promotes` says the function is already known to promote this dtype to its own tensors' float64
+    (a batched evaluation showed it), so the series goes straight to the cast-at-every-call evaluation.
+    """
+    import torch
+
+    target = getattr(torch, defaults.FD_DTYPE[dtype])
+    cast = {k: t.detach().to(target) for k, t in values.items()}
+    cast_v = v.detach().to(target)
+    steps = [10.0**-k * scale for k in DECADES]
+    device = cast[name].device
+    index = torch.tensor([flat_index] * len(steps), device=device)
+    h = torch.tensor(steps, dtype=target, device=device)
+    note = ""
+    probe = Probe(function, cast, cast_v, name, batched=not refused, guard=guard and target == torch.float64)
+    needs_cast = promotes
+    if not promotes:
+        try:
+            found = difference_quotient(probe, scheme, h, index)
+            needs_cast = found.dtype != target  # a float64 result: the function promoted to its own tensors' dtype
+            if not needs_cast:
+                return steps, found.detach().to("cpu", torch.float64).tolist(), note
+        except Exception:  # it cannot run on cast inputs alone, or some step leaves the domain
+            needs_cast = not _runs_in(probe, cast[name], target)
+    if needs_cast:
+        # the function holds tensors of another dtype: cast them at every call instead
+        probe = Probe(downcast(function), cast, cast_v, name, batched=not refused)
+        note = CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype])
+        try:
+            found = difference_quotient(probe, scheme, h, index)
+            return steps, found.detach().to("cpu", torch.float64).tolist(), note
+        except Exception:  # some step leaves the domain: evaluate step by step and keep what runs
+            pass
+    kept, estimates, refused = [], [], []
+    for step in steps:
+        try:
+            one = difference_quotient(
+                probe,
+                scheme,
+                torch.tensor([step], dtype=target, device=device),
+                torch.tensor([flat_index], device=device),
+            )
+            kept.append(step)
+            estimates.append(float(one[0]))
+        except Exception as exc:
+            refused.append((step, " ".join(str(exc).split())[:120]))
+    if refused:
+        left_out = ", ".join(f"{s:.0e}" for s, _ in refused)
+        note = (note + "; " if note else "") + f"steps {left_out} left out: the function raised there ({refused[0][1]})"
+    return kept, estimates, note
+
+
+def _runs_in(probe: Probe, x, target) -> bool:
+    """Whether the function runs at x itself with a result in `target` (then only some steps failed)."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return probe.output(x).dtype == target
+    except Exception:  # it cannot run on these inputs at all
+        return False
+
+
+@cache
+def _downcast_mode_class():
+    """A torch-function mode casting every float64 (complex128) operand to float32 (complex64); made on first use.
+
+    It works at the level of torch functions, before composite operations check their operands'
+    dtypes (prelu refuses mixed dtypes before any aten operation would be dispatched).
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    narrower = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+
+    def cast(value):
+        if isinstance(value, torch.Tensor) and value.dtype in narrower:
+            return value.to(narrower[value.dtype])
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(item) for item in value)
+        return value
+
+    class Downcast(TorchFunctionMode):
+        """Evaluates every torch function with its float64 operands in float32."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = {k: cast(val) for k, val in (kwargs or {}).items()}
+            if kwargs.get("dtype") in narrower:
+                kwargs["dtype"] = narrower[kwargs["dtype"]]
+            return func(*cast(tuple(args)), **kwargs)
+
+    return Downcast
+
+
+def downcast(function):
+    """`function` evaluated under the downcast mode (float32 is the only narrower dtype swept)."""
+    import torch
+
+    def narrowed(**inputs):
+        with torch.no_grad(), _downcast_mode_class()():
+            return function(**inputs)
+
+    return narrowed
+
+
+def _reference(function, values, v, name):
+    """autograd's float64 gradient of phi = sum(v * f) with respect to input `name` (zeros if unused)."""
+    import torch
+
+    leaves = {k: t.detach().to(torch.float64) for k, t in values.items()}
+    leaves[name] = leaves[name].clone().requires_grad_(True)
+    output = function(**leaves)
+    (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name], allow_unused=True)
+    return torch.zeros_like(leaves[name]) if gradient is None else gradient
+
+
+def quotients_together(probes: list, scheme: str, steps: list, indices: list):
+    """Each probe's `difference_quotient(probe, scheme, h, index)` from one vmap call, copies stacked as alone (the
+    same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
+    import torch
+
+    built = [
+        (
+            signed,
+            probe.shifted(
+                signed.reshape(-1),
+                imaginary=scheme == "complex_step" or probe.imaginary_shift,
+                indices=tiled(index, signed.shape[0]),
+            ),
+        )
+        for probe, h, index in zip(probes, steps, indices)
+        for signed in [signed_steps(probe, scheme, h, index)]
+    ]
+    if (
+        not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built))
+        or len({stack.shape[0] for _, stack in built}) != 1
+        or built[0][1].shape[0] < defaults.LOOP_BELOW
+    ):
+        return None
+    try:
+        outs = torch.func.vmap(lambda *xs: tuple(p.output(x) for p, x in zip(probes, xs)))(*(s for _, s in built))
+    except Exception:  # a callable vmap cannot trace: the caller's separate path says why
+        return None
+    found = []
+    for probe, (signed, stack), out in zip(probes, built, outs):
+        probe.stats["forward_evaluations"] += stack.shape[0]
+        if probe.guard and not probe.batch_agrees(stack, out):
+            return None
+        found.append(
+            quotient(
+                probe, scheme, out, signed, probe.output(probe.values[probe.name]) if scheme == "forward" else None
+            )[0]
+        )
+    return found

@@ -1,0 +1,63 @@
+"""Arguments a Python callable is given but not differentiated: held fixed, and recorded.
+
+`check(fn, x=..., fixed={"k": 3, "causal": True, "shape": (2, 3), "w": weights})` passes `k`,
+`causal`, `shape` and `w` to every call of `fn` (the Python API binds the objects themselves) and
+compares the gradient of the inputs alone, as `torch.autograd.gradcheck` leaves non-tensor
+arguments and tensors that do not require grad alone. The record keeps them under `fixed` as
+JSON values (a tuple or a tensor as a nested list), so that a reader sees what the function was
+evaluated with and the check's id changes with them. An expression has no held arguments.
+"""
+
+from __future__ import annotations
+
+from ...errors import SpecError
+
+#: Elements a recorded fixed value may hold (a tensor held fixed is kept whole in the record).
+MAX_FIXED_ELEMENTS = 100_000
+
+
+def fixed_value(value):
+    """The JSON form of one held argument: tuples and tensors as nested lists, the rest as given."""
+    if hasattr(value, "detach") and hasattr(value, "tolist"):
+        return value.detach().to("cpu").tolist()
+    if isinstance(value, (list, tuple)):
+        return [fixed_value(item) for item in value]
+    return value
+
+
+def _count(value) -> int:
+    return sum(_count(item) for item in value) if isinstance(value, list) else 1
+
+
+def _plain(value) -> bool:
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def parse_fixed(raw, inputs: dict, is_callable: bool) -> dict:
+    """The record's `fixed` mapping, validated; {} when absent."""
+    if raw is None or raw == {}:
+        return {}
+    if not is_callable:
+        raise SpecError("fixed holds the held arguments of a Python callable; an expression has none", field="fixed")
+    if not isinstance(raw, dict):
+        raise SpecError("fixed must map argument names to values", field="fixed")
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpecError("fixed argument name {name!r} is not a Python identifier", name=name, field="fixed")
+        if name in inputs:
+            raise SpecError(
+                "{name!r} is both an input and a fixed argument: an argument is either differentiated or held fixed",
+                name=name,
+                field=f"fixed.{name}",
+            )
+        if not _plain(value):
+            raise SpecError(
+                "fixed.{name} must be a number, true/false, null, a string or a nested list of them",
+                name=name,
+                field=f"fixed.{name}",
+            )
+    if sum(_count(value) for value in raw.values()) > MAX_FIXED_ELEMENTS:
+        raise SpecError("fixed holds more than {limit} values", limit=MAX_FIXED_ELEMENTS, field="fixed")
+    return dict(raw)

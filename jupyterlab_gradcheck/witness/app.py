@@ -1,11 +1,16 @@
 """The witness's HTTP surface: `POST heads`, `GET log`, `GET public-key`.
 
-Standalone, a client proves itself with the shared token (`GRADCHECK_WITNESS_TOKEN`, sent as
-`Authorization: token ...`) and names its user in the report. As a JupyterHub managed service
-(`JUPYTERHUB_API_TOKEN` and `JUPYTERHUB_SERVICE_PREFIX` set by the hub), a client sends its own
-hub token and the witness takes the user from the hub, never from the report; only the
-shared token (the instructor's) may read the whole log. The log and its signing are the core's
-(core.ledger.witness_log); this module only speaks HTTP.
+Every request proves who sends it with `Authorization: token ...`, and a receipt's user comes
+from that token alone:
+- standalone, each student has a token of their own (the class list, `--students S.json`,
+  token -> user name; witness/students.py);
+- as a JupyterHub managed service (`JUPYTERHUB_API_TOKEN` and `JUPYTERHUB_SERVICE_PREFIX` set by
+  the hub), a student sends their own hub token and the witness asks the hub whose it is.
+A report may omit `user`; one that names anybody else is refused (403) and nothing is
+appended, so nobody can report heads in a classmate's name. The instructor's shared token
+(`GRADCHECK_WITNESS_TOKEN`) reads the whole log and reports nothing; a student reads their
+own receipts. A receipt is answered only once its line is fsynced (witness/commit.py).
+The log and its signing are the core's (core.ledger.witness_log); this module only speaks HTTP.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import os
 from tornado import web
 
 from ..core.errors import GradcheckError
-from ..core.ledger.witness_log import WitnessLog, read_log
+from ..core.ledger.witness_log import WitnessLog, public_key_fingerprint, read_log
+from .commit import GroupCommit
 
 MAX_BODY = 64 * 1024
 
@@ -25,8 +31,8 @@ MAX_BODY = 64 * 1024
 class _Base(web.RequestHandler):
     """Token checks and JSON answers shared by the witness's routes."""
 
-    def initialize(self, log: WitnessLog, token: str, hub_auth=None):
-        self.log, self.token, self.hub_auth = log, token, hub_auth
+    def initialize(self, log: WitnessLog, token: str, hub_auth=None, students=None, commit=None):
+        self.log, self.token, self.hub_auth, self.students, self.commit = log, token, hub_auth, students, commit
 
     def check_xsrf_cookie(self) -> None:  # token-authenticated API: no cookies are accepted
         return None
@@ -53,6 +59,17 @@ class _Base(web.RequestHandler):
             return None
         return model.get("name") or None
 
+    async def student(self) -> str | None:
+        """The student the presented token belongs to: the class list's word standalone, the
+        hub's under a hub; None for an unknown token (and for the instructor's)."""
+        if self.is_instructor():
+            return None
+        if self.students is not None:
+            user = self.students.user_for_token(self._presented())
+            if user is not None:
+                return user
+        return await self.hub_user()
+
     def answer(self, payload, status: int = 200) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
@@ -67,19 +84,30 @@ class HeadsHandler(_Base):
 
     async def post(self):
         # The instructor's shared token is checked first: it is never sent on to the hub.
-        user = None if self.is_instructor() else await self.hub_user()
-        if user is None and not self.is_instructor():
-            return self.refuse(403, "forbidden", "a witness token (Authorization: token ...) is required")
+        if self.is_instructor():
+            return self.refuse(
+                403, "forbidden", "the instructor's token reads the log; heads come from students' tokens"
+            )
+        user = await self.student()
+        if user is None:
+            return self.refuse(403, "forbidden", "a student's witness token (Authorization: token ...) is required")
         if len(self.request.body) > MAX_BODY:
             return self.refuse(400, "bad_input", f"the report is over {MAX_BODY} bytes")
         try:
             report = json.loads(self.request.body.decode("utf-8"))
-            if user is not None and isinstance(report, dict):
-                report["user"] = user  # the hub's word, not the client's
-            receipt = self.log.append(report)
-        except ValueError as exc:  # bad JSON, bad UTF-8, or a SpecError naming the field
-            message = exc.message if isinstance(exc, GradcheckError) else f"the body is not JSON: {exc}"
+        except ValueError as exc:  # bad JSON or bad UTF-8
+            return self.refuse(400, "bad_input", f"the body is not JSON: {exc}")
+        if isinstance(report, dict):
+            named = report.get("user")
+            if named is not None and named != user:
+                return self.refuse(403, "forbidden", f"this token is {user}'s; it cannot report heads for {named}")
+            report["user"] = user  # the token's owner, never the client's word
+        try:
+            receipt = self.log.write(report)
+        except ValueError as exc:  # a SpecError naming the field
+            message = exc.message if isinstance(exc, GradcheckError) else str(exc)
             return self.refuse(400, "bad_input", message)
+        await self.commit.durable()  # answered only once its line is on disk
         self.answer({"receipt": receipt, "public_key": self.log.public_key})
 
 
@@ -90,30 +118,35 @@ class LogHandler(_Base):
         receipts = read_log(self.log.path)
         if self.is_instructor():
             return self.answer({"receipts": receipts, "public_key": self.log.public_key})
-        user = await self.hub_user()
+        user = await self.student()
         if user is None:
             return self.refuse(403, "forbidden", "a witness token (Authorization: token ...) is required")
         self.answer({"receipts": [r for r in receipts if r.get("user") == user], "public_key": self.log.public_key})
 
 
 class PublicKeyHandler(_Base):
-    """`GET public-key`: the key that signs every receipt (public, no token needed)."""
+    """`GET public-key`: the key that signs every receipt and its fingerprint (public, no token
+    needed); an instructor records the fingerprint when the course starts and pins it."""
 
     def get(self):
-        self.answer({"public_key": self.log.public_key})
+        self.answer({"public_key": self.log.public_key, "fingerprint": public_key_fingerprint(self.log.public_key)})
 
 
-def make_app(log_path: str, token: str, *, prefix: str = "/", hub_auth=None) -> web.Application:
-    """The witness application over the log at `log_path`."""
+def make_app(log_path: str, token: str, *, prefix: str = "/", hub_auth=None, students=None) -> web.Application:
+    """The witness application over the log at `log_path`; `students` is the class list
+    (witness.students.Students) standalone, `hub_auth` the hub's HubAuth under a hub."""
     log = WitnessLog(log_path)
-    options = {"log": log, "token": token, "hub_auth": hub_auth}
+    commit = GroupCommit(log.sync)
+    options = {"log": log, "token": token, "hub_auth": hub_auth, "students": students, "commit": commit}
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
     return web.Application(
-        [
+        witness_log=log,
+        witness_commit=commit,
+        handlers=[
             (prefix + "heads", HeadsHandler, options),
             (prefix + "log", LogHandler, options),
             (prefix + "public-key", PublicKeyHandler, options),
-        ]
+        ],
     )
 
 

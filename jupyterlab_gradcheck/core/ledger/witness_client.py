@@ -2,20 +2,26 @@
 
 Configured by `GRADCHECK_WITNESS_URL` and `GRADCHECK_WITNESS_TOKEN` (under JupyterHub the
 user's own `JUPYTERHUB_API_TOKEN` serves when no witness token is set), or by `configure()`
-(the server extension's `witness_url` / `witness_token`). Unconfigured, it does nothing.
+(the server extension's `witness_url` / `witness_token`). Unconfigured, it does nothing. A
+report names no user: the witness takes it from the token (a student's own token standalone,
+their hub token under JupyterHub).
 
-A report is queued and sent by one thread. A witness that is down or refuses costs the check
-nothing: the report stays queued and is retried with a growing pause, the newest head of a
-ledger replacing older ones (the chain makes it cover them), and the ledger gets one note,
-`witness_pending`, the first time a head of it could not be delivered. At exit the queue is
-given a moment to drain, unless the witness is known to be down.
+Every entry's head is reported, one report per entry, carrying the entry's own time: the
+witness holds a ledger as witnessed only when it received every entry's head, each within a
+bounded delay of the entry's time. Reports wait in one queue, first in first out, sent by one
+thread, so each ledger's heads arrive in seq order and none is ever replaced by a newer one. A
+witness that is down or refuses costs the check nothing: the queue keeps every report and
+retries its first with a growing pause, then sends the rest in order (the witness sees them
+late, with their own times, and says so), and the ledger gets one note, `witness_pending`,
+the first time a head of it could not be delivered. A report the witness answers 400 (it can
+never accept it) is set aside in `rejected` so that it does not hold up the rest. At exit the
+queue is given a moment to drain, unless the witness is known to be down.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
-import getpass
 import json
 import os
 import threading
@@ -30,11 +36,8 @@ TIMEOUT = 5.0
 #: Pauses between tries while the witness cannot be reached, in seconds.
 RETRY_PAUSES = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 DRAIN_AT_EXIT = 3.0
-
-
-def witness_user() -> str:
-    """Who the witness is told ran the check (it trusts its hub login over this when it has one)."""
-    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+#: Who sends a report: the process that wrote the entry (a kernel, the CLI) unless told otherwise.
+DEFAULT_SOURCE = "kernel"
 
 
 def notebook_of(ledger_path: Path, notebook: Path | None) -> str:
@@ -46,23 +49,25 @@ def notebook_of(ledger_path: Path, notebook: Path | None) -> str:
 
 
 class WitnessClient:
-    """The queue of reports to one witness and the thread that sends them."""
+    """The queue of reports to one witness and the thread that sends them, in order."""
 
-    def __init__(self, url: str, token: str):
-        self.url, self.token = url.rstrip("/"), token
-        self._pending: collections.OrderedDict[str, tuple[dict, object]] = collections.OrderedDict()
+    def __init__(self, url: str, token: str, source: str = DEFAULT_SOURCE):
+        self.url, self.token, self.source = url.rstrip("/"), token, source
+        self._pending: collections.deque[tuple[str, dict, object]] = collections.deque()
         self._wake = threading.Condition()
         self._noted: set[str] = set()  # ledgers that already carry a witness_pending note
         self._thread: threading.Thread | None = None
         self.receipts: list[dict] = []
+        #: Reports the witness refused as malformed (400), with its answer: never retried.
+        self.rejected: list[tuple[dict, str]] = []
         self.last_error: str | None = None
 
     # ------------------------------------------------------------------ queueing
     def report(self, key: str, report: dict, ledger=None) -> None:
-        """Queue `report` (the newest for `key` replaces an unsent older one) and return at once."""
+        """Queue `report` (after every report queued before it) and return at once; `key` names
+        its ledger, for the one `witness_pending` note per ledger."""
         with self._wake:
-            self._pending.pop(key, None)
-            self._pending[key] = (report, ledger)
+            self._pending.append((key, report, ledger))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="gradcheck-witness", daemon=True)
                 self._thread.start()
@@ -87,21 +92,37 @@ class WitnessClient:
             with self._wake:
                 while not self._pending:
                     self._wake.wait()
-                key, (report, ledger) = next(iter(self._pending.items()))
+                key, report, ledger = self._pending[0]  # sent before anything queued after it
             try:
                 receipt = self._send(report)
-            except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, bad answers
-                self.last_error = str(exc)
-                self._note_pending(key, report, ledger)
-                time.sleep(RETRY_PAUSES[min(failures, len(RETRY_PAUSES) - 1)])
-                failures += 1
+            except urllib.error.HTTPError as exc:
+                if exc.code != 400:
+                    failures = self._failed(exc, key, report, ledger, failures)
+                    continue
+                self._done(None, (report, _answer_text(exc)))
+            except (OSError, ValueError) as exc:  # URLError, timeouts, bad answers
+                failures = self._failed(exc, key, report, ledger, failures)
                 continue
+            else:
+                self._done(receipt, None)
             failures = 0
-            with self._wake:
-                if self._pending.get(key, (None,))[0] is report:
-                    del self._pending[key]
+
+    def _failed(self, exc: Exception, key: str, report: dict, ledger, failures: int) -> int:
+        """Note the outage, pause, and keep the report first in the queue; the failures so far."""
+        self.last_error = str(exc)
+        self._note_pending(key, report, ledger)
+        time.sleep(RETRY_PAUSES[min(failures, len(RETRY_PAUSES) - 1)])
+        return failures + 1
+
+    def _done(self, receipt: dict | None, rejected: tuple[dict, str] | None) -> None:
+        with self._wake:
+            self._pending.popleft()
+            if receipt is not None:
                 self.receipts.append(receipt)
-                self._wake.notify_all()
+            if rejected is not None:
+                self.rejected.append(rejected)
+            self.last_error = None
+            self._wake.notify_all()
 
     def _send(self, report: dict) -> dict:
         request = urllib.request.Request(
@@ -130,16 +151,24 @@ class WitnessClient:
             pass
 
 
+def _answer_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        return exc.read().decode("utf-8", "replace")[:500]
+    except OSError:
+        return str(exc)
+
+
 _client: WitnessClient | None = None
 _lock = threading.Lock()
-_configured: tuple[str, str] | None = None
+_configured: tuple[str, str, str] | None = None
 
 
-def configure(url: str | None, token: str | None) -> None:
-    """Use this witness from now on (None: go back to the environment)."""
+def configure(url: str | None, token: str | None, source: str = DEFAULT_SOURCE) -> None:
+    """Use this witness from now on, reporting as `source` ("kernel" or "server"); None: go back
+    to the environment."""
     global _configured, _client
     with _lock:
-        _configured = (url, token or "") if url else None
+        _configured = (url, token or "", source) if url else None
         _client = None
 
 
@@ -147,39 +176,47 @@ def client() -> WitnessClient | None:
     """The process's client for the configured witness, or None when there is none."""
     global _client
     if _configured is not None:
-        url, token = _configured
+        url, token, source = _configured
     else:
         url = os.environ.get(URL_VARIABLE, "").strip()
         token = os.environ.get(TOKEN_VARIABLE) or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        source = DEFAULT_SOURCE
     if not url:
         return None
     with _lock:
-        if _client is None or (_client.url, _client.token) != (url.rstrip("/"), token):
-            _client = WitnessClient(url, token)
+        if _client is None or (_client.url, _client.token, _client.source) != (url.rstrip("/"), token, source):
+            _client = WitnessClient(url, token, source)
         return _client
 
 
+def entry_report(ledger_path, notebook, entry: dict, ledger_id: str | None, source: str) -> dict:
+    """The report of one ledger entry: its seq, hash and own time, its kind, and for an
+    observation whether it passed."""
+    path = Path(ledger_path)
+    data = entry.get("data")
+    passed = data.get("passed") if entry.get("kind") == "observation" and isinstance(data, dict) else None
+    return {
+        "ledger_id": ledger_id or "legacy:" + path.name,
+        "notebook": notebook_of(path, notebook),
+        "seq": entry["seq"],
+        "head": entry["hash"],
+        "entry_time": entry["time"],
+        "check_id": entry.get("check_id"),
+        "kind": entry.get("kind"),
+        "passed": passed if isinstance(passed, bool) else None,
+        "source": source,
+    }
+
+
 def report_entry(ledger, entry: dict, ledger_id: str | None) -> None:
-    """After an append: report the ledger's new head (its seq and hash) when a witness is set."""
-    if entry.get("kind") == "note" and isinstance(entry.get("data"), dict) and entry["data"].get("witness") is False:
-        return  # the pending note itself: reported with the next head, never looping here
+    """After an append: queue the report of the ledger's new entry when a witness is set (the
+    `witness_pending` note too: every entry is witnessed; it is written once per ledger, so it
+    never loops)."""
     target = client()
     if target is None:
         return
     path = Path(ledger.path)
-    target.report(
-        str(path.resolve()),
-        {
-            "ledger_id": ledger_id or "legacy:" + path.name,
-            "notebook": notebook_of(path, ledger.notebook),
-            "user": witness_user(),
-            "seq": entry["seq"],
-            "head": entry["hash"],
-            "entry_time": entry["time"],
-            "check_id": entry.get("check_id"),
-        },
-        ledger,
-    )
+    target.report(str(path.resolve()), entry_report(path, ledger.notebook, entry, ledger_id, target.source), ledger)
 
 
 def report_private(notebook: str | None, check_id: str | None) -> None:
@@ -192,11 +229,11 @@ def report_private(notebook: str | None, check_id: str | None) -> None:
         {
             "private": True,
             "notebook": Path(notebook).name if notebook else "(no notebook)",
-            "user": witness_user(),
             "check_id": check_id,
             "seq": None,
             "ledger_id": None,
             "head": None,
+            "source": target.source,
         },
     )
 

@@ -10,8 +10,14 @@ signed by its Ed25519 key. What the witness saw can then be held against what is
 
 The log is JSON Lines like a ledger: `prev`/`hash` chain the receipts (SHA-256 over the
 canonical JSON without `hash` and `signature`), and `signature` is the key's signature of the
-hash. The private key is a PEM file beside the log (`W.jsonl.key`, mode 0600); its public half
-is in every receipt's answer and in `public_key()`.
+hash. The private key is a PEM file beside the log (`W.jsonl.key`), created readable by the
+witness's own OS user alone (mode 0600); a key file its group or others can read is refused,
+since whoever reads it can re-sign a rewritten log. Its public half is written to `W.jsonl.pub`
+(one line, base64 of the 32 raw bytes), answered by the service, and pinned by its fingerprint.
+
+An append is written, then fsynced, before its receipt is given out (`append`); the service
+splits the two (`write`, then `sync` from its commit thread) so that one fsync covers the
+appends that arrived together.
 """
 
 from __future__ import annotations
@@ -29,8 +35,39 @@ from .line_format import GENESIS, canonical_json
 from .tail import now_utc
 
 #: The fields a client reports; `private` marks a run made without a ledger (ledger=False).
-REPORT_FIELDS = ("ledger_id", "notebook", "user", "seq", "head", "entry_time", "private", "check_id")
+REPORT_FIELDS = (
+    "ledger_id",
+    "notebook",
+    "user",
+    "seq",
+    "head",
+    "entry_time",
+    "private",
+    "check_id",
+    "kind",
+    "passed",
+    "source",
+)
+#: Who reported a head: the student's kernel, or the Jupyter server that saw its attestation.
+SOURCES = ("kernel", "server")
 MAX_FIELD = 4096
+#: A receipt line is far below this (fields are capped at MAX_FIELD); a torn tail is within it.
+MAX_LINE = 64 * 1024
+
+
+def key_path(log_path: str | os.PathLike) -> Path:
+    """The witness's private key beside its log: `W.jsonl.key`."""
+    return Path(str(log_path) + ".key")
+
+
+def public_key_path(log_path: str | os.PathLike) -> Path:
+    """The witness's public key beside its log: `W.jsonl.pub` (public, harmless)."""
+    return Path(str(log_path) + ".pub")
+
+
+def readable_by_others(path: Path) -> bool:
+    """Whether the file's group or others may read (or write) it."""
+    return bool(path.stat().st_mode & 0o077)
 
 
 def receipt_hash(receipt: dict) -> str:
@@ -42,18 +79,60 @@ def receipt_hash(receipt: dict) -> str:
 
 
 def load_or_create_key(path: Path):
-    """The witness's Ed25519 private key from `path`, created (mode 0600) when absent."""
+    """The witness's Ed25519 private key from `path`, created (mode 0600) when absent.
+
+    LedgerError naming the file when an existing key can be read by its group or others: such a
+    key may have been copied, and a copy re-signs a rewritten log."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     if path.is_file():
+        if readable_by_others(path):
+            raise LedgerError(
+                "the witness key {path} can be read by others (mode {mode}); "
+                "make it readable by the witness's user alone (chmod 600) or start with a new key",
+                path=str(path),
+                mode=oct(path.stat().st_mode & 0o777),
+            )
         return serialization.load_pem_private_key(path.read_bytes(), password=None)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), 0o600)  # whatever the umask
         handle.write(pem)
+        handle.flush()
+        os.fsync(handle.fileno())
     return key
+
+
+def write_public_key(path: Path, public_key: str) -> None:
+    """Write the public key (base64, one line) to `path` unless it already holds it."""
+    text = public_key + "\n"
+    try:
+        if path.read_text(encoding="ascii") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="ascii")
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, path)
+
+
+def read_public_key_file(log_path: str | os.PathLike) -> str:
+    """The base64 public key a witness wrote beside its log (`W.jsonl.pub`); LedgerError when the
+    file is missing or does not hold a 32-byte key."""
+    path = public_key_path(log_path)
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        if len(base64.b64decode(text, validate=True)) == 32:
+            return text
+    except FileNotFoundError:
+        raise LedgerError("the witness public key {name} is missing", name=path.name) from None
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    raise LedgerError("the witness public key {name} does not hold a 32-byte base64 key", name=path.name)
 
 
 def public_key_text(key) -> str:
@@ -97,10 +176,16 @@ def validate_report(report) -> dict:
     private = report.get("private", False)
     if not isinstance(private, bool):
         raise SpecError("private must be true or false", field="private")
-    clean = {"private": private}
-    for name in ("notebook", "user", "ledger_id", "head", "entry_time", "check_id"):
+    passed = report.get("passed")
+    if passed is not None and not isinstance(passed, bool):
+        raise SpecError("passed must be true, false or null", field="passed")
+    source = report.get("source")
+    if source is not None and source not in SOURCES:
+        raise SpecError("source must be one of {choices}", choices=", ".join(SOURCES), field="source")
+    clean = {"private": private, "passed": passed, "source": source}
+    for name in ("notebook", "user", "ledger_id", "head", "entry_time", "check_id", "kind"):
         value = report.get(name)
-        optional = name in ("check_id", "entry_time") or (private and name in ("ledger_id", "head"))
+        optional = name in ("check_id", "entry_time", "kind") or (private and name in ("ledger_id", "head"))
         if value is None and optional:
             clean[name] = None
             continue
@@ -122,10 +207,35 @@ class WitnessLog:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self.key = load_or_create_key(self.path.with_name(self.path.name + ".key"))
+        self.key = load_or_create_key(key_path(self.path))
         self.public_key = public_key_text(self.key)
+        write_public_key(public_key_path(self.path), self.public_key)
         self._lock = threading.Lock()
         self._head: tuple[int, str] | None = None
+        #: Bytes of a half-written last line dropped at start (a write cut short by a kill).
+        self.dropped_tail = self._drop_torn_tail()
+
+    def _drop_torn_tail(self) -> int:
+        """Cut a last line that lacks its newline: it was being written when the process died, so
+        it was never fsynced nor answered, and no receipt anybody holds can be in it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            start = max(0, size - MAX_LINE)
+            tail = os.pread(fd, size - start, start)
+            if not tail or tail.endswith(b"\n"):
+                return 0
+            cut = tail.rfind(b"\n")
+            keep = start + cut + 1 if cut >= 0 else 0
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+            return size - keep
+        finally:
+            os.close(fd)
 
     def _read_head(self) -> tuple[int, str]:
         if self._head is None:
@@ -136,7 +246,23 @@ class WitnessLog:
         return self._head
 
     def append(self, report: dict) -> dict:
-        """Record a reported head (validated by `validate_report`) and return its signed receipt."""
+        """Record a reported head (validated by `validate_report`), fsync it, and return its
+        signed receipt."""
+        receipt = self.write(report)
+        self.sync()
+        return receipt
+
+    def sync(self) -> None:
+        """Make every line written so far durable (one fsync covers them all)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def write(self, report: dict) -> dict:
+        """Validate, chain, sign and write a reported head; its receipt may be given out only
+        after a later `sync()`."""
         clean = validate_report(report)
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -147,8 +273,9 @@ class WitnessLog:
                 receipt["hash"] = receipt_hash(receipt)
                 receipt["signature"] = base64.b64encode(self.key.sign(receipt["hash"].encode("ascii"))).decode()
                 line = (json.dumps(receipt, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
-                os.write(fd, line)
-                os.fsync(fd)
+                written = os.write(fd, line)
+                if written != len(line):
+                    raise OSError(f"short write to the witness log ({written} of {len(line)} bytes)")
                 self._head = (receipt["log_seq"], receipt["hash"])
             finally:
                 os.close(fd)

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..core.i18n import Message
+from ..core.ledger.notebook_moves import forwarded_notebook
 from ..core.ledger.store import Ledger
 
 SESSION_VARIABLE = "JPY_SESSION_NAME"
@@ -33,9 +34,23 @@ class LedgerLocationMissing(ValueError):
 
 
 def session_notebook() -> Path | None:
-    """The notebook this kernel was started for by Jupyter Server, if any."""
+    """The notebook this kernel runs for in Jupyter Server, if any: where the server last said
+    it was renamed to, else the one it was started for."""
     session = os.environ.get(SESSION_VARIABLE, "").strip()
-    return Path(session) if session.endswith(".ipynb") else None
+    if not session.endswith(".ipynb"):
+        return None
+    return forwarded_notebook(connection_file()) or Path(session)
+
+
+def connection_file() -> str | None:
+    """This kernel's connection file, when running in an IPython kernel (ipykernel)."""
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+    except ImportError:
+        return None
+    if not IPKernelApp.initialized():
+        return None
+    return IPKernelApp.instance().abs_connection_file or None
 
 
 def open_ledger(notebook: str | os.PathLike | None = None, ledger: str | os.PathLike | None = None) -> Ledger:

@@ -20,9 +20,11 @@ from ..core.expr.limits import DEFAULT_LIMITS, Limits
 from ..core.ledger import witness_client
 from .inflight import InFlightJournal
 from .ledger_io import LedgerIO
+from .notebook_renames import RenameFollower
 from .pool import WorkerPool
 from .routes import url_patterns
 from .service import SERVICE_SETTING, GradcheckService
+from .witness_relay import WitnessRelay
 
 
 class GradcheckExtension(ExtensionApp):
@@ -101,16 +103,20 @@ class GradcheckExtension(ExtensionApp):
 
     witness_url = Unicode(
         "",
-        help="URL of the witness service that receives every ledger head this server writes "
-        "(for example a JupyterHub service's URL). Empty: GRADCHECK_WITNESS_URL from the "
-        "environment, if set. Kernels report what they write when GRADCHECK_WITNESS_URL is in "
-        "their environment (under JupyterHub, Spawner.environment).",
+        help="URL of the witness service that receives every ledger head (for example a "
+        "JupyterHub service's URL). The server reports the heads it writes, and, on every check "
+        "a kernel it started attests on its iopub channel, every entry of that kernel's ledger "
+        "not reported yet, whatever the kernel's own environment says. Empty: "
+        "GRADCHECK_WITNESS_URL from the server's environment, if set. Kernels also report what "
+        "they write when GRADCHECK_WITNESS_URL is in their environment (under JupyterHub, "
+        "Spawner.environment).",
     ).tag(config=True)
 
     witness_token = Unicode(
         "",
-        help="Token sent to the witness (Authorization: token ...). Empty: GRADCHECK_WITNESS_TOKEN, "
-        "else the user's JUPYTERHUB_API_TOKEN under a hub.",
+        help="Token sent to the witness (Authorization: token ...): standalone, the student's own "
+        "token, which the witness maps to the student. Empty: GRADCHECK_WITNESS_TOKEN from the "
+        "server's environment, else the user's JUPYTERHUB_API_TOKEN under a hub.",
     ).tag(config=True)
 
     test_slow_functions = Dict(
@@ -184,6 +190,7 @@ class GradcheckExtension(ExtensionApp):
             heavy_seconds=self.heavy_seconds,
             journal=self.journal,
         )
+        self._listen(root)
         self.log.info(
             "gradcheck: %d worker process(es) starting, timeout %g s, queue %d",
             self.workers,
@@ -191,12 +198,33 @@ class GradcheckExtension(ExtensionApp):
             self.queue_size,
         )
 
+    def _listen(self, root: str) -> None:
+        """Follow renames (a notebook keeps its ledger) and, with a witness, the kernels' checks."""
+        self.renames = self.relay = None
+        app = self.serverapp
+        if app is None or getattr(app, "event_logger", None) is None:
+            return
+        self.renames = RenameFollower(root, app.session_manager, app.kernel_manager, self.log)
+        self.renames.listen(app.event_logger)
+        url = self.witness_url or os.environ.get(witness_client.URL_VARIABLE, "").strip()
+        if url:
+            token = (
+                self.witness_token
+                or os.environ.get(witness_client.TOKEN_VARIABLE)
+                or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+            )
+            self.relay = WitnessRelay(url, token, root, app.session_manager, app.kernel_manager, self.log)
+            self.relay.listen(app.event_logger)
+
     def initialize_handlers(self):
         """Add the route table under `{base_url}/gradcheck/`."""
         self.handlers.extend(url_patterns())
 
     async def stop_extension(self):
         """Stop the workers and let ledger writes under way finish."""
+        for listener in (self.renames, self.relay):
+            if listener is not None:
+                listener.stop(self.serverapp.event_logger)
         await asyncio.get_running_loop().run_in_executor(None, self.pool.stop)
         if self.witness_url:
             witness_client.configure(None, None)

@@ -88,3 +88,50 @@ def wait_pool(api):
             await asyncio.sleep(0.05)
 
     return wait
+
+
+@pytest.fixture
+def notebook_kernel(jp_fetch, jp_serverapp):
+    """`session, run = await notebook_kernel("work/lab1.ipynb")`: a real kernel started by the
+    server through the sessions API (as JupyterLab starts one for an open notebook), and
+    `await run(code)` -> (status, outputs) executing code in it (outputs: the iopub contents of
+    its displays, results and errors)."""
+    clients = []
+
+    async def start(api_path: str):
+        body = {"path": api_path, "type": "notebook", "name": Path(api_path).name, "kernel": {"name": "python3"}}
+        answer = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
+        session = json.loads(answer.body)
+        client = jp_serverapp.kernel_manager.get_kernel(session["kernel"]["id"]).client()
+        client.start_channels()
+        clients.append(client)
+        await client.wait_for_ready(timeout=120)
+
+        async def run(code: str) -> tuple[str, list[dict]]:
+            outputs = []
+
+            def keep(message):
+                if message["header"]["msg_type"] in ("display_data", "execute_result", "error", "stream"):
+                    outputs.append(message["content"])
+
+            reply = await client.execute_interactive(code, timeout=180, output_hook=keep)
+            return reply["content"]["status"], outputs
+
+        return session, run
+
+    yield start
+    for client in clients:
+        client.stop_channels()
+
+
+@pytest.fixture
+def rename(jp_fetch):
+    """`await rename(old, new)`: the rename JupyterLab makes (contents, then the session's path)."""
+
+    async def call(old: str, new: str, session: dict | None = None) -> None:
+        await jp_fetch("api", "contents", old, method="PATCH", body=json.dumps({"path": new}))
+        if session is not None:
+            body = {"path": new, "name": Path(new).name}
+            await jp_fetch("api", "sessions", session["id"], method="PATCH", body=json.dumps(body))
+
+    return call

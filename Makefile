@@ -47,10 +47,12 @@ lab: setup
 
 test: setup lint test-python test-js test-wheel test-ui test-hub bench-quick
 
-# The field's habits, with 0 findings: ruff lints and formats the Python.
+# The field's habits, with 0 findings: ruff lints and formats the Python; stylelint, prettier and
+# eslint (jlpm lint:check, configured as the JupyterLab extension template does) the front end.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	jlpm lint:check
 
 # Chromium first: the HTML report's rendering test needs it, and would only be skipped without it.
 test-python: setup

@@ -45,7 +45,10 @@ export function activeNotebook(panel: INotebookPanelLike): IActiveNotebook {
  * without reloading (the panel reloads when it is shown); later changes of
  * notebook and renames reload it. Returns a function that stops following.
  */
-export function followActiveNotebook(tracker: INotebookTrackerLike, model: IGradcheckModel): () => void {
+export function followActiveNotebook(
+  tracker: INotebookTrackerLike,
+  model: IGradcheckModel
+): () => void {
   let watched: INotebookPanelLike | null = null;
   const onPathChanged = () => void model.refresh();
   const watch = (panel: INotebookPanelLike | null) => {
@@ -68,7 +71,8 @@ export function followActiveNotebook(tracker: INotebookTrackerLike, model: IGrad
 }
 
 /** The MIME type of the attestation a check run in a kernel displays (core.ledger.attestation). */
-export const ATTESTATION_MIME = 'application/vnd.jupyterlab-gradcheck.attestation+json';
+export const ATTESTATION_MIME =
+  'application/vnd.jupyterlab-gradcheck.attestation+json';
 
 /** The part of a kernel message the attestation watcher reads. */
 export interface IKernelMessageLike {
@@ -82,7 +86,9 @@ export function carriesAttestation(message: IKernelMessageLike): boolean {
   if (!kinds.includes(message.header.msg_type)) {
     return false;
   }
-  const data = (message.content as { data?: { [mime: string]: unknown } } | null)?.data;
+  const data = (
+    message.content as { data?: { [mime: string]: unknown } } | null
+  )?.data;
   return !!data && typeof data === 'object' && ATTESTATION_MIME in data;
 }
 

@@ -9,13 +9,26 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { API_NAMESPACE, IGradcheckRequester, IResponseLike, createRequester } from './requester';
+import {
+  API_NAMESPACE,
+  IGradcheckRequester,
+  IResponseLike,
+  createRequester
+} from './requester';
 
-export { API_NAMESPACE, EXPORT_FORMATS, GradcheckRequestError, GradcheckValidationError } from './requester';
+export {
+  API_NAMESPACE,
+  EXPORT_FORMATS,
+  GradcheckRequestError,
+  GradcheckValidationError
+} from './requester';
 export type { ExportFormat } from './requester';
 
 /** Send a request to the server extension and answer the raw response. */
-async function transport(endPoint: string, init: RequestInit): Promise<IResponseLike> {
+async function transport(
+  endPoint: string,
+  init: RequestInit
+): Promise<IResponseLike> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endPoint);
   try {

@@ -28,14 +28,20 @@ export function basename(path: string): string {
  * The binding a ledger answer (from `GET ledger` or `POST checks`) implies,
  * or null when the ledger has no entries yet (nothing to bind).
  */
-export function bindingFromLedger(answer: ILedgerAnswer | ILedgerSummary): IBinding | null {
+export function bindingFromLedger(
+  answer: ILedgerAnswer | ILedgerSummary
+): IBinding | null {
   const current = 'binding' in answer ? answer.binding?.current : undefined;
   if (isBinding(current)) {
     // The server computed it with the core's binding_for: take it as it is.
     if (current.entries <= 0) {
       return null;
     }
-    const bound: IBinding = { ledger: current.ledger, entries: current.entries, head: current.head };
+    const bound: IBinding = {
+      ledger: current.ledger,
+      entries: current.entries,
+      head: current.head
+    };
     if (typeof current.ledger_id === 'string') {
       bound.ledger_id = current.ledger_id;
     }
@@ -78,7 +84,10 @@ function isBinding(value: unknown): value is IBinding {
     return false;
   }
   const candidate = value as Partial<IBinding>;
-  return typeof candidate.ledger === 'string' && typeof candidate.entries === 'number';
+  return (
+    typeof candidate.ledger === 'string' &&
+    typeof candidate.entries === 'number'
+  );
 }
 
 /** The part of a notebook model the binding needs. */
@@ -105,7 +114,10 @@ export function sameBinding(a: unknown, b: IBinding): boolean {
  * Write the binding into the notebook model when it differs, so an unchanged
  * ledger does not mark the notebook dirty. Returns whether it wrote.
  */
-export function applyBinding(model: IMetadataOwner, binding: IBinding | null): boolean {
+export function applyBinding(
+  model: IMetadataOwner,
+  binding: IBinding | null
+): boolean {
   if (!binding || sameBinding(model.getMetadata(BINDING_KEY), binding)) {
     return false;
   }

@@ -22,8 +22,16 @@ export interface IOutputView {
 }
 
 /** The per-output expectations, when the expectation is in the per-output form (an input named `outputs` keeps the mapping's reading). */
-export function perOutputExpectations(analytical: JSONValue | undefined, names: string[]): (JSONValue | undefined)[] | null {
-  if (!analytical || typeof analytical !== 'object' || Array.isArray(analytical) || names.includes('outputs')) {
+export function perOutputExpectations(
+  analytical: JSONValue | undefined,
+  names: string[]
+): (JSONValue | undefined)[] | null {
+  if (
+    !analytical ||
+    typeof analytical !== 'object' ||
+    Array.isArray(analytical) ||
+    names.includes('outputs')
+  ) {
     return null;
   }
   const keys = Object.keys(analytical);
@@ -32,11 +40,24 @@ export function perOutputExpectations(analytical: JSONValue | undefined, names: 
 }
 
 /** The output groups of a check: its expectation now in force, its latest record, its input names. */
-export function outputViews(analytical: JSONValue | undefined, record: ICheckRecord | undefined, names: string[]): IOutputView[] {
+export function outputViews(
+  analytical: JSONValue | undefined,
+  record: ICheckRecord | undefined,
+  names: string[]
+): IOutputView[] {
   const written = perOutputExpectations(analytical, names);
-  const observed: IOutputPart[] | null = Array.isArray(record?.outputs) ? (record!.outputs as IOutputPart[]) : null;
+  const observed: IOutputPart[] | null = Array.isArray(record?.outputs)
+    ? (record!.outputs as IOutputPart[])
+    : null;
   if (!written && !observed) {
-    return [{ index: null, analytical, observations: record?.observations, differentiable: true }];
+    return [
+      {
+        index: null,
+        analytical,
+        observations: record?.observations,
+        differentiable: true
+      }
+    ];
   }
   const count = Math.max(written?.length ?? 0, observed?.length ?? 0);
   return Array.from({ length: count }, (_, k) => {

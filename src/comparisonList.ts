@@ -31,7 +31,10 @@ function comparisonItem(c: IComparison): HTMLElement {
       class: c.passed ? '' : 'jp-gradcheck-failed-line',
       'data-passed': String(c.passed),
       'data-comparison': c.name,
-      'data-output': c.output === undefined || c.output === null ? undefined : String(c.output)
+      'data-output':
+        c.output === undefined || c.output === null
+          ? undefined
+          : String(c.output)
     },
     trans.__(
       '%1: max abs err %2, max rel err %3 — %4',
@@ -44,9 +47,16 @@ function comparisonItem(c: IComparison): HTMLElement {
 }
 
 /** The comparisons as a list with test id `testid` (null when there are none). */
-export function comparisonList(rows: IComparison[] | undefined | null, testid = 'gradcheck-comparisons'): HTMLElement | null {
+export function comparisonList(
+  rows: IComparison[] | undefined | null,
+  testid = 'gradcheck-comparisons'
+): HTMLElement | null {
   if (!rows?.length) {
     return null;
   }
-  return el('ul', { class: 'jp-gradcheck-comparisons', testid }, rows.map(comparisonItem));
+  return el(
+    'ul',
+    { class: 'jp-gradcheck-comparisons', testid },
+    rows.map(comparisonItem)
+  );
 }

@@ -25,11 +25,20 @@ interface IFieldSpec {
 }
 
 function input(placeholder: string): HTMLInputElement {
-  return el('input', { type: 'text', placeholder, spellcheck: 'false', class: 'jp-mod-styled' });
+  return el('input', {
+    type: 'text',
+    placeholder,
+    spellcheck: 'false',
+    class: 'jp-mod-styled'
+  });
 }
 
 function select(options: string[]): HTMLSelectElement {
-  return el('select', { class: 'jp-mod-styled' }, options.map(o => el('option', { value: o }, o)));
+  return el(
+    'select',
+    { class: 'jp-mod-styled' },
+    options.map(o => el('option', { value: o }, o))
+  );
 }
 
 function note(placeholder: string): HTMLTextAreaElement {
@@ -39,29 +48,55 @@ function note(placeholder: string): HTMLTextAreaElement {
 /** The form's fields: their labels and hints in the user's language, made when the form is. */
 function fields(): { [K in FormField]: IFieldSpec } {
   return {
-    function: { label: trans.__('Function'), hint: trans.__('an expression over the inputs'), make: () => input('x*x') },
-    inputs: { label: trans.__('Inputs (JSON)'), hint: trans.__('name -> number or nested list'), make: () => input('{"x": 3}') },
+    function: {
+      label: trans.__('Function'),
+      hint: trans.__('an expression over the inputs'),
+      make: () => input('x*x')
+    },
+    inputs: {
+      label: trans.__('Inputs (JSON)'),
+      hint: trans.__('name -> number or nested list'),
+      make: () => input('{"x": 3}')
+    },
     analytical_gradient: {
       label: trans.__('Analytical gradient (expectation)'),
-      hint: trans.__('written before running: a number, a list or an expression such as 2*x'),
+      hint: trans.__(
+        'written before running: a number, a list or an expression such as 2*x'
+      ),
       make: () => input('6')
     },
+    // eslint-disable-next-line jupyter/no-untranslated-string -- a field name of the record, the same in every language
     dtype: { label: 'dtype', make: () => select(DTYPES) },
     device: { label: trans.__('Device'), make: () => select(['cpu']) },
-    'finite_difference.scheme': { label: trans.__('FD scheme'), make: () => select(FD_SCHEMES) },
+    'finite_difference.scheme': {
+      label: trans.__('FD scheme'),
+      make: () => select(FD_SCHEMES)
+    },
     'finite_difference.step': {
       label: trans.__('FD step'),
       hint: trans.__('empty: dtype default; or "adaptive"'),
       make: () => input(trans.__('dtype default'))
     },
-    'tolerance.rtol': { label: 'rtol', make: () => input(trans.__('dtype default')) },
-    'tolerance.atol': { label: 'atol', make: () => input(trans.__('dtype default')) },
+    'tolerance.rtol': {
+      // eslint-disable-next-line jupyter/no-untranslated-string -- a field name of the record, the same in every language
+      label: 'rtol',
+      make: () => input(trans.__('dtype default'))
+    },
+    'tolerance.atol': {
+      // eslint-disable-next-line jupyter/no-untranslated-string -- a field name of the record, the same in every language
+      label: 'atol',
+      make: () => input(trans.__('dtype default'))
+    },
     origin: {
       label: trans.__('Origin'),
       hint: trans.__('which output, which hand derivation'),
       make: () => note(trans.__('d(x*x)/dx = 2x, by the power rule'))
     },
-    destination: { label: trans.__('Destination'), hint: trans.__("which input's gradient"), make: () => note('x.grad') }
+    destination: {
+      label: trans.__('Destination'),
+      hint: trans.__("which input's gradient"),
+      make: () => note('x.grad')
+    }
   };
 }
 
@@ -79,24 +114,44 @@ export class DeclareForm {
   private readonly runButton: HTMLButtonElement;
 
   constructor(onRun: () => void) {
-    this.deviceNotes = el('ul', { class: 'jp-gradcheck-device-notes', testid: 'gradcheck-device-notes' });
-    this.formError = el('div', { class: 'jp-gradcheck-field-error', testid: 'gradcheck-error-form', role: 'alert' });
+    this.deviceNotes = el('ul', {
+      class: 'jp-gradcheck-device-notes',
+      testid: 'gradcheck-device-notes'
+    });
+    this.formError = el('div', {
+      class: 'jp-gradcheck-field-error',
+      testid: 'gradcheck-error-form',
+      role: 'alert'
+    });
     this.runButton = el(
       'button',
-      { type: 'submit', class: 'jp-mod-styled jp-mod-accept', testid: 'gradcheck-run' },
+      {
+        type: 'submit',
+        class: 'jp-mod-styled jp-mod-accept',
+        testid: 'gradcheck-run'
+      },
       trans.__('Run')
     );
     const specs = fields();
     const rows = FORM_FIELDS.map(field => this.row(field, specs[field]));
     this.node = el(
       'form',
-      { class: 'jp-gradcheck-form', testid: 'gradcheck-declare-form', novalidate: true },
+      {
+        class: 'jp-gradcheck-form',
+        testid: 'gradcheck-declare-form',
+        novalidate: true
+      },
       rows.slice(0, 5),
       this.deviceNotes,
       el('div', { class: 'jp-gradcheck-form-pair' }, rows[5], rows[6]),
       el('div', { class: 'jp-gradcheck-form-pair' }, rows[7], rows[8]),
       rows.slice(9),
-      el('div', { class: 'jp-gradcheck-form-actions' }, this.runButton, this.formError)
+      el(
+        'div',
+        { class: 'jp-gradcheck-form-actions' },
+        this.runButton,
+        this.formError
+      )
     );
     this.node.addEventListener('submit', event => {
       event.preventDefault();
@@ -154,7 +209,11 @@ export class DeclareForm {
   }
 
   /** List the server's devices; an absent one is disabled and its reason shown. */
-  setDevices(devices: IDevice[], preferred: string, workerError: string | null = null): void {
+  setDevices(
+    devices: IDevice[],
+    preferred: string,
+    workerError: string | null = null
+  ): void {
     const control = this.controls.get('device') as HTMLSelectElement;
     const current = control.value || preferred;
     replaceChildren(
@@ -162,7 +221,11 @@ export class DeclareForm {
       devices.map(device =>
         el(
           'option',
-          { value: device.id, disabled: !device.available, title: device.reason ?? undefined },
+          {
+            value: device.id,
+            disabled: !device.available,
+            title: device.reason ?? undefined
+          },
           device.available
             ? device.name && device.name !== device.id
               ? `${device.id} (${device.name})`
@@ -172,15 +235,33 @@ export class DeclareForm {
       )
     );
     const usable = devices.filter(d => d.available).map(d => d.id);
-    control.value = usable.includes(current) ? current : usable.includes(preferred) ? preferred : usable[0] ?? '';
+    control.value = usable.includes(current)
+      ? current
+      : usable.includes(preferred)
+        ? preferred
+        : (usable[0] ?? '');
     replaceChildren(
       this.deviceNotes,
       devices
         .filter(device => !device.available)
         .map(device =>
-          el('li', { 'data-device': device.id }, trans.__('%1 is disabled: %2', device.id, device.reason || trans.__('the server reports it absent')))
+          el(
+            'li',
+            { 'data-device': device.id },
+            trans.__(
+              '%1 is disabled: %2',
+              device.id,
+              device.reason || trans.__('the server reports it absent')
+            )
+          )
         ),
-      workerError ? el('li', { 'data-device': '' }, trans.__('no device list: %1', workerError)) : null
+      workerError
+        ? el(
+            'li',
+            { 'data-device': '' },
+            trans.__('no device list: %1', workerError)
+          )
+        : null
     );
   }
 
@@ -189,7 +270,9 @@ export class DeclareForm {
     this.clearErrors();
     for (const [field, message] of Object.entries(errors)) {
       const slot = this.errors.get(field) ?? this.formError;
-      slot.textContent = slot.textContent ? `${slot.textContent} ${message}` : message;
+      slot.textContent = slot.textContent
+        ? `${slot.textContent} ${message}`
+        : message;
       this.controls.get(field)?.classList.add('jp-mod-error-field');
     }
   }

@@ -34,7 +34,10 @@ type Raw = { [name: string]: string };
 
 /** The body of an edit dialog: labelled fields, each with its error slot. */
 class EditBody<V> extends Widget {
-  private readonly controls = new Map<string, HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>();
+  private readonly controls = new Map<
+    string,
+    HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement
+  >();
   private readonly slots = new Map<string, HTMLElement>();
 
   constructor(
@@ -47,7 +50,11 @@ class EditBody<V> extends Widget {
     this.addClass('jp-gradcheck-dialog');
     this.node.appendChild(el('p', { class: 'jp-gradcheck-hint' }, intro));
     for (const spec of fields.concat({ name: '', label: '', kind: 'input' })) {
-      const slot = el('div', { class: 'jp-gradcheck-field-error', testid: `gradcheck-dialog-error-${spec.name || 'form'}`, role: 'alert' });
+      const slot = el('div', {
+        class: 'jp-gradcheck-field-error',
+        testid: `gradcheck-dialog-error-${spec.name || 'form'}`,
+        role: 'alert'
+      });
       this.slots.set(spec.name, slot);
       if (!spec.name) {
         this.node.appendChild(slot);
@@ -55,15 +62,37 @@ class EditBody<V> extends Widget {
       }
       const control =
         spec.kind === 'select'
-          ? el('select', { class: 'jp-mod-styled' }, (spec.options ?? []).map(o => el('option', { value: o.value }, o.label)))
+          ? el(
+              'select',
+              { class: 'jp-mod-styled' },
+              (spec.options ?? []).map(o =>
+                el('option', { value: o.value }, o.label)
+              )
+            )
           : spec.kind === 'textarea'
-            ? el('textarea', { class: 'jp-mod-styled', rows: 3, placeholder: spec.placeholder })
-            : el('input', { class: 'jp-mod-styled', type: 'text', placeholder: spec.placeholder });
+            ? el('textarea', {
+                class: 'jp-mod-styled',
+                rows: 3,
+                placeholder: spec.placeholder
+              })
+            : el('input', {
+                class: 'jp-mod-styled',
+                type: 'text',
+                placeholder: spec.placeholder
+              });
       control.name = spec.name;
       control.dataset.testid = `gradcheck-dialog-${spec.name}`;
       control.value = raw[spec.name] ?? control.value;
       this.controls.set(spec.name, control);
-      this.node.appendChild(el('label', { class: 'jp-gradcheck-form-row' }, el('span', {}, spec.label), control, slot));
+      this.node.appendChild(
+        el(
+          'label',
+          { class: 'jp-gradcheck-form-row' },
+          el('span', {}, spec.label),
+          control,
+          slot
+        )
+      );
     }
   }
 
@@ -160,7 +189,10 @@ async function editLoop<V>(
       {
         title,
         body,
-        buttons: [Dialog.cancelButton({ label: trans.__('Cancel') }), Dialog.okButton({ label: trans.__('Record change') })],
+        buttons: [
+          Dialog.cancelButton({ label: trans.__('Cancel') }),
+          Dialog.okButton({ label: trans.__('Record change') })
+        ],
         defaultButton: 1
       },
       1
@@ -189,7 +221,9 @@ function justificationField(): IFieldSpec {
     name: 'justification',
     label: trans.__('Justification (required)'),
     kind: 'textarea',
-    placeholder: trans.__('why this change is right, in words a grader can judge')
+    placeholder: trans.__(
+      'why this change is right, in words a grader can judge'
+    )
   };
 }
 
@@ -199,8 +233,17 @@ export function editToleranceDialog(
   submit: (edit: IToleranceEdit) => Promise<void>
 ): Promise<boolean> {
   const intro =
-    trans.__('Current tolerance: %1; finite differences: %2.', formatTolerance(view.tolerance), formatTolerance(view.fdTolerance)) +
-    (view.status === 'failed' ? ' ' + trans.__('The latest run failed: widening now is flagged for the grader.') : '');
+    trans.__(
+      'Current tolerance: %1; finite differences: %2.',
+      formatTolerance(view.tolerance),
+      formatTolerance(view.fdTolerance)
+    ) +
+    (view.status === 'failed'
+      ? ' ' +
+        trans.__(
+          'The latest run failed: widening now is flagged for the grader.'
+        )
+      : '');
   return editLoop<IToleranceEdit>(
     trans.__('Edit tolerance of %1', view.id),
     intro,
@@ -210,16 +253,38 @@ export function editToleranceDialog(
         label: trans.__('Which tolerance'),
         kind: 'select',
         options: [
-          { value: 'tolerance', label: trans.__('analytical vs autograd (tolerance)') },
-          { value: 'finite_difference', label: trans.__('finite differences (finite_difference)') }
+          {
+            value: 'tolerance',
+            label: trans.__('analytical vs autograd (tolerance)')
+          },
+          {
+            value: 'finite_difference',
+            label: trans.__('finite differences (finite_difference)')
+          }
         ]
       },
-      { name: 'rtol', label: trans.__('New rtol'), kind: 'input', placeholder: trans.__('unchanged') },
-      { name: 'atol', label: trans.__('New atol'), kind: 'input', placeholder: trans.__('unchanged') },
+      {
+        name: 'rtol',
+        label: trans.__('New rtol'),
+        kind: 'input',
+        placeholder: trans.__('unchanged')
+      },
+      {
+        name: 'atol',
+        label: trans.__('New atol'),
+        kind: 'input',
+        placeholder: trans.__('unchanged')
+      },
       justificationField()
     ],
     {},
-    raw => validateToleranceEdit({ rtol: raw.rtol ?? '', atol: raw.atol ?? '', target: raw.target ?? 'tolerance', justification: raw.justification ?? '' }),
+    raw =>
+      validateToleranceEdit({
+        rtol: raw.rtol ?? '',
+        atol: raw.atol ?? '',
+        target: raw.target ?? 'tolerance',
+        justification: raw.justification ?? ''
+      }),
     submit
   );
 }
@@ -227,14 +292,33 @@ export function editToleranceDialog(
 /** Revise a check's expectation; a revision after a run is flagged. */
 export function reviseExpectationDialog(
   view: ICheckView,
-  submit: (edit: { analytical_gradient: JSONValue; justification: string }) => Promise<void>
+  submit: (edit: {
+    analytical_gradient: JSONValue;
+    justification: string;
+  }) => Promise<void>
 ): Promise<boolean> {
   return editLoop(
     trans.__('Revise expectation of %1', view.id),
-    trans.__('Current expectation: %1. The original stays in the ledger.', formatDeclared(view.analytical)),
-    [{ name: 'analytical_gradient', label: trans.__('New analytical gradient'), kind: 'input', placeholder: '2*x' }, justificationField()],
+    trans.__(
+      'Current expectation: %1. The original stays in the ledger.',
+      formatDeclared(view.analytical)
+    ),
+    [
+      {
+        name: 'analytical_gradient',
+        label: trans.__('New analytical gradient'),
+        kind: 'input',
+        // eslint-disable-next-line jupyter/no-untranslated-string -- an expression, the same in every language
+        placeholder: '2*x'
+      },
+      justificationField()
+    ],
     {},
-    raw => validateExpectationEdit({ analytical_gradient: raw.analytical_gradient ?? '', justification: raw.justification ?? '' }),
+    raw =>
+      validateExpectationEdit({
+        analytical_gradient: raw.analytical_gradient ?? '',
+        justification: raw.justification ?? ''
+      }),
     submit
   );
 }

@@ -4,7 +4,9 @@
  */
 
 /** Attributes: `class`, `testid` (-> data-testid), `data-*`, or any DOM attribute. */
-export type Attributes = { [name: string]: string | number | boolean | undefined | null };
+export type Attributes = {
+  [name: string]: string | number | boolean | undefined | null;
+};
 
 /** Children: elements, text, or nothing. */
 export type Child = Node | string | number | null | undefined | false;
@@ -48,12 +50,17 @@ export function append(parent: Node, ...children: (Child | Child[])[]): void {
     if (child === null || child === undefined || child === false) {
       continue;
     }
-    parent.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+    parent.appendChild(
+      child instanceof Node ? child : document.createTextNode(String(child))
+    );
   }
 }
 
 /** Replace all children of a node. */
-export function replaceChildren(parent: Element, ...children: (Child | Child[])[]): void {
+export function replaceChildren(
+  parent: Element,
+  ...children: (Child | Child[])[]
+): void {
   while (parent.firstChild) {
     parent.removeChild(parent.firstChild);
   }

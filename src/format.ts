@@ -61,7 +61,9 @@ export function formatNumber(value: number, dtype?: string | null): string {
  * keys are exactly `real` and `imag`. (A mapping of two inputs named `real`
  * and `imag` reads the same; no check names its inputs so.)
  */
-export function isComplexValue(value: JSONValue | undefined): value is { real: JSONValue; imag: JSONValue } {
+export function isComplexValue(
+  value: JSONValue | undefined
+): value is { real: JSONValue; imag: JSONValue } {
   if (!value || typeof value !== 'object' || Array.isArray(value)) {
     return false;
   }
@@ -74,7 +76,11 @@ export function isComplexValue(value: JSONValue | undefined): value is { real: J
  * `{real: [1, 2], imag: [0.5, -1]}` -> `[1.0+0.5i, 2.0-1.0i]`. `part` writes
  * each real number (observed: as a Python float; declared: as written).
  */
-export function formatComplex(real: JSONValue, imag: JSONValue, part: (value: number) => string): string {
+export function formatComplex(
+  real: JSONValue,
+  imag: JSONValue,
+  part: (value: number) => string
+): string {
   if (Array.isArray(real)) {
     const imaginary = Array.isArray(imag) ? imag : [];
     return `[${real.map((item, i) => formatComplex(item, imaginary[i] ?? null, part)).join(', ')}]`;
@@ -165,7 +171,10 @@ export function formatTensorMeta(observation: ITensorObservation): string {
  * Where a comparison or failure applies: the input, and for a multi-output
  * check the output (`x, output 1`); empty when the record names neither.
  */
-export function formatWhere(input?: string | null, output?: number | string | null): string {
+export function formatWhere(
+  input?: string | null,
+  output?: number | string | null
+): string {
   const parts: string[] = [];
   if (input) {
     parts.push(input);
@@ -177,11 +186,16 @@ export function formatWhere(input?: string | null, output?: number | string | nu
 }
 
 /** Which grad_outputs an undefined-gradient case left undefined, in words (core/check/undefined_grad.py). */
-export function formatUndefinedCase(which: string | number | number[] | null | undefined): string {
+export function formatUndefinedCase(
+  which: string | number | number[] | null | undefined
+): string {
   if (which === 'all' || which === undefined || which === null) {
     return trans.__('every grad_output undefined');
   }
-  return trans.__('grad_output %1 undefined, the others zero', Array.isArray(which) ? which.join(', ') : which);
+  return trans.__(
+    'grad_output %1 undefined, the others zero',
+    Array.isArray(which) ? which.join(', ') : which
+  );
 }
 
 /** An error size: three significant digits, exponent form. */
@@ -196,7 +210,9 @@ export function formatError(value: number | undefined | null): string {
 }
 
 /** A tolerance pair: `rtol 1e-07, atol 1e-10`, or `dtype default`. */
-export function formatTolerance(tolerance: ITolerance | undefined | null): string {
+export function formatTolerance(
+  tolerance: ITolerance | undefined | null
+): string {
   if (!tolerance) {
     return trans.__('dtype default');
   }
@@ -212,7 +228,9 @@ export function formatTolerance(tolerance: ITolerance | undefined | null): strin
 
 /** A diagnosis code as words: `probable_bug` -> `probable bug` (translated; words.ts). */
 export function formatDiagnosis(diagnosis: string | undefined | null): string {
-  return diagnosis ? wordsFor('diagnosis', diagnosis) : trans.__('no diagnosis');
+  return diagnosis
+    ? wordsFor('diagnosis', diagnosis)
+    : trans.__('no diagnosis');
 }
 
 /** A UTC timestamp shortened to minutes for the history list. */

@@ -12,16 +12,35 @@
 import { badge } from './badge';
 import { comparisonList } from './comparisonList';
 import { el } from './dom';
-import { formatDeclared, formatObserved, formatShape, formatTensorMeta, formatUndefinedCase, shapeOf } from './format';
+import {
+  formatDeclared,
+  formatObserved,
+  formatShape,
+  formatTensorMeta,
+  formatUndefinedCase,
+  shapeOf
+} from './format';
 import { trans } from './i18n';
-import { IBlockObservation, ICheckRecord, IFunctionMode, IModeCase, ISecondOrder, ITensorObservation, JSONValue } from './types';
+import {
+  IBlockObservation,
+  ICheckRecord,
+  IFunctionMode,
+  IModeCase,
+  ISecondOrder,
+  ITensorObservation,
+  JSONValue
+} from './types';
 import { wordsFor } from './words';
 
 /** The modes in the order the engine runs them; any other mode of the record follows. */
 const MODE_ORDER = ['forward_ad', 'batched_grad', 'undefined_grad'];
 
 /** The second-order observations in reading order: autograd's (beside the expectation), finite differences, gradgradcheck. */
-const SECOND_ORDER_ORDER = ['autograd', 'finite_difference', 'torch_gradgradcheck'];
+const SECOND_ORDER_ORDER = [
+  'autograd',
+  'finite_difference',
+  'torch_gradgradcheck'
+];
 
 /** The expectation `double_backward`: autograd's own double backward is the reference. */
 const DOUBLE_BACKWARD = 'double_backward';
@@ -39,7 +58,13 @@ function tensorOf(observation: IBlockObservation): ITensorObservation | null {
 
 /** A note in the muted style, or nothing when it is empty. */
 function note(text: string | undefined | null): HTMLElement | null {
-  return text ? el('div', { class: 'jp-gradcheck-meta', testid: 'gradcheck-function-note' }, text) : null;
+  return text
+    ? el(
+        'div',
+        { class: 'jp-gradcheck-meta', testid: 'gradcheck-function-note' },
+        text
+      )
+    : null;
 }
 
 /** What a mode or observation adds under its value: the direction of a jvp, the count of grad_outputs. */
@@ -48,9 +73,15 @@ function detail(observation: IFunctionMode): string | null {
     return trans.__('direction %1', observation.direction);
   }
   if (typeof observation.grad_outputs === 'number') {
-    return trans._n('%1 grad_output at once', '%1 grad_outputs at once', observation.grad_outputs);
+    return trans._n(
+      '%1 grad_output at once',
+      '%1 grad_outputs at once',
+      observation.grad_outputs
+    );
   }
-  return typeof observation.note === 'string' && observation.note ? observation.note : null;
+  return typeof observation.note === 'string' && observation.note
+    ? observation.note
+    : null;
 }
 
 /** The Observation cell: the value with its shape, dtype and device, or the verdict or skip with its reason. */
@@ -60,20 +91,40 @@ function observationCell(observation: IFunctionMode): HTMLElement {
     return el(
       'td',
       { class: 'jp-gradcheck-observation' },
-      el('div', { class: 'jp-gradcheck-value', testid: 'gradcheck-function-value' }, formatObserved(tensor.value, tensor.dtype)),
-      el('div', { class: 'jp-gradcheck-meta', testid: 'gradcheck-function-meta' }, formatTensorMeta(tensor)),
+      el(
+        'div',
+        { class: 'jp-gradcheck-value', testid: 'gradcheck-function-value' },
+        formatObserved(tensor.value, tensor.dtype)
+      ),
+      el(
+        'div',
+        { class: 'jp-gradcheck-meta', testid: 'gradcheck-function-meta' },
+        formatTensorMeta(tensor)
+      ),
       note(detail(observation))
     );
   }
-  const why = note(observation.reason ?? (typeof observation.note === 'string' ? observation.note : null));
+  const why = note(
+    observation.reason ??
+      (typeof observation.note === 'string' ? observation.note : null)
+  );
   if (!observation.status) {
     // no value and no verdict: autograd could not give a Hessian, and the note says why
-    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed')), why);
+    return el(
+      'td',
+      { class: 'jp-gradcheck-observation' },
+      el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed')),
+      why
+    );
   }
   return el(
     'td',
     { class: 'jp-gradcheck-observation' },
-    badge(observation.status, wordsFor('status', observation.status), 'gradcheck-function-status'),
+    badge(
+      observation.status,
+      wordsFor('status', observation.status),
+      'gradcheck-function-status'
+    ),
     why
   );
 }
@@ -95,17 +146,31 @@ function expectationCell(expectation: JSONValue | undefined): HTMLElement {
   return el(
     'td',
     { class: 'jp-gradcheck-expectation' },
-    el('div', { class: 'jp-gradcheck-value', testid: 'gradcheck-function-expectation' }, shown),
+    el(
+      'div',
+      { class: 'jp-gradcheck-value', testid: 'gradcheck-function-expectation' },
+      shown
+    ),
     el('div', { class: 'jp-gradcheck-meta' }, meta)
   );
 }
 
 /** A row: the observation's name in words (and which case, for a mode of several), then its cells. */
-function row(kind: 'observation' | 'mode', code: string, cells: HTMLElement[], which?: string): HTMLElement {
+function row(
+  kind: 'observation' | 'mode',
+  code: string,
+  cells: HTMLElement[],
+  which?: string
+): HTMLElement {
   return el(
     'tr',
     { 'data-observation': code, testid: 'gradcheck-function-row' },
-    el('th', { scope: 'row' }, wordsFor(kind, code), which ? el('div', { class: 'jp-gradcheck-meta' }, which) : null),
+    el(
+      'th',
+      { scope: 'row' },
+      wordsFor(kind, code),
+      which ? el('div', { class: 'jp-gradcheck-meta' }, which) : null
+    ),
     cells
   );
 }
@@ -121,24 +186,51 @@ function caseCell(found: IModeCase): HTMLElement {
     Object.entries(found.gradients).flatMap(([name, gradient]) =>
       gradient
         ? [
-            el('div', { class: 'jp-gradcheck-value', testid: 'gradcheck-function-value' }, `${name}: ${formatObserved(gradient.value, gradient.dtype)}`),
-            el('div', { class: 'jp-gradcheck-meta', testid: 'gradcheck-function-meta' }, formatTensorMeta(gradient))
+            el(
+              'div',
+              {
+                class: 'jp-gradcheck-value',
+                testid: 'gradcheck-function-value'
+              },
+              `${name}: ${formatObserved(gradient.value, gradient.dtype)}`
+            ),
+            el(
+              'div',
+              { class: 'jp-gradcheck-meta', testid: 'gradcheck-function-meta' },
+              formatTensorMeta(gradient)
+            )
           ]
-        : el('div', { class: 'jp-gradcheck-value', testid: 'gradcheck-function-value' }, trans.__('%1: None (no gradient)', name))
+        : el(
+            'div',
+            { class: 'jp-gradcheck-value', testid: 'gradcheck-function-value' },
+            trans.__('%1: None (no gradient)', name)
+          )
     )
   );
 }
 
 /** A mode's rows: one, or one per case for a mode that runs several. */
 function modeRows(key: string, mode: IFunctionMode): HTMLElement[] {
-  if (!Array.isArray(mode.cases) || !mode.cases.length || mode.status === 'skipped') {
+  if (
+    !Array.isArray(mode.cases) ||
+    !mode.cases.length ||
+    mode.status === 'skipped'
+  ) {
     return [row('mode', key, [observationCell(mode)])];
   }
-  return mode.cases.map(found => row('mode', key, [caseCell(found)], formatUndefinedCase(found.undefined)));
+  return mode.cases.map(found =>
+    row('mode', key, [caseCell(found)], formatUndefinedCase(found.undefined))
+  );
 }
 
 /** A block: its heading, its table and its comparisons. */
-function block(testid: string, heading: string, header: string[], rows: HTMLElement[], comparisons: HTMLElement | null): HTMLElement {
+function block(
+  testid: string,
+  heading: string,
+  header: string[],
+  rows: HTMLElement[],
+  comparisons: HTMLElement | null
+): HTMLElement {
   return el(
     'div',
     { class: 'jp-gradcheck-function-block', testid },
@@ -146,7 +238,15 @@ function block(testid: string, heading: string, header: string[], rows: HTMLElem
     el(
       'table',
       { class: 'jp-gradcheck-columns jp-gradcheck-function-table' },
-      el('thead', {}, el('tr', {}, header.map(text => el('th', {}, text)))),
+      el(
+        'thead',
+        {},
+        el(
+          'tr',
+          {},
+          header.map(text => el('th', {}, text))
+        )
+      ),
       el('tbody', {}, rows)
     ),
     comparisons
@@ -154,17 +254,30 @@ function block(testid: string, heading: string, header: string[], rows: HTMLElem
 }
 
 /** The `second_order` block (null when the record has none). */
-export function secondOrderBlock(secondOrder: ISecondOrder | null | undefined): HTMLElement | null {
+export function secondOrderBlock(
+  secondOrder: ISecondOrder | null | undefined
+): HTMLElement | null {
   if (!secondOrder) {
     return null;
   }
   const observations = secondOrder.observations ?? {};
-  const keys = [...SECOND_ORDER_ORDER.filter(key => key in observations), ...Object.keys(observations).filter(key => !SECOND_ORDER_ORDER.includes(key))];
+  const keys = [
+    ...SECOND_ORDER_ORDER.filter(key => key in observations),
+    ...Object.keys(observations).filter(
+      key => !SECOND_ORDER_ORDER.includes(key)
+    )
+  ];
   const rows = keys.map(key => {
     const observation = observations[key];
     const code = observation.name ?? key;
-    const expectation = key === 'autograd' ? expectationCell(secondOrder.expectation) : el('td', { class: 'jp-gradcheck-expectation' });
-    return row('observation', code, [expectation, observationCell(observation)]);
+    const expectation =
+      key === 'autograd'
+        ? expectationCell(secondOrder.expectation)
+        : el('td', { class: 'jp-gradcheck-expectation' });
+    return row('observation', code, [
+      expectation,
+      observationCell(observation)
+    ]);
   });
   return block(
     'gradcheck-second-order',
@@ -176,15 +289,27 @@ export function secondOrderBlock(secondOrder: ISecondOrder | null | undefined): 
 }
 
 /** The `function_modes` block (null when the record has none or it holds no mode). */
-export function functionModesBlock(modes: ICheckRecord['function_modes']): HTMLElement | null {
+export function functionModesBlock(
+  modes: ICheckRecord['function_modes']
+): HTMLElement | null {
   if (!modes) {
     return null;
   }
   const isMode = (key: string): boolean => {
     const value = modes[key];
-    return !!value && typeof value === 'object' && !Array.isArray(value) && 'status' in value;
+    return (
+      !!value &&
+      typeof value === 'object' &&
+      !Array.isArray(value) &&
+      'status' in value
+    );
   };
-  const keys = [...MODE_ORDER.filter(isMode), ...Object.keys(modes).filter(key => !MODE_ORDER.includes(key) && isMode(key))];
+  const keys = [
+    ...MODE_ORDER.filter(isMode),
+    ...Object.keys(modes).filter(
+      key => !MODE_ORDER.includes(key) && isMode(key)
+    )
+  ];
   if (!keys.length) {
     return null;
   }
@@ -202,11 +327,14 @@ export function functionModesBlock(modes: ICheckRecord['function_modes']): HTMLE
 }
 
 /** Both blocks of a completed record, as the card shows them (empty for a plain check). */
-export function functionChecks(record: ICheckRecord | undefined): HTMLElement[] {
+export function functionChecks(
+  record: ICheckRecord | undefined
+): HTMLElement[] {
   if (!record?.executed) {
     return [];
   }
-  return [secondOrderBlock(record.second_order), functionModesBlock(record.function_modes)].filter(
-    (node): node is HTMLElement => node !== null
-  );
+  return [
+    secondOrderBlock(record.second_order),
+    functionModesBlock(record.function_modes)
+  ].filter((node): node is HTMLElement => node !== null);
 }

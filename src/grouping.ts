@@ -6,12 +6,7 @@
  * Nothing is dropped: a failed run stays in `failuresKept` even after a later
  * run passed, because a kept failure is evidence the grader must see.
  */
-import {
-  ICheckRecord,
-  ILedgerEntry,
-  ITolerance,
-  JSONValue
-} from './types';
+import { ICheckRecord, ILedgerEntry, ITolerance, JSONValue } from './types';
 import { trans } from './i18n';
 
 /** One run of a check, as its observation entry recorded it. */
@@ -98,7 +93,10 @@ function pickTolerance(value: unknown): ITolerance | undefined {
  * it says so, else from comparing old and new.
  */
 export function toleranceDirection(data: Data): string | null {
-  if (typeof data.widened === 'boolean' || typeof data.tightened === 'boolean') {
+  if (
+    typeof data.widened === 'boolean' ||
+    typeof data.tightened === 'boolean'
+  ) {
     const widened = data.widened === true;
     const tightened = data.tightened === true;
     if (widened && tightened) {
@@ -130,7 +128,9 @@ export function historyFlags(kind: string, data: Data): string[] {
   if (kind === 'tolerance_change') {
     const direction = toleranceDirection(data);
     if (data.after_failure === true) {
-      flags.push(direction === 'widened' ? 'widened after failure' : 'after failure');
+      flags.push(
+        direction === 'widened' ? 'widened after failure' : 'after failure'
+      );
     } else if (direction) {
       flags.push(direction);
     }
@@ -162,7 +162,8 @@ function applyExpectation(view: ICheckView, data: Data): void {
   }
   view.analytical = record.analytical_gradient;
   view.tolerance = pickTolerance(record.tolerance) ?? view.tolerance;
-  view.fdTolerance = pickTolerance(record.finite_difference) ?? view.fdTolerance;
+  view.fdTolerance =
+    pickTolerance(record.finite_difference) ?? view.fdTolerance;
 }
 
 function applyObservation(view: ICheckView, entry: ILedgerEntry): void {
@@ -174,10 +175,13 @@ function applyObservation(view: ICheckView, entry: ILedgerEntry): void {
     seq: entry.seq,
     time: entry.time,
     expectationSeq:
-      numberOrNull(data.expectation_seq) ?? numberOrNull(record.expectation_seq),
+      numberOrNull(data.expectation_seq) ??
+      numberOrNull(record.expectation_seq),
     record,
     passed: failedToRun || typeof passed !== 'boolean' ? null : passed,
-    failedToRun: failedToRun ? String(data.reason ?? trans.__('the run did not complete')) : null
+    failedToRun: failedToRun
+      ? String(data.reason ?? trans.__('the run did not complete'))
+      : null
   };
   if (!view.declared) {
     view.declared = record;
@@ -196,15 +200,28 @@ function applyChange(view: ICheckView, entry: ILedgerEntry): void {
     seq: entry.seq,
     time: entry.time,
     kind: isTolerance ? 'tolerance' : 'expectation',
-    target: typeof data.target === 'string' ? data.target : isTolerance ? 'tolerance' : 'analytical_gradient',
+    target:
+      typeof data.target === 'string'
+        ? data.target
+        : isTolerance
+          ? 'tolerance'
+          : 'analytical_gradient',
     before: (isTolerance ? pickTolerance(data.old) : data.old) as JSONValue,
-    after: (isTolerance ? pickTolerance(data.new) : data.new ?? data.analytical_gradient) as JSONValue,
-    justification: typeof data.justification === 'string' ? data.justification : '',
+    after: (isTolerance
+      ? pickTolerance(data.new)
+      : (data.new ?? data.analytical_gradient)) as JSONValue,
+    justification:
+      typeof data.justification === 'string' ? data.justification : '',
     flags: historyFlags(entry.kind, data)
   };
   view.history.push(item);
   if (isTolerance) {
-    const merged = { ...(item.target === 'finite_difference' ? view.fdTolerance : view.tolerance), ...(item.after as ITolerance) };
+    const merged = {
+      ...(item.target === 'finite_difference'
+        ? view.fdTolerance
+        : view.tolerance),
+      ...(item.after as ITolerance)
+    };
     if (item.target === 'finite_difference') {
       view.fdTolerance = merged;
     } else {

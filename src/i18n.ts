@@ -28,8 +28,10 @@ export function fill(text: string, ...args: unknown[]): string {
 /** The English bundle used before a translator is given. */
 const english: Pick<TranslationBundle, '__' | '_n' | '_p'> = {
   __: (msgid: string, ...args: unknown[]) => fill(msgid, ...args),
-  _n: (msgid: string, plural: string, n: number, ...args: unknown[]) => fill(n === 1 ? msgid : plural, n, ...args),
-  _p: (_context: string, msgid: string, ...args: unknown[]) => fill(msgid, ...args)
+  _n: (msgid: string, plural: string, n: number, ...args: unknown[]) =>
+    fill(n === 1 ? msgid : plural, n, ...args),
+  _p: (_context: string, msgid: string, ...args: unknown[]) =>
+    fill(msgid, ...args)
 };
 
 let bundle: Pick<TranslationBundle, '__' | '_n' | '_p'> = english;
@@ -47,7 +49,9 @@ export const trans = {
   /** Translate `msgid`, filling `%1`, `%2`, ... with `args`. */
   __: (msgid: string, ...args: unknown[]): string => bundle.__(msgid, ...args),
   /** Singular or plural of `msgid` for `n`; `%1` is `n`, `%2`, ... are `args`. */
-  _n: (msgid: string, plural: string, n: number, ...args: unknown[]): string => bundle._n(msgid, plural, n, ...args),
+  _n: (msgid: string, plural: string, n: number, ...args: unknown[]): string =>
+    bundle._n(msgid, plural, n, ...args),
   /** Translate `msgid` in a context (`schema` for the settings' titles and descriptions). */
-  _p: (context: string, msgid: string, ...args: unknown[]): string => bundle._p(context, msgid, ...args)
+  _p: (context: string, msgid: string, ...args: unknown[]): string =>
+    bundle._p(context, msgid, ...args)
 };

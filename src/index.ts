@@ -13,6 +13,8 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
+/* eslint-disable jupyter/prefer-lazy-imports -- activation needs these at once: it builds the
+   panel, registers the commands and follows the active notebook from the start. */
 import { followActiveNotebook, watchKernelChecks } from './activeNotebook';
 import { requester } from './api';
 import { addCommands } from './commands';
@@ -22,12 +24,14 @@ import { GradcheckPanel } from './panel';
 import { translatePlugin } from './schemaTranslation';
 import { defaultsFrom } from './settings';
 import { IGradcheckModel, PLUGIN_ID } from './tokens';
+/* eslint-enable jupyter/prefer-lazy-imports */
 
 export * from './tokens';
 
 const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
   id: PLUGIN_ID,
-  description: 'Check PyTorch gradients honestly: expectation beside observation, in a tamper-evident ledger.',
+  description:
+    'Check PyTorch gradients honestly: expectation beside observation, in a tamper-evident ledger.',
   autoStart: true,
   requires: [INotebookTracker],
   optional: [ICommandPalette, ISettingRegistry, ILayoutRestorer, ITranslator],
@@ -45,7 +49,11 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
     const model = new GradcheckModel(requester);
     followActiveNotebook(tracker, model);
     const watchKernel = (notebook: NotebookPanel) => {
-      const stop = watchKernelChecks(notebook, () => tracker.currentWidget === notebook, model);
+      const stop = watchKernelChecks(
+        notebook,
+        () => tracker.currentWidget === notebook,
+        model
+      );
       notebook.disposed.connect(stop);
     };
     tracker.forEach(watchKernel);
@@ -62,12 +70,18 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {
-          const update = () => model.setDefaults(defaultsFrom(settings.composite as { [key: string]: unknown }));
+          const update = () =>
+            model.setDefaults(
+              defaultsFrom(settings.composite as { [key: string]: unknown })
+            );
           update();
           settings.changed.connect(update);
         })
         .catch(reason => {
-          console.error('jupyterlab-gradcheck: could not load settings', reason);
+          console.error(
+            'jupyterlab-gradcheck: could not load settings',
+            reason
+          );
         });
     }
     return model;

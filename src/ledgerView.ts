@@ -39,50 +39,123 @@ function inputNames(view: ICheckView): string[] {
  * The expectation for one input: its entry in a mapping, or the whole value. A
  * complex value `{real, imag}` is one value, unless the inputs are named so.
  */
-function expectedFor(analytical: JSONValue | undefined, name: string, names: string[]): JSONValue | undefined {
-  const complex = isComplexValue(analytical) && !(names.includes('real') && names.includes('imag'));
-  if (analytical && typeof analytical === 'object' && !Array.isArray(analytical) && !complex) {
+function expectedFor(
+  analytical: JSONValue | undefined,
+  name: string,
+  names: string[]
+): JSONValue | undefined {
+  const complex =
+    isComplexValue(analytical) &&
+    !(names.includes('real') && names.includes('imag'));
+  if (
+    analytical &&
+    typeof analytical === 'object' &&
+    !Array.isArray(analytical) &&
+    !complex
+  ) {
     return (analytical as { [key: string]: JSONValue })[name];
   }
   return names.length === 1 || names[0] === name ? analytical : undefined;
 }
 
-function observationCell(record: ICheckRecord | undefined, output: IOutputView, name: string): HTMLElement {
+function observationCell(
+  record: ICheckRecord | undefined,
+  output: IOutputView,
+  name: string
+): HTMLElement {
   const gradient = output.observations?.backward_pass_1?.gradients?.[name];
   if (!record || !record.executed) {
-    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed yet')));
+    return el(
+      'td',
+      { class: 'jp-gradcheck-observation' },
+      el('span', { class: 'jp-gradcheck-muted' }, trans.__('not observed yet'))
+    );
   }
   if (!output.differentiable) {
-    return el('td', { class: 'jp-gradcheck-observation' }, el('span', { class: 'jp-gradcheck-muted' }, trans.__('not differentiable: not checked')));
+    return el(
+      'td',
+      { class: 'jp-gradcheck-observation' },
+      el(
+        'span',
+        { class: 'jp-gradcheck-muted' },
+        trans.__('not differentiable: not checked')
+      )
+    );
   }
   if (!gradient) {
     return el(
       'td',
       { class: 'jp-gradcheck-observation' },
-      el('div', { testid: 'gradcheck-observation-value' }, output.index === null ? formatObserved(record.observed_gradient, record.dtype) : '—'),
-      el('div', { class: 'jp-gradcheck-meta' }, `${record.dtype ?? ''} · ${record.device ?? ''}`)
+      el(
+        'div',
+        { testid: 'gradcheck-observation-value' },
+        output.index === null
+          ? formatObserved(record.observed_gradient, record.dtype)
+          : '—'
+      ),
+      el(
+        'div',
+        { class: 'jp-gradcheck-meta' },
+        `${record.dtype ?? ''} · ${record.device ?? ''}`
+      )
     );
   }
   return el(
     'td',
     { class: 'jp-gradcheck-observation' },
-    el('div', { testid: 'gradcheck-observation-value', class: 'jp-gradcheck-value' }, formatObserved(gradient.value, gradient.dtype)),
-    el('div', { class: 'jp-gradcheck-meta', testid: 'gradcheck-observation-meta' }, formatTensorMeta(gradient))
+    el(
+      'div',
+      { testid: 'gradcheck-observation-value', class: 'jp-gradcheck-value' },
+      formatObserved(gradient.value, gradient.dtype)
+    ),
+    el(
+      'div',
+      { class: 'jp-gradcheck-meta', testid: 'gradcheck-observation-meta' },
+      formatTensorMeta(gradient)
+    )
   );
 }
 
 /** One row of the main table: an input (of one output, for a multi-output check), expectation beside observation. */
-function columnRow(view: ICheckView, output: IOutputView, name: string, names: string[]): HTMLElement {
+function columnRow(
+  view: ICheckView,
+  output: IOutputView,
+  name: string,
+  names: string[]
+): HTMLElement {
   const index = output.index === null ? null : String(output.index);
   return el(
     'tr',
     { 'data-input': name, 'data-output': index },
-    el('th', { scope: 'row' }, name, index === null ? null : el('div', { class: 'jp-gradcheck-meta' }, trans.__('output %1', index))),
+    el(
+      'th',
+      { scope: 'row' },
+      name,
+      index === null
+        ? null
+        : el(
+            'div',
+            { class: 'jp-gradcheck-meta' },
+            trans.__('output %1', index)
+          )
+    ),
     el(
       'td',
       { class: 'jp-gradcheck-expectation' },
-      el('div', { testid: 'gradcheck-expectation-value', class: 'jp-gradcheck-value' }, formatDeclared(expectedFor(output.analytical, name, names))),
-      el('div', { class: 'jp-gradcheck-meta' }, trans.__('declared · %1 · %2', view.declared?.dtype ?? 'float64', view.declared?.device ?? 'cpu'))
+      el(
+        'div',
+        { testid: 'gradcheck-expectation-value', class: 'jp-gradcheck-value' },
+        formatDeclared(expectedFor(output.analytical, name, names))
+      ),
+      el(
+        'div',
+        { class: 'jp-gradcheck-meta' },
+        trans.__(
+          'declared · %1 · %2',
+          view.declared?.dtype ?? 'float64',
+          view.declared?.device ?? 'cpu'
+        )
+      )
     ),
     observationCell(view.latest?.record, output, name)
   );
@@ -91,11 +164,23 @@ function columnRow(view: ICheckView, output: IOutputView, name: string, names: s
 function columns(view: ICheckView): HTMLElement {
   const names = inputNames(view);
   const shown = names.length ? names : [''];
-  const rows = outputViews(view.analytical, view.latest?.record, names).flatMap(output => shown.map(name => columnRow(view, output, name, names)));
+  const rows = outputViews(view.analytical, view.latest?.record, names).flatMap(
+    output => shown.map(name => columnRow(view, output, name, names))
+  );
   return el(
     'table',
     { class: 'jp-gradcheck-columns', testid: 'gradcheck-columns' },
-    el('thead', {}, el('tr', {}, el('th', {}, trans.__('input')), el('th', {}, trans.__('Expectation')), el('th', {}, trans.__('Observation')))),
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        el('th', {}, trans.__('input')),
+        el('th', {}, trans.__('Expectation')),
+        el('th', {}, trans.__('Observation'))
+      )
+    ),
     el('tbody', {}, rows)
   );
 }
@@ -109,7 +194,11 @@ function details(view: ICheckView): HTMLElement {
     el('dt', {}, trans.__('inputs')),
     el('dd', {}, JSON.stringify(record?.inputs ?? {})),
     el('dt', {}, trans.__('tolerance')),
-    el('dd', { testid: 'gradcheck-tolerance' }, formatTolerance(view.tolerance as ITolerance)),
+    el(
+      'dd',
+      { testid: 'gradcheck-tolerance' },
+      formatTolerance(view.tolerance as ITolerance)
+    ),
     el('dt', {}, trans.__('FD')),
     el(
       'dd',
@@ -117,13 +206,21 @@ function details(view: ICheckView): HTMLElement {
       trans.__(
         '%1, step %2',
         declared?.finite_difference?.scheme ?? 'central',
-        declared?.finite_difference?.step === undefined || declared?.finite_difference?.step === null
+        declared?.finite_difference?.step === undefined ||
+          declared?.finite_difference?.step === null
           ? trans.__('dtype default')
           : formatDeclared(declared.finite_difference.step)
       )
     ),
-    declared?.origin ? [el('dt', {}, trans.__('origin')), el('dd', {}, declared.origin)] : null,
-    declared?.destination ? [el('dt', {}, trans.__('destination')), el('dd', {}, declared.destination)] : null,
+    declared?.origin
+      ? [el('dt', {}, trans.__('origin')), el('dd', {}, declared.origin)]
+      : null,
+    declared?.destination
+      ? [
+          el('dt', {}, trans.__('destination')),
+          el('dd', {}, declared.destination)
+        ]
+      : null,
     el('dt', {}, trans.__('runs')),
     el('dd', {}, String(view.runs.length))
   );
@@ -134,24 +231,55 @@ function keptFailure(run: IRunView): HTMLElement {
   if (run.failedToRun) {
     return el(
       'li',
-      { class: 'jp-gradcheck-failure', testid: 'gradcheck-failure', 'data-seq': run.seq },
-      el('div', {}, trans.__('run #%1 %2: failed to run', run.seq, formatTime(run.time))),
-      el('div', { class: 'jp-gradcheck-diagnosis', testid: 'gradcheck-diagnosis', 'data-diagnosis': 'failed_to_run' }, run.failedToRun)
+      {
+        class: 'jp-gradcheck-failure',
+        testid: 'gradcheck-failure',
+        'data-seq': run.seq
+      },
+      el(
+        'div',
+        {},
+        trans.__('run #%1 %2: failed to run', run.seq, formatTime(run.time))
+      ),
+      el(
+        'div',
+        {
+          class: 'jp-gradcheck-diagnosis',
+          testid: 'gradcheck-diagnosis',
+          'data-diagnosis': 'failed_to_run'
+        },
+        run.failedToRun
+      )
     );
   }
-  const what = failure?.comparison ? wordsFor('comparison', failure.comparison) : trans.__('failed');
+  const what = failure?.comparison
+    ? wordsFor('comparison', failure.comparison)
+    : trans.__('failed');
   return el(
     'li',
-    { class: 'jp-gradcheck-failure', testid: 'gradcheck-failure', 'data-seq': run.seq },
+    {
+      class: 'jp-gradcheck-failure',
+      testid: 'gradcheck-failure',
+      'data-seq': run.seq
+    },
     el(
       'div',
       {},
-      failure?.input || (failure?.output !== undefined && failure?.output !== null)
-        ? trans.__('run #%1 %2: %3 on %4', run.seq, formatTime(run.time), what, formatWhere(failure.input, failure.output))
+      failure?.input ||
+        (failure?.output !== undefined && failure?.output !== null)
+        ? trans.__(
+            'run #%1 %2: %3 on %4',
+            run.seq,
+            formatTime(run.time),
+            what,
+            formatWhere(failure.input, failure.output)
+          )
         : trans.__('run #%1 %2: %3', run.seq, formatTime(run.time), what)
     ),
     // a failure with no values (a backward that cannot be differentiated again) has only its reason
-    failure && (failure.left !== undefined || failure.right !== undefined) && (failure.left !== null || failure.right !== null)
+    failure &&
+      (failure.left !== undefined || failure.right !== undefined) &&
+      (failure.left !== null || failure.right !== null)
       ? el(
           'div',
           { class: 'jp-gradcheck-meta' },
@@ -165,39 +293,77 @@ function keptFailure(run: IRunView): HTMLElement {
       : null,
     el(
       'div',
-      { class: 'jp-gradcheck-diagnosis', testid: 'gradcheck-diagnosis', 'data-diagnosis': failure?.diagnosis ?? '' },
+      {
+        class: 'jp-gradcheck-diagnosis',
+        testid: 'gradcheck-diagnosis',
+        'data-diagnosis': failure?.diagnosis ?? ''
+      },
       trans.__('diagnosis: %1', formatDiagnosis(failure?.diagnosis)),
       failure?.reason ? ` — ${failure.reason}` : ''
     )
   );
 }
 
-function historyValue(value: JSONValue | ITolerance | undefined, kind: string): string {
-  return kind === 'tolerance' ? formatTolerance(value as ITolerance) : formatDeclared(value as JSONValue);
+function historyValue(
+  value: JSONValue | ITolerance | undefined,
+  kind: string
+): string {
+  return kind === 'tolerance'
+    ? formatTolerance(value as ITolerance)
+    : formatDeclared(value as JSONValue);
 }
 
 function historyItem(item: IHistoryItem): HTMLElement {
   return el(
     'li',
-    { class: 'jp-gradcheck-history-item', testid: 'gradcheck-history-item', 'data-kind': item.kind },
+    {
+      class: 'jp-gradcheck-history-item',
+      testid: 'gradcheck-history-item',
+      'data-kind': item.kind
+    },
     el(
       'div',
       {},
       `#${item.seq} ${formatTime(item.time)} ${wordsFor('historyTarget', item.target)}: `,
       `${historyValue(item.before, item.kind)} → ${historyValue(item.after, item.kind)}`,
-      item.flags.map(flag => el('span', { class: 'jp-gradcheck-flag', testid: 'gradcheck-flag', 'data-flag': flag }, wordsFor('historyFlag', flag)))
+      item.flags.map(flag =>
+        el(
+          'span',
+          {
+            class: 'jp-gradcheck-flag',
+            testid: 'gradcheck-flag',
+            'data-flag': flag
+          },
+          wordsFor('historyFlag', flag)
+        )
+      )
     ),
-    el('div', { class: 'jp-gradcheck-justification', testid: 'gradcheck-justification' }, `“${item.justification}”`)
+    el(
+      'div',
+      {
+        class: 'jp-gradcheck-justification',
+        testid: 'gradcheck-justification'
+      },
+      `“${item.justification}”`
+    )
   );
 }
 
 /** One check's card. */
-export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement {
+export function checkCard(
+  view: ICheckView,
+  actions: ICheckActions
+): HTMLElement {
   const declared = view.declared;
   const failedToRun = view.latest?.failedToRun;
   return el(
     'section',
-    { class: 'jp-gradcheck-check', testid: 'gradcheck-check', 'data-check-id': view.id, 'data-status': view.status },
+    {
+      class: 'jp-gradcheck-check',
+      testid: 'gradcheck-check',
+      'data-check-id': view.id,
+      'data-status': view.status
+    },
     el(
       'header',
       { class: 'jp-gradcheck-check-header' },
@@ -206,7 +372,13 @@ export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement
       el('code', { class: 'jp-gradcheck-function' }, declared?.function ?? '')
     ),
     columns(view),
-    failedToRun ? el('div', { class: 'jp-gradcheck-field-error' }, trans.__('failed to run: %1', failedToRun)) : null,
+    failedToRun
+      ? el(
+          'div',
+          { class: 'jp-gradcheck-field-error' },
+          trans.__('failed to run: %1', failedToRun)
+        )
+      : null,
     comparisonList(view.latest?.record?.comparisons),
     functionChecks(view.latest?.record),
     details(view),
@@ -214,8 +386,16 @@ export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement
       ? el(
           'div',
           { class: 'jp-gradcheck-failures' },
-          el('h4', {}, trans.__('Failures kept (%1)', view.failuresKept.length)),
-          el('ul', { testid: 'gradcheck-failures' }, view.failuresKept.map(keptFailure))
+          el(
+            'h4',
+            {},
+            trans.__('Failures kept (%1)', view.failuresKept.length)
+          ),
+          el(
+            'ul',
+            { testid: 'gradcheck-failures' },
+            view.failuresKept.map(keptFailure)
+          )
         )
       : null,
     view.history.length
@@ -223,21 +403,39 @@ export function checkCard(view: ICheckView, actions: ICheckActions): HTMLElement
           'div',
           { class: 'jp-gradcheck-history' },
           el('h4', {}, trans.__('Tolerance and expectation history')),
-          el('ul', { testid: 'gradcheck-history' }, view.history.map(historyItem))
+          el(
+            'ul',
+            { testid: 'gradcheck-history' },
+            view.history.map(historyItem)
+          )
         )
       : null,
     el(
       'div',
       { class: 'jp-gradcheck-check-actions' },
-      button(trans.__('Edit tolerance…'), 'gradcheck-edit-tolerance', () => actions.editTolerance(view)),
-      button(trans.__('Revise expectation…'), 'gradcheck-revise-expectation', () => actions.reviseExpectation(view))
+      button(trans.__('Edit tolerance…'), 'gradcheck-edit-tolerance', () =>
+        actions.editTolerance(view)
+      ),
+      button(
+        trans.__('Revise expectation…'),
+        'gradcheck-revise-expectation',
+        () => actions.reviseExpectation(view)
+      )
     )
   );
 }
 
 /** A panel button with a stable test id. */
-export function button(label: string, testid: string, onClick: () => void): HTMLButtonElement {
-  const node = el('button', { type: 'button', class: 'jp-mod-styled jp-gradcheck-button', testid }, label);
+export function button(
+  label: string,
+  testid: string,
+  onClick: () => void
+): HTMLButtonElement {
+  const node = el(
+    'button',
+    { type: 'button', class: 'jp-mod-styled jp-gradcheck-button', testid },
+    label
+  );
   node.addEventListener('click', onClick);
   return node;
 }

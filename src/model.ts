@@ -39,7 +39,9 @@ import { summariseVerify } from './verifyReport';
 
 /** The notice shown when an action's ledger does not verify, so the binding is left alone (in the user's language). */
 export function brokenChainNotice(): string {
-  return trans.__('The notebook binding was not updated: the ledger does not verify. Press Verify to see why.');
+  return trans.__(
+    'The notebook binding was not updated: the ledger does not verify. Press Verify to see why.'
+  );
 }
 
 /** A reason to refuse a change before any request: the field at fault and why. */
@@ -49,7 +51,12 @@ export interface IProblem {
 }
 
 function noNotebook(): IProblem {
-  return { field: '', message: trans.__('open a notebook first: changes are recorded in its ledger') };
+  return {
+    field: '',
+    message: trans.__(
+      'open a notebook first: changes are recorded in its ledger'
+    )
+  };
 }
 
 function refusal(problem: IProblem): GradcheckValidationError {
@@ -68,16 +75,32 @@ export function toleranceEditProblem(edit: IToleranceEdit): IProblem | null {
     return { field: 'justification', message: justification };
   }
   if (edit.target !== 'tolerance' && edit.target !== 'finite_difference') {
-    return { field: 'target', message: trans.__('the target must be tolerance or finite_difference') };
+    return {
+      field: 'target',
+      message: trans.__('the target must be tolerance or finite_difference')
+    };
   }
   for (const key of ['rtol', 'atol'] as const) {
     const value = edit[key];
-    if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
-      return { field: key, message: trans.__('%1 must be a non-negative number, not "%2"', key, String(value)) };
+    if (
+      value !== undefined &&
+      !(typeof value === 'number' && Number.isFinite(value) && value >= 0)
+    ) {
+      return {
+        field: key,
+        message: trans.__(
+          '%1 must be a non-negative number, not "%2"',
+          key,
+          String(value)
+        )
+      };
     }
   }
   if (edit.rtol === undefined && edit.atol === undefined) {
-    return { field: 'rtol', message: trans.__('give a new rtol, a new atol, or both') };
+    return {
+      field: 'rtol',
+      message: trans.__('give a new rtol, a new atol, or both')
+    };
   }
   return null;
 }
@@ -92,8 +115,15 @@ export function expectationEditProblem(edit: {
     return { field: 'justification', message: justification };
   }
   const value = edit.analytical_gradient;
-  if (value === undefined || value === null || (typeof value === 'string' && !value.trim())) {
-    return { field: 'analytical_gradient', message: trans.__('write the new expected gradient') };
+  if (
+    value === undefined ||
+    value === null ||
+    (typeof value === 'string' && !value.trim())
+  ) {
+    return {
+      field: 'analytical_gradient',
+      message: trans.__('write the new expected gradient')
+    };
   }
   return null;
 }
@@ -182,7 +212,9 @@ export class GradcheckModel implements IGradcheckModel {
     }
     const path = this.notebookPath;
     if (!path) {
-      this._setFormErrors({ '': trans.__('open a notebook first: checks are recorded in its ledger') });
+      this._setFormErrors({
+        '': trans.__('open a notebook first: checks are recorded in its ledger')
+      });
       return;
     }
     const built = buildCheck(values, this._status?.devices ?? []);
@@ -198,7 +230,9 @@ export class GradcheckModel implements IGradcheckModel {
     } catch (error) {
       if (error instanceof GradcheckRequestError) {
         const inputs = Object.keys(built.value.inputs ?? {});
-        this._formErrors = { [fieldForError(error.field, inputs)]: error.message };
+        this._formErrors = {
+          [fieldForError(error.field, inputs)]: error.message
+        };
       } else {
         this._formErrors = { '': (error as Error).message };
       }
@@ -253,9 +287,16 @@ export class GradcheckModel implements IGradcheckModel {
         await notebook.save();
       }
       const report = await this.requester.verifyLedger(path, false);
-      this._setVerification({ state: 'done', report, summary: summariseVerify(report) });
+      this._setVerification({
+        state: 'done',
+        report,
+        summary: summariseVerify(report)
+      });
     } catch (error) {
-      this._setVerification({ state: 'failed', message: (error as Error).message });
+      this._setVerification({
+        state: 'failed',
+        message: (error as Error).message
+      });
     }
     await this.refresh();
   }
@@ -264,7 +305,9 @@ export class GradcheckModel implements IGradcheckModel {
   async exportLedger(format: ExportFormat): Promise<IExportFile> {
     const path = this.notebookPath;
     if (!path) {
-      throw new Error(trans.__('Open a notebook first: its ledger is what is exported.'));
+      throw new Error(
+        trans.__('Open a notebook first: its ledger is what is exported.')
+      );
     }
     const blob = await this.requester.exportLedger(path, format);
     return { blob, format, filename: exportFileName(path, format) };
@@ -287,7 +330,9 @@ export class GradcheckModel implements IGradcheckModel {
         if (path !== this.notebookPath) {
           return;
         }
-        const views = Array.isArray(ledger.entries) ? groupByCheck(ledger.entries) : [];
+        const views = Array.isArray(ledger.entries)
+          ? groupByCheck(ledger.entries)
+          : [];
         this._setLedger('loaded', ledger, views, null);
       } catch (error) {
         this._setLedger('error', null, [], (error as Error).message);
@@ -352,7 +397,12 @@ export class GradcheckModel implements IGradcheckModel {
     applyBinding(metadata, bindingFromLedger(this._ledger));
   }
 
-  private _setLedger(state: LedgerState, ledger: ILedgerAnswer | null, views: ICheckView[], error: string | null): void {
+  private _setLedger(
+    state: LedgerState,
+    ledger: ILedgerAnswer | null,
+    views: ICheckView[],
+    error: string | null
+  ): void {
     this._ledgerState = state;
     this._ledger = ledger;
     this._views = views;

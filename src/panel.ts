@@ -25,7 +25,8 @@ import { ILedgerAnswer } from './types';
 import { IVerifySummary } from './verifyReport';
 
 /** The command that enables the server extension when the handshake fails. */
-export const ENABLE_COMMAND = 'jupyter server extension enable jupyterlab_gradcheck';
+export const ENABLE_COMMAND =
+  'jupyter server extension enable jupyterlab_gradcheck';
 
 /** The side panel. */
 export class GradcheckPanel extends Widget {
@@ -48,27 +49,67 @@ export class GradcheckPanel extends Widget {
     this.id = PANEL_ID;
     this.addClass('jp-gradcheck-panel');
     this.title.icon = gradcheckIcon;
-    this.title.caption = trans.__('Gradient check: expectations, observations and the ledger');
+    this.title.caption = trans.__(
+      'Gradient check: expectations, observations and the ledger'
+    );
     this.node.dataset.testid = 'gradcheck-panel';
 
     this.form = new DeclareForm(() => void this.run());
-    this.header = el('div', { class: 'jp-gradcheck-header', testid: 'gradcheck-header' });
-    this.problem = el('div', { class: 'jp-gradcheck-problem', testid: 'gradcheck-server-problem', hidden: true });
-    this.checks = el('div', { class: 'jp-gradcheck-checks', testid: 'gradcheck-checks' });
-    this.verifyResult = el('div', { class: 'jp-gradcheck-verify-result', testid: 'gradcheck-verify-result' });
-    this.notice = el('div', { class: 'jp-gradcheck-field-error', testid: 'gradcheck-notice', role: 'status' });
-    this.formatSelect = el('select', { class: 'jp-mod-styled', testid: 'gradcheck-export-format' }, EXPORT_FORMATS.map(f => el('option', { value: f }, f.toUpperCase())));
+    this.header = el('div', {
+      class: 'jp-gradcheck-header',
+      testid: 'gradcheck-header'
+    });
+    this.problem = el('div', {
+      class: 'jp-gradcheck-problem',
+      testid: 'gradcheck-server-problem',
+      hidden: true
+    });
+    this.checks = el('div', {
+      class: 'jp-gradcheck-checks',
+      testid: 'gradcheck-checks'
+    });
+    this.verifyResult = el('div', {
+      class: 'jp-gradcheck-verify-result',
+      testid: 'gradcheck-verify-result'
+    });
+    this.notice = el('div', {
+      class: 'jp-gradcheck-field-error',
+      testid: 'gradcheck-notice',
+      role: 'status'
+    });
+    this.formatSelect = el(
+      'select',
+      { class: 'jp-mod-styled', testid: 'gradcheck-export-format' },
+      EXPORT_FORMATS.map(f => el('option', { value: f }, f.toUpperCase()))
+    );
     this.body = el(
       'div',
       { class: 'jp-gradcheck-body' },
-      el('details', { class: 'jp-gradcheck-section', open: true }, el('summary', {}, trans.__('Declare a check')), this.form.node),
+      el(
+        'details',
+        { class: 'jp-gradcheck-section', open: true },
+        el('summary', {}, trans.__('Declare a check')),
+        this.form.node
+      ),
       el(
         'div',
         { class: 'jp-gradcheck-section jp-gradcheck-ledger-actions' },
         this.formatSelect,
-        button(trans.__('Export'), 'gradcheck-export', () => void this.exportLedger(this.formatSelect.value as ExportFormat)),
-        button(trans.__('Verify'), 'gradcheck-verify', () => void this.verify()),
-        button(trans.__('Refresh'), 'gradcheck-refresh', () => void this.refresh()),
+        button(
+          trans.__('Export'),
+          'gradcheck-export',
+          () => void this.exportLedger(this.formatSelect.value as ExportFormat)
+        ),
+        button(
+          trans.__('Verify'),
+          'gradcheck-verify',
+          () => void this.verify()
+        ),
+        button(
+          trans.__('Refresh'),
+          'gradcheck-refresh',
+          () => void this.refresh()
+        ),
         this.verifyResult
       ),
       this.notice,
@@ -108,13 +149,19 @@ export class GradcheckPanel extends Widget {
   /** Download the active notebook's ledger export as a file. */
   async exportLedger(format: ExportFormat): Promise<void> {
     if (!this.model.notebookPath) {
-      await showErrorMessage(trans.__('Export ledger'), trans.__('Open a notebook first: its ledger is what is exported.'));
+      await showErrorMessage(
+        trans.__('Export ledger'),
+        trans.__('Open a notebook first: its ledger is what is exported.')
+      );
       return;
     }
     try {
       download(await this.model.exportLedger(format));
     } catch (error) {
-      await showErrorMessage(trans.__('Export ledger'), (error as Error).message);
+      await showErrorMessage(
+        trans.__('Export ledger'),
+        (error as Error).message
+      );
     }
     await this.model.refresh();
   }
@@ -127,7 +174,11 @@ export class GradcheckPanel extends Widget {
   /** Whether the values a part was rendered from changed since it was last rendered. */
   private differs(part: string, ...values: unknown[]): boolean {
     const before = this.shown.get(part);
-    if (before && before.length === values.length && before.every((value, i) => value === values[i])) {
+    if (
+      before &&
+      before.length === values.length &&
+      before.every((value, i) => value === values[i])
+    ) {
       return false;
     }
     this.shown.set(part, values);
@@ -142,7 +193,9 @@ export class GradcheckPanel extends Widget {
     if (this.differs('header', model.notebookPath, model.ledger)) {
       this.renderHeader(model.notebookPath, model.ledger);
     }
-    if (this.differs('checks', model.ledgerState, model.ledgerError, model.views)) {
+    if (
+      this.differs('checks', model.ledgerState, model.ledgerError, model.views)
+    ) {
       this.renderChecks();
     }
     if (this.notice.textContent !== model.notice) {
@@ -163,11 +216,25 @@ export class GradcheckPanel extends Widget {
     }
     replaceChildren(
       this.problem,
-      el('p', { class: 'jp-gradcheck-problem-title' }, trans.__('The server extension is not installed or not enabled.')),
-      el('p', {}, trans.__('The panel needs the jupyterlab_gradcheck server extension to run and record checks. Enable it, then restart JupyterLab:')),
+      el(
+        'p',
+        { class: 'jp-gradcheck-problem-title' },
+        trans.__('The server extension is not installed or not enabled.')
+      ),
+      el(
+        'p',
+        {},
+        trans.__(
+          'The panel needs the jupyterlab_gradcheck server extension to run and record checks. Enable it, then restart JupyterLab:'
+        )
+      ),
       el('pre', { testid: 'gradcheck-fix-command' }, ENABLE_COMMAND),
       el('p', { class: 'jp-gradcheck-meta' }, `(${error})`),
-      button(trans.__('Try again'), 'gradcheck-retry', () => void this.refresh())
+      button(
+        trans.__('Try again'),
+        'gradcheck-retry',
+        () => void this.refresh()
+      )
     );
   }
 
@@ -176,7 +243,11 @@ export class GradcheckPanel extends Widget {
     const { status, defaults, formErrors, running } = this.model;
     const answered = this.differs('status', status) && status !== null;
     if (answered) {
-      this.form.setDevices(status.devices, defaults.device, status.error ?? null);
+      this.form.setDevices(
+        status.devices,
+        defaults.device,
+        status.error ?? null
+      );
     }
     if (this.differs('defaults', defaults) || answered) {
       // Selects take the defaults again: only when they (or the device list) change.
@@ -190,20 +261,38 @@ export class GradcheckPanel extends Widget {
     }
   }
 
-  private renderHeader(path: string | null, ledger: ILedgerAnswer | null): void {
+  private renderHeader(
+    path: string | null,
+    ledger: ILedgerAnswer | null
+  ): void {
     const chain = ledger?.chain;
-    const entries = ledger && Array.isArray(ledger.entries) ? ledger.entries.length : 0;
+    const entries =
+      ledger && Array.isArray(ledger.entries) ? ledger.entries.length : 0;
     replaceChildren(
       this.header,
       el('div', { class: 'jp-gradcheck-title' }, trans.__('Gradient check')),
-      el('div', { class: 'jp-gradcheck-notebook', testid: 'gradcheck-notebook', title: path ?? '' }, path ? basename(path) : trans.__('no notebook')),
+      el(
+        'div',
+        {
+          class: 'jp-gradcheck-notebook',
+          testid: 'gradcheck-notebook',
+          title: path ?? ''
+        },
+        path ? basename(path) : trans.__('no notebook')
+      ),
       ledger
         ? el(
             'div',
             { class: 'jp-gradcheck-chain', testid: 'gradcheck-chain' },
             chainBadge(chain, entries),
-            chain?.binding_ok === false ? badge('failed', trans.__('binding broken')) : null,
-            el('span', { class: 'jp-gradcheck-meta' }, ' ' + trans._n('%1 entry', '%1 entries', entries))
+            chain?.binding_ok === false
+              ? badge('failed', trans.__('binding broken'))
+              : null,
+            el(
+              'span',
+              { class: 'jp-gradcheck-meta' },
+              ' ' + trans._n('%1 entry', '%1 entries', entries)
+            )
           )
         : null
     );
@@ -214,17 +303,42 @@ export class GradcheckPanel extends Widget {
     if (ledgerState === 'idle') {
       replaceChildren(this.checks);
     } else if (ledgerState === 'no-notebook') {
-      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-no-notebook' }, trans.__('Open a notebook to see and declare its gradient checks.')));
+      replaceChildren(
+        this.checks,
+        el(
+          'p',
+          { class: 'jp-gradcheck-muted', testid: 'gradcheck-no-notebook' },
+          trans.__('Open a notebook to see and declare its gradient checks.')
+        )
+      );
     } else if (ledgerState === 'error') {
-      replaceChildren(this.checks, el('div', { class: 'jp-gradcheck-field-error' }, trans.__('Could not read the ledger: %1', ledgerError)));
+      replaceChildren(
+        this.checks,
+        el(
+          'div',
+          { class: 'jp-gradcheck-field-error' },
+          trans.__('Could not read the ledger: %1', ledgerError)
+        )
+      );
     } else if (!views.length) {
-      replaceChildren(this.checks, el('p', { class: 'jp-gradcheck-muted', testid: 'gradcheck-empty' }, trans.__('No checks yet. Write the expectation first, then run.')));
+      replaceChildren(
+        this.checks,
+        el(
+          'p',
+          { class: 'jp-gradcheck-muted', testid: 'gradcheck-empty' },
+          trans.__('No checks yet. Write the expectation first, then run.')
+        )
+      );
     } else {
       const actions = {
         editTolerance: (view: ICheckView) => void this.editTolerance(view),
-        reviseExpectation: (view: ICheckView) => void this.reviseExpectation(view)
+        reviseExpectation: (view: ICheckView) =>
+          void this.reviseExpectation(view)
       };
-      replaceChildren(this.checks, [...views].reverse().map(view => checkCard(view, actions)));
+      replaceChildren(
+        this.checks,
+        [...views].reverse().map(view => checkCard(view, actions))
+      );
     }
   }
 
@@ -232,14 +346,18 @@ export class GradcheckPanel extends Widget {
   private async editTolerance(view: ICheckView): Promise<void> {
     const notebook = this.model.notebookPath;
     if (notebook) {
-      await editToleranceDialog(view, edit => this.model.changeTolerance(view.id, edit, notebook));
+      await editToleranceDialog(view, edit =>
+        this.model.changeTolerance(view.id, edit, notebook)
+      );
     }
   }
 
   private async reviseExpectation(view: ICheckView): Promise<void> {
     const notebook = this.model.notebookPath;
     if (notebook) {
-      await reviseExpectationDialog(view, edit => this.model.changeExpectation(view.id, edit, notebook));
+      await reviseExpectationDialog(view, edit =>
+        this.model.changeExpectation(view.id, edit, notebook)
+      );
     }
   }
 }
@@ -254,7 +372,10 @@ function download(file: IExportFile): void {
   window.setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
-function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement {
+function chainBadge(
+  chain: ILedgerAnswer['chain'],
+  entries: number
+): HTMLElement {
   if (!entries) {
     return badge('not_run', trans.__('empty ledger'));
   }
@@ -262,7 +383,10 @@ function chainBadge(chain: ILedgerAnswer['chain'], entries: number): HTMLElement
   if (typeof ok !== 'boolean') {
     return badge('not_run', trans.__('chain unknown'));
   }
-  const node = badge(ok ? 'passed' : 'failed', ok ? trans.__('chain OK') : trans.__('chain broken'));
+  const node = badge(
+    ok ? 'passed' : 'failed',
+    ok ? trans.__('chain OK') : trans.__('chain broken')
+  );
 
   node.dataset.testid = 'gradcheck-chain-badge';
   return node;
@@ -278,23 +402,47 @@ function verifyResult(verification: VerifyState): Child {
     case 'running':
       return trans.__('Verifying…');
     case 'failed':
-      return el('div', { class: 'jp-gradcheck-field-error' }, trans.__('Verify failed: %1', verification.message));
+      return el(
+        'div',
+        { class: 'jp-gradcheck-field-error' },
+        trans.__('Verify failed: %1', verification.message)
+      );
     case 'done':
       return verifyReport(verification.report, verification.summary);
   }
 }
 
 /** A verify report as a verdict badge and its lines. */
-function verifyReport(report: { [key: string]: unknown }, summary: IVerifySummary): HTMLElement {
+function verifyReport(
+  report: { [key: string]: unknown },
+  summary: IVerifySummary
+): HTMLElement {
   return el(
     'div',
     { testid: 'gradcheck-verify-report', 'data-ok': String(summary.ok) },
-    badge(summary.ok ? 'passed' : 'failed', summary.ok ? trans.__('verified') : trans.__('verification failed')),
+    badge(
+      summary.ok ? 'passed' : 'failed',
+      summary.ok ? trans.__('verified') : trans.__('verification failed')
+    ),
     el(
       'ul',
       { class: 'jp-gradcheck-verify-lines' },
-      summary.lines.map(line => el('li', { class: `jp-gradcheck-verify-${line.level}`, 'data-level': line.level }, line.text))
+      summary.lines.map(line =>
+        el(
+          'li',
+          {
+            class: `jp-gradcheck-verify-${line.level}`,
+            'data-level': line.level
+          },
+          line.text
+        )
+      )
     ),
-    el('details', {}, el('summary', {}, trans.__('full report')), el('pre', {}, JSON.stringify(report, null, 2)))
+    el(
+      'details',
+      {},
+      el('summary', {}, trans.__('full report')),
+      el('pre', {}, JSON.stringify(report, null, 2))
+    )
   );
 }

@@ -57,17 +57,24 @@ export function errorFrom(status: number, text: string): GradcheckRequestError {
     body = {};
   }
   if (typeof body.code === 'string' && typeof body.message === 'string') {
-    return new GradcheckRequestError(status, body.code, body.message, body.field ?? null);
+    return new GradcheckRequestError(
+      status,
+      body.code,
+      body.message,
+      body.field ?? null
+    );
   }
   const code = status === 404 ? 'not_found' : `http_${status}`;
-  const message = (typeof body.message === 'string' && body.message) || `HTTP ${status}`;
+  const message =
+    (typeof body.message === 'string' && body.message) || `HTTP ${status}`;
   return new GradcheckRequestError(status, code, message, null);
 }
 
 /** The endpoints, relative to the namespace. */
 export const Endpoints = {
   status: (): string => 'status',
-  ledger: (notebook: string): string => `ledger?path=${encodeURIComponent(notebook)}`,
+  ledger: (notebook: string): string =>
+    `ledger?path=${encodeURIComponent(notebook)}`,
   checks: (): string => 'checks',
   tolerance: (): string => 'tolerance',
   expectation: (): string => 'expectation',
@@ -86,7 +93,10 @@ export interface IResponseLike {
 }
 
 /** The edge: send `init` to `{base_url}/gradcheck/{endPoint}` and answer the raw response. */
-export type Transport = (endPoint: string, init: RequestInit) => Promise<IResponseLike>;
+export type Transport = (
+  endPoint: string,
+  init: RequestInit
+) => Promise<IResponseLike>;
 
 /** Body of `POST tolerance`. */
 export interface IToleranceChange {
@@ -119,7 +129,10 @@ export interface IGradcheckRequester {
   /** Revise a check's expectation, with its justification. */
   changeExpectation(body: IExpectationChange): Promise<{ entry: ILedgerEntry }>;
   /** Verify the notebook's ledger chain and binding. */
-  verifyLedger(path: string, replay?: boolean): Promise<{ [key: string]: unknown }>;
+  verifyLedger(
+    path: string,
+    replay?: boolean
+  ): Promise<{ [key: string]: unknown }>;
   /** Fetch an export of the notebook's ledger as a file body. */
   exportLedger(path: string, format: ExportFormat): Promise<Blob>;
 }
@@ -130,24 +143,36 @@ function post(body: unknown): RequestInit {
 
 /** The requester over a transport; a failed answer rejects with a `GradcheckRequestError`. */
 export function createRequester(transport: Transport): IGradcheckRequester {
-  const send = async (endPoint: string, init: RequestInit = {}): Promise<IResponseLike> => {
+  const send = async (
+    endPoint: string,
+    init: RequestInit = {}
+  ): Promise<IResponseLike> => {
     const response = await transport(endPoint, init);
     if (!response.ok) {
       throw errorFrom(response.status, await response.text());
     }
     return response;
   };
-  const sendJSON = async <T>(endPoint: string, init: RequestInit = {}): Promise<T> =>
-    (await (await send(endPoint, init)).json()) as T;
+  const sendJSON = async <T>(
+    endPoint: string,
+    init: RequestInit = {}
+  ): Promise<T> => (await (await send(endPoint, init)).json()) as T;
 
   return {
     getStatus: () => sendJSON<IServerStatus>(Endpoints.status()),
     getLedger: notebook => sendJSON<ILedgerAnswer>(Endpoints.ledger(notebook)),
-    runCheck: (notebook, check) => sendJSON<IRunAnswer>(Endpoints.checks(), post({ notebook, check })),
-    changeTolerance: body => sendJSON<{ entry: ILedgerEntry }>(Endpoints.tolerance(), post(body)),
-    changeExpectation: body => sendJSON<{ entry: ILedgerEntry }>(Endpoints.expectation(), post(body)),
+    runCheck: (notebook, check) =>
+      sendJSON<IRunAnswer>(Endpoints.checks(), post({ notebook, check })),
+    changeTolerance: body =>
+      sendJSON<{ entry: ILedgerEntry }>(Endpoints.tolerance(), post(body)),
+    changeExpectation: body =>
+      sendJSON<{ entry: ILedgerEntry }>(Endpoints.expectation(), post(body)),
     verifyLedger: (path, replay = false) =>
-      sendJSON<{ [key: string]: unknown }>(Endpoints.verify(), post({ path, replay })),
-    exportLedger: async (path, format) => (await send(Endpoints.export(path, format))).blob()
+      sendJSON<{ [key: string]: unknown }>(
+        Endpoints.verify(),
+        post({ path, replay })
+      ),
+    exportLedger: async (path, format) =>
+      (await send(Endpoints.export(path, format))).blob()
   };
 }

@@ -23,6 +23,7 @@ export function translateSchema<S extends Schema>(schema: S): S {
   const copy: Schema = {};
   for (const [key, value] of Object.entries(schema)) {
     if (typeof value === 'string' && SHOWN.includes(key)) {
+      // eslint-disable-next-line jupyter/no-dynamic-translation -- the schema's own strings, keyed as the language packs key them
       copy[key] = trans._p('schema', value);
     } else if (value && typeof value === 'object' && !Array.isArray(value)) {
       copy[key] = translateSchema(value as Schema);
@@ -34,6 +35,8 @@ export function translateSchema<S extends Schema>(schema: S): S {
 }
 
 /** The registry's fetch transform: the plugin with its schema translated. */
-export function translatePlugin(plugin: ISettingRegistry.IPlugin): ISettingRegistry.IPlugin {
+export function translatePlugin(
+  plugin: ISettingRegistry.IPlugin
+): ISettingRegistry.IPlugin {
   return { ...plugin, schema: translateSchema(plugin.schema) };
 }

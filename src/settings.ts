@@ -28,15 +28,26 @@ function numberOrNull(value: unknown): number | null {
 }
 
 /** Defaults from the composite settings object, each falling back on its own. */
-export function defaultsFrom(composite: { [key: string]: unknown } | null | undefined): IDefaults {
+export function defaultsFrom(
+  composite: { [key: string]: unknown } | null | undefined
+): IDefaults {
   const settings = composite ?? {};
   const step = settings.step;
   return {
-    dtype: typeof settings.dtype === 'string' ? settings.dtype : FALLBACK_DEFAULTS.dtype,
-    device: typeof settings.device === 'string' ? settings.device : FALLBACK_DEFAULTS.device,
+    dtype:
+      typeof settings.dtype === 'string'
+        ? settings.dtype
+        : FALLBACK_DEFAULTS.dtype,
+    device:
+      typeof settings.device === 'string'
+        ? settings.device
+        : FALLBACK_DEFAULTS.device,
     rtol: numberOrNull(settings.rtol),
     atol: numberOrNull(settings.atol),
-    scheme: typeof settings.scheme === 'string' ? settings.scheme : FALLBACK_DEFAULTS.scheme,
+    scheme:
+      typeof settings.scheme === 'string'
+        ? settings.scheme
+        : FALLBACK_DEFAULTS.scheme,
     step: step === 'adaptive' ? 'adaptive' : numberOrNull(step)
   };
 }

@@ -62,7 +62,11 @@ export type VerifyState =
   | { state: 'none' }
   | { state: 'no-notebook' }
   | { state: 'running' }
-  | { state: 'done'; report: { [key: string]: unknown }; summary: IVerifySummary }
+  | {
+      state: 'done';
+      report: { [key: string]: unknown };
+      summary: IVerifySummary;
+    }
   | { state: 'failed'; message: string };
 
 /** An export of the ledger, ready to download. */
@@ -122,7 +126,11 @@ export interface IGradcheckModel {
   /** Validate the declare form's values, run the check, then reload and rebind. */
   run(values: IFormValues): Promise<void>;
   /** Record a justified tolerance change, then reload and rebind. */
-  changeTolerance(checkId: string, edit: IToleranceEdit, notebook?: string | null): Promise<void>;
+  changeTolerance(
+    checkId: string,
+    edit: IToleranceEdit,
+    notebook?: string | null
+  ): Promise<void>;
   /** Record a justified expectation revision, then reload and rebind. */
   changeExpectation(
     checkId: string,

@@ -6,12 +6,7 @@
 
 /** A JSON value as the REST API sends it. */
 export type JSONValue =
-  | null
-  | boolean
-  | number
-  | string
-  | JSONValue[]
-  | { [key: string]: JSONValue };
+  null | boolean | number | string | JSONValue[] | { [key: string]: JSONValue };
 
 /** A JSON object. */
 export type JSONRecord = { [key: string]: JSONValue };
@@ -87,7 +82,8 @@ export interface ICheckRecord {
   observations?: {
     [name: string]: {
       gradients?: { [input: string]: ITensorObservation };
-      [key: string]: JSONValue | undefined | { [input: string]: ITensorObservation };
+      [key: string]:
+        JSONValue | undefined | { [input: string]: ITensorObservation };
     };
   };
   comparisons?: IComparison[];
@@ -195,7 +191,12 @@ export interface ILedgerAnswer {
   entries: ILedgerEntry[] | number;
   checks?: unknown;
   /** The verify report of the ledger and the saved notebook's binding. */
-  chain?: { ok?: boolean; chain_ok?: boolean; binding_ok?: boolean | null; [key: string]: unknown } | null;
+  chain?: {
+    ok?: boolean;
+    chain_ok?: boolean;
+    binding_ok?: boolean | null;
+    [key: string]: unknown;
+  } | null;
   /** The binding saved in the notebook file, and the one the ledger implies now. */
   binding?: { recorded?: unknown; current?: unknown } | null;
   head?: string | null;

@@ -37,7 +37,8 @@ export const FD_SCHEMES = ['central', 'forward', 'complex_step', 'richardson'];
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The outcome of a validation: a value, or the errors that prevent one. */
-export type Validated<T> = { ok: true; value: T } | { ok: false; errors: FieldErrors };
+export type Validated<T> =
+  { ok: true; value: T } | { ok: false; errors: FieldErrors };
 
 function fail<T>(field: string, message: string): Validated<T> {
   return { ok: false, errors: { [field]: message } };
@@ -59,7 +60,9 @@ function tensorProblem(value: unknown): string | null {
     return problems[0];
   }
   const shapes = value.map(item => JSON.stringify(shapeKey(item)));
-  return shapes.every(s => s === shapes[0]) ? null : trans.__('is a ragged list: rows differ in shape');
+  return shapes.every(s => s === shapes[0])
+    ? null
+    : trans.__('is a ragged list: rows differ in shape');
 }
 
 function shapeKey(value: unknown): number[] {
@@ -69,16 +72,28 @@ function shapeKey(value: unknown): number[] {
 /** Parse the inputs field: a JSON object of name -> number or nested list. */
 export function parseInputs(text: string): Validated<JSONRecord> {
   if (!text.trim()) {
-    return fail('inputs', trans.__('inputs are required, for example %1', '{"x": 3}'));
+    return fail(
+      'inputs',
+      trans.__('inputs are required, for example %1', '{"x": 3}')
+    );
   }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    return fail('inputs', trans.__('inputs are not valid JSON: %1', (error as Error).message));
+    return fail(
+      'inputs',
+      trans.__('inputs are not valid JSON: %1', (error as Error).message)
+    );
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    return fail('inputs', trans.__('inputs must be a JSON object of name -> value, for example %1', '{"x": 3}'));
+    return fail(
+      'inputs',
+      trans.__(
+        'inputs must be a JSON object of name -> value, for example %1',
+        '{"x": 3}'
+      )
+    );
   }
   const names = Object.keys(parsed);
   if (names.length === 0) {
@@ -86,7 +101,10 @@ export function parseInputs(text: string): Validated<JSONRecord> {
   }
   for (const name of names) {
     if (!NAME.test(name)) {
-      return fail('inputs', trans.__('input name "%1" is not an identifier', name));
+      return fail(
+        'inputs',
+        trans.__('input name "%1" is not an identifier', name)
+      );
     }
     const problem = tensorProblem((parsed as JSONRecord)[name]);
     if (problem) {
@@ -100,10 +118,18 @@ export function parseInputs(text: string): Validated<JSONRecord> {
  * Parse an analytical gradient: JSON numbers, lists and mappings are taken
  * as values; anything else is an expression over the inputs, such as 2*x.
  */
-export function parseAnalytical(text: string, field = 'analytical_gradient'): Validated<JSONValue> {
+export function parseAnalytical(
+  text: string,
+  field = 'analytical_gradient'
+): Validated<JSONValue> {
   const trimmed = text.trim();
   if (!trimmed) {
-    return fail(field, trans.__('write the expected gradient before running: it is the expectation'));
+    return fail(
+      field,
+      trans.__(
+        'write the expected gradient before running: it is the expectation'
+      )
+    );
   }
   let parsed: unknown;
   try {
@@ -112,7 +138,13 @@ export function parseAnalytical(text: string, field = 'analytical_gradient'): Va
     return { ok: true, value: trimmed };
   }
   if (typeof parsed === 'boolean' || parsed === null) {
-    return fail(field, trans.__('%1 is not a gradient: write a number, a list or an expression', trimmed));
+    return fail(
+      field,
+      trans.__(
+        '%1 is not a gradient: write a number, a list or an expression',
+        trimmed
+      )
+    );
   }
   return { ok: true, value: parsed as JSONValue };
 }
@@ -129,7 +161,10 @@ export function parseOptionalNumber(
   }
   const value = Number(trimmed);
   if (!Number.isFinite(value) || value < 0) {
-    return fail(field, trans.__('%1 must be a non-negative number, not "%2"', label, trimmed));
+    return fail(
+      field,
+      trans.__('%1 must be a non-negative number, not "%2"', label, trimmed)
+    );
   }
   return { ok: true, value };
 }
@@ -145,34 +180,61 @@ export function parseStep(text: string): Validated<number | 'adaptive' | null> {
   }
   const value = Number(trimmed);
   if (!Number.isFinite(value) || value <= 0) {
-    return fail('finite_difference.step', trans.__('step must be a positive number or "adaptive", not "%1"', trimmed));
+    return fail(
+      'finite_difference.step',
+      trans.__(
+        'step must be a positive number or "adaptive", not "%1"',
+        trimmed
+      )
+    );
   }
   return { ok: true, value };
 }
 
 /** Check the device against the server's list; an absent device is refused with its reason. */
-export function deviceProblem(device: string, devices: IDevice[]): string | null {
+export function deviceProblem(
+  device: string,
+  devices: IDevice[]
+): string | null {
   if (!device) {
     return trans.__('choose a device');
   }
   const known = devices.find(d => d.id === device);
   if (known && !known.available) {
-    return trans.__('%1 is not available: %2', device, known.reason ?? trans.__('the server reports it absent'));
+    return trans.__(
+      '%1 is not available: %2',
+      device,
+      known.reason ?? trans.__('the server reports it absent')
+    );
   }
   return null;
 }
 
 /** Build the check record from the declare form, or say which fields are wrong. */
-export function buildCheck(values: IFormValues, devices: IDevice[] = []): Validated<ICheckRecord> {
+export function buildCheck(
+  values: IFormValues,
+  devices: IDevice[] = []
+): Validated<ICheckRecord> {
   const errors: FieldErrors = {};
   const fn = values.function.trim();
   if (!fn) {
-    errors['function'] = trans.__('function is required, for example %1', 'x*x');
+    errors['function'] = trans.__(
+      'function is required, for example %1',
+      'x*x'
+    );
   }
   const inputs = parseInputs(values.inputs);
   const analytical = parseAnalytical(values.analytical_gradient);
-  const rtol = parseOptionalNumber(values['tolerance.rtol'], 'tolerance.rtol', 'rtol');
-  const atol = parseOptionalNumber(values['tolerance.atol'], 'tolerance.atol', 'atol');
+  const rtol = parseOptionalNumber(
+    values['tolerance.rtol'],
+    'tolerance.rtol',
+    'rtol'
+  );
+  const atol = parseOptionalNumber(
+    values['tolerance.atol'],
+    'tolerance.atol',
+    'atol'
+  );
   const step = parseStep(values['finite_difference.step']);
   for (const result of [inputs, analytical, rtol, atol, step]) {
     if (!result.ok) {
@@ -183,13 +245,23 @@ export function buildCheck(values: IFormValues, devices: IDevice[] = []): Valida
     errors['dtype'] = trans.__('dtype must be one of %1', DTYPES.join(', '));
   }
   if (!FD_SCHEMES.includes(values['finite_difference.scheme'])) {
-    errors['finite_difference.scheme'] = trans.__('scheme must be one of %1', FD_SCHEMES.join(', '));
+    errors['finite_difference.scheme'] = trans.__(
+      'scheme must be one of %1',
+      FD_SCHEMES.join(', ')
+    );
   }
   const device = deviceProblem(values.device, devices);
   if (device) {
     errors['device'] = device;
   }
-  if (Object.keys(errors).length || !inputs.ok || !analytical.ok || !rtol.ok || !atol.ok || !step.ok) {
+  if (
+    Object.keys(errors).length ||
+    !inputs.ok ||
+    !analytical.ok ||
+    !rtol.ok ||
+    !atol.ok ||
+    !step.ok
+  ) {
     return { ok: false, errors };
   }
   const check: ICheckRecord = {
@@ -198,7 +270,10 @@ export function buildCheck(values: IFormValues, devices: IDevice[] = []): Valida
     analytical_gradient: analytical.value,
     dtype: values.dtype,
     device: values.device,
-    finite_difference: { scheme: values['finite_difference.scheme'], step: step.value },
+    finite_difference: {
+      scheme: values['finite_difference.scheme'],
+      step: step.value
+    },
     origin: values.origin.trim(),
     destination: values.destination.trim()
   };
@@ -219,7 +294,10 @@ export function buildCheck(values: IFormValues, devices: IDevice[] = []): Valida
  * `tolerance` -> `tolerance.rtol`, a bare input name -> `inputs`;
  * '' (the whole form) when nothing matches.
  */
-export function fieldForError(field: string | null | undefined, inputNames: string[] = []): string {
+export function fieldForError(
+  field: string | null | undefined,
+  inputNames: string[] = []
+): string {
   if (!field) {
     return '';
   }
@@ -237,7 +315,9 @@ export function fieldForError(field: string | null | undefined, inputNames: stri
     return field.endsWith('atol') ? 'tolerance.atol' : 'tolerance.rtol';
   }
   if (head === 'finite_difference') {
-    return field.endsWith('step') ? 'finite_difference.step' : 'finite_difference.scheme';
+    return field.endsWith('step')
+      ? 'finite_difference.step'
+      : 'finite_difference.scheme';
   }
   return (FORM_FIELDS as readonly string[]).includes(head) ? head : '';
 }
@@ -254,7 +334,9 @@ export interface IToleranceEdit {
 export function justificationProblem(text: string): string | null {
   return text.trim()
     ? null
-    : trans.__('a justification is required: say why the change is right, so the grader can judge it');
+    : trans.__(
+        'a justification is required: say why the change is right, so the grader can judge it'
+      );
 }
 
 /** Validate the tolerance dialog: at least one of rtol/atol, and a justification. */
@@ -273,7 +355,12 @@ export function validateToleranceEdit(values: {
   if (!atol.ok) {
     Object.assign(errors, atol.errors);
   }
-  if (rtol.ok && atol.ok && rtol.value === undefined && atol.value === undefined) {
+  if (
+    rtol.ok &&
+    atol.ok &&
+    rtol.value === undefined &&
+    atol.value === undefined
+  ) {
     errors['rtol'] = trans.__('give a new rtol, a new atol, or both');
   }
   const justification = justificationProblem(values.justification);
@@ -284,7 +371,8 @@ export function validateToleranceEdit(values: {
     return { ok: false, errors };
   }
   const edit: IToleranceEdit = {
-    target: values.target === 'finite_difference' ? 'finite_difference' : 'tolerance',
+    target:
+      values.target === 'finite_difference' ? 'finite_difference' : 'tolerance',
     justification: values.justification.trim()
   };
   if (rtol.value !== undefined) {
@@ -315,6 +403,9 @@ export function validateExpectationEdit(values: {
   }
   return {
     ok: true,
-    value: { analytical_gradient: analytical.value, justification: values.justification.trim() }
+    value: {
+      analytical_gradient: analytical.value,
+      justification: values.justification.trim()
+    }
   };
 }

@@ -26,7 +26,8 @@ function isReport(value: unknown): value is Report {
 
 function errorText(error: unknown): string {
   if (isReport(error)) {
-    const line = typeof error.line === 'number' ? trans.__('line %1: ', error.line) : '';
+    const line =
+      typeof error.line === 'number' ? trans.__('line %1: ', error.line) : '';
     return `${line}${String(error.reason ?? error.message ?? JSON.stringify(error))}`;
   }
   return String(error);
@@ -34,7 +35,9 @@ function errorText(error: unknown): string {
 
 function flagText(flag: unknown): string {
   if (isReport(flag)) {
-    const seqs = Array.isArray(flag.seqs) ? trans.__(' (entries %1)', flag.seqs.join(', ')) : '';
+    const seqs = Array.isArray(flag.seqs)
+      ? trans.__(' (entries %1)', flag.seqs.join(', '))
+      : '';
     return `${String(flag.check_id ?? '')}: ${wordsFor('verifyFlag', String(flag.flag ?? ''))}${seqs}`;
   }
   return String(flag);
@@ -45,15 +48,18 @@ function verdict(name: 'chain' | 'binding', value: unknown): string | null {
     return name === 'chain' ? trans.__('chain OK') : trans.__('binding OK');
   }
   if (value === false) {
-    return name === 'chain' ? trans.__('chain broken') : trans.__('binding broken');
+    return name === 'chain'
+      ? trans.__('chain broken')
+      : trans.__('binding broken');
   }
   return null;
 }
 
 function one(report: Report, lines: IVerifyLine[]): void {
-  const parts = [verdict('chain', report.chain_ok), verdict('binding', report.binding_ok)].filter(
-    (p): p is string => p !== null
-  );
+  const parts = [
+    verdict('chain', report.chain_ok),
+    verdict('binding', report.binding_ok)
+  ].filter((p): p is string => p !== null);
   if (typeof report.entries === 'number') {
     parts.push(trans._n('%1 entry', '%1 entries', report.entries));
   }
@@ -74,7 +80,9 @@ function one(report: Report, lines: IVerifyLine[]): void {
 /** Summarise a single report or a `{"ok", "reports"}` answer. */
 export function summariseVerify(report: Report): IVerifySummary {
   const lines: IVerifyLine[] = [];
-  const reports = Array.isArray(report.reports) ? report.reports.filter(isReport) : [report];
+  const reports = Array.isArray(report.reports)
+    ? report.reports.filter(isReport)
+    : [report];
   for (const item of reports) {
     one(item, lines);
   }

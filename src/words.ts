@@ -51,11 +51,19 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       after_clear_none_vs_pass_1: trans.__('after clear none vs pass 1'),
       // core/check/second_order.py and function_modes.py
       hessian_autograd: trans.__('autograd double backward'),
-      hessian_analytical_vs_autograd: trans.__('expected Hessian vs autograd double backward'),
-      hessian_autograd_vs_finite_difference: trans.__('autograd double backward vs finite differences of the gradient'),
-      forward_ad_vs_finite_difference: trans.__('forward mode vs finite differences along u'),
+      hessian_analytical_vs_autograd: trans.__(
+        'expected Hessian vs autograd double backward'
+      ),
+      hessian_autograd_vs_finite_difference: trans.__(
+        'autograd double backward vs finite differences of the gradient'
+      ),
+      forward_ad_vs_finite_difference: trans.__(
+        'forward mode vs finite differences along u'
+      ),
       forward_ad_vs_backward: trans.__('forward mode vs backward along u'),
-      batched_grad_vs_one_at_a_time: trans.__('batched gradients vs one at a time'),
+      batched_grad_vs_one_at_a_time: trans.__(
+        'batched gradients vs one at a time'
+      ),
       undefined_grad: trans.__('backward with undefined gradients'),
       undefined_grad_vs_zero: trans.__('gradient vs zero')
     },
@@ -88,7 +96,9 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
     // core/ledger/verify_chain.py and the witness check
     verifyFlag: {
       widened_after_failure: trans.__('widened after failure'),
-      expectation_revised_after_observation: trans.__('expectation revised after observation'),
+      expectation_revised_after_observation: trans.__(
+        'expectation revised after observation'
+      ),
       entries_not_witnessed: trans.__('entries not witnessed'),
       private_runs_witnessed: trans.__('private runs witnessed')
     }

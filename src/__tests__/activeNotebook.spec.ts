@@ -4,16 +4,31 @@
  */
 import { Signal } from '@lumino/signaling';
 
-import { INotebookPanelLike, activeNotebook, followActiveNotebook } from '../activeNotebook';
+import {
+  INotebookPanelLike,
+  activeNotebook,
+  followActiveNotebook
+} from '../activeNotebook';
 import { GradcheckModel } from '../model';
 import { FakeMetadata, fakeRequester } from './fakes';
 
 class FakePanel implements INotebookPanelLike {
   constructor(path: string) {
-    this.context = { localPath: path, pathChanged: new Signal<unknown, string>(this), save: jest.fn(async () => undefined) };
+    this.context = {
+      localPath: path,
+      pathChanged: new Signal<unknown, string>(this),
+      save: jest.fn(async () => undefined)
+    };
   }
-  context: { localPath: string; pathChanged: Signal<unknown, string>; save: jest.Mock };
-  model: (FakeMetadata & { dirty: boolean }) | null = Object.assign(new FakeMetadata(), { dirty: false });
+  context: {
+    localPath: string;
+    pathChanged: Signal<unknown, string>;
+    save: jest.Mock;
+  };
+  model: (FakeMetadata & { dirty: boolean }) | null = Object.assign(
+    new FakeMetadata(),
+    { dirty: false }
+  );
 }
 
 class FakeTracker {

@@ -4,7 +4,12 @@
  * description of the settings schema, has a Spanish entry of the right shape,
  * and the catalog holds nothing that is no longer used.
  */
-import { placeholders, readCatalog, schemaStrings, sourceStrings } from './catalogSource';
+import {
+  placeholders,
+  readCatalog,
+  schemaStrings,
+  sourceStrings
+} from './catalogSource';
 
 describe('the Spanish catalog', () => {
   const catalog = readCatalog();
@@ -28,7 +33,9 @@ describe('the Spanish catalog', () => {
 
   it('has a Spanish entry for every trans.__() and trans._n() string of src/', () => {
     // When each string of the source is looked up
-    const missing = strings.filter(s => !(s.msgid in catalog)).map(s => `${s.file}: ${JSON.stringify(s.msgid)}`);
+    const missing = strings
+      .filter(s => !(s.msgid in catalog))
+      .map(s => `${s.file}: ${JSON.stringify(s.msgid)}`);
     // Then none is missing
     expect(missing).toEqual([]);
   });
@@ -41,7 +48,10 @@ describe('the Spanish catalog', () => {
         continue; // a missing entry is the test above's failure
       }
       // Then its shape matches the call, and each form carries the English placeholders
-      expect({ msgid, forms: forms.length }).toEqual({ msgid, forms: plural === null ? 1 : 2 });
+      expect({ msgid, forms: forms.length }).toEqual({
+        msgid,
+        forms: plural === null ? 1 : 2
+      });
       for (const form of forms) {
         expect({ msgid, form, placeholders: placeholders(form) }).toEqual({
           msgid,
@@ -60,7 +70,11 @@ describe('the Spanish catalog', () => {
 
   it('holds no entry that the source and the schema no longer use', () => {
     // Given every key the source and the schema use
-    const used = new Set([...strings.map(s => s.msgid), ...schemaStrings(), '']);
+    const used = new Set([
+      ...strings.map(s => s.msgid),
+      ...schemaStrings(),
+      ''
+    ]);
     // Then every key of the catalog is one of them
     expect(Object.keys(catalog).filter(key => !used.has(key))).toEqual([]);
   });

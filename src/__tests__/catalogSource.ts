@@ -12,10 +12,19 @@ import * as path from 'path';
 export const ROOT = path.resolve(__dirname, '..', '..');
 
 /** The Spanish catalog, where jupyterlab_server's `jupyterlab.locale` entry point looks for it. */
-export const CATALOG_PATH = path.join(ROOT, 'jupyterlab_gradcheck', 'locale', 'es_ES', 'LC_MESSAGES', 'jupyterlab_gradcheck.json');
+export const CATALOG_PATH = path.join(
+  ROOT,
+  'jupyterlab_gradcheck',
+  'locale',
+  'es_ES',
+  'LC_MESSAGES',
+  'jupyterlab_gradcheck.json'
+);
 
 /** A catalog: the header under '', then msgid -> [translation] or [singular, plural]. */
-export type Catalog = { [msgid: string]: string[] } & { '': { [key: string]: string } };
+export type Catalog = { [msgid: string]: string[] } & {
+  '': { [key: string]: string };
+};
 
 /** One translatable string of the source: the msgid, its plural when it has one, and where it is. */
 export interface ISourceString {
@@ -25,7 +34,10 @@ export interface ISourceString {
 }
 
 const LITERAL = String.raw`(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")`;
-const CALL = new RegExp(String.raw`trans\.(__|_n)\(\s*(${LITERAL})(?:\s*,\s*(${LITERAL}))?`, 'g');
+const CALL = new RegExp(
+  String.raw`trans\.(__|_n)\(\s*(${LITERAL})(?:\s*,\s*(${LITERAL}))?`,
+  'g'
+);
 const ANY_CALL = /trans\.(__|_n)\(/g;
 
 /** The value of a JavaScript string literal. */
@@ -46,7 +58,10 @@ export function sourceFiles(): string[] {
  * Every `trans.__()` / `trans._n()` string of src/, and the calls whose first
  * argument is not a string literal (which no catalog can be checked against).
  */
-export function sourceStrings(): { strings: ISourceString[]; unreadable: string[] } {
+export function sourceStrings(): {
+  strings: ISourceString[];
+  unreadable: string[];
+} {
   const strings: ISourceString[] = [];
   const unreadable: string[] = [];
   for (const file of sourceFiles()) {
@@ -64,7 +79,9 @@ export function sourceStrings(): { strings: ISourceString[]; unreadable: string[
     }
     const calls = [...text.matchAll(ANY_CALL)].length;
     if (calls !== found) {
-      unreadable.push(`${name}: ${calls - found} call(s) without a literal string`);
+      unreadable.push(
+        `${name}: ${calls - found} call(s) without a literal string`
+      );
     }
   }
   return { strings, unreadable };
@@ -72,12 +89,17 @@ export function sourceStrings(): { strings: ISourceString[]; unreadable: string[
 
 /** Every title and description of the settings schema, as the `schema` context keys them. */
 export function schemaStrings(): string[] {
-  const schema = JSON.parse(fs.readFileSync(path.join(ROOT, 'schema', 'plugin.json'), 'utf-8'));
+  const schema = JSON.parse(
+    fs.readFileSync(path.join(ROOT, 'schema', 'plugin.json'), 'utf-8')
+  );
   const found: string[] = [];
   const walk = (node: unknown): void => {
     if (node && typeof node === 'object' && !Array.isArray(node)) {
       for (const [key, value] of Object.entries(node)) {
-        if ((key === 'title' || key === 'description') && typeof value === 'string') {
+        if (
+          (key === 'title' || key === 'description') &&
+          typeof value === 'string'
+        ) {
           found.push(`schema\u0004${value}`);
         } else {
           walk(value);

@@ -8,7 +8,10 @@ import { ICheckRecord } from '../types';
 
 describe('perOutputExpectations', () => {
   it('reads {"outputs": [...]} as one expectation per output', () => {
-    expect(perOutputExpectations({ outputs: ['2*x', null] }, ['x'])).toEqual(['2*x', null]);
+    expect(perOutputExpectations({ outputs: ['2*x', null] }, ['x'])).toEqual([
+      '2*x',
+      null
+    ]);
   });
 
   it('leaves a mapping alone when an input is named outputs, or when the mapping has other keys', () => {
@@ -21,15 +24,25 @@ describe('perOutputExpectations', () => {
 
 describe('outputViews', () => {
   it('is one group with no index, the record top level, for a one-output check', () => {
-    const record: ICheckRecord = { executed: true, observations: { backward_pass_1: { gradients: {} } } };
+    const record: ICheckRecord = {
+      executed: true,
+      observations: { backward_pass_1: { gradients: {} } }
+    };
     expect(outputViews('2*x', record, ['x'])).toEqual([
-      { index: null, analytical: '2*x', observations: record.observations, differentiable: true }
+      {
+        index: null,
+        analytical: '2*x',
+        observations: record.observations,
+        differentiable: true
+      }
     ]);
   });
 
   it('lists the declared outputs before any run, and marks the outputs a run could not check', () => {
     // Given a declaration of two outputs, not run yet
-    const declared = outputViews({ outputs: ['2*x', '3*x**2'] }, undefined, ['x']);
+    const declared = outputViews({ outputs: ['2*x', '3*x**2'] }, undefined, [
+      'x'
+    ]);
     expect(declared.map(o => [o.index, o.analytical, o.observations])).toEqual([
       [0, '2*x', undefined],
       [1, '3*x**2', undefined]
@@ -44,7 +57,13 @@ describe('outputViews', () => {
       ]
     };
     // Then the third is a group of its own, with no expectation, marked not differentiable
-    expect(outputViews({ outputs: ['2*x', '3*x**2'] }, record, ['x']).map(o => [o.index, o.analytical ?? null, o.differentiable])).toEqual([
+    expect(
+      outputViews({ outputs: ['2*x', '3*x**2'] }, record, ['x']).map(o => [
+        o.index,
+        o.analytical ?? null,
+        o.differentiable
+      ])
+    ).toEqual([
       [0, '2*x', true],
       [1, '3*x**2', true],
       [2, null, false]

@@ -29,12 +29,22 @@ describe('formatObserved', () => {
 
   it('formats nested lists element by element', () => {
     // Given a 2x2 observed gradient, When formatted, Then each float keeps its float form
-    expect(formatObserved([[1, 2.5], [3, 4]], 'float32')).toBe('[[1.0, 2.5], [3.0, 4.0]]');
+    expect(
+      formatObserved(
+        [
+          [1, 2.5],
+          [3, 4]
+        ],
+        'float32'
+      )
+    ).toBe('[[1.0, 2.5], [3.0, 4.0]]');
   });
 
   it('formats a mapping of input -> value with each name', () => {
     // Given two inputs' gradients, When formatted, Then each is named
-    expect(formatObserved({ x: 2, w: [1, 0.5] }, 'float64')).toBe('x: 2.0; w: [1.0, 0.5]');
+    expect(formatObserved({ x: 2, w: [1, 0.5] }, 'float64')).toBe(
+      'x: 2.0; w: [1.0, 0.5]'
+    );
   });
 
   it('shows a missing observation as a dash', () => {
@@ -74,7 +84,12 @@ describe('shape, dtype and device', () => {
   it('infers the shape of scalars and nested lists', () => {
     expect(shapeOf(3)).toEqual([]);
     expect(shapeOf([1, 2, 3])).toEqual([3]);
-    expect(shapeOf([[1, 2, 3], [4, 5, 6]])).toEqual([2, 3]);
+    expect(
+      shapeOf([
+        [1, 2, 3],
+        [4, 5, 6]
+      ])
+    ).toEqual([2, 3]);
   });
 
   it('spells out the scalar shape', () => {
@@ -86,13 +101,15 @@ describe('shape, dtype and device', () => {
     // Given an observation as the engine reports it
     // When its metadata is formatted
     // Then all three facts are shown
-    expect(formatTensorMeta({ value: 6, shape: [], dtype: 'float64', device: 'cpu' })).toBe(
-      'shape [] scalar · float64 · cpu'
-    );
+    expect(
+      formatTensorMeta({ value: 6, shape: [], dtype: 'float64', device: 'cpu' })
+    ).toBe('shape [] scalar · float64 · cpu');
   });
 
   it('infers the shape when the observation lacks it, and says what is unknown', () => {
-    expect(formatTensorMeta({ value: [[1, 2]] })).toBe('shape [1, 2] · dtype unknown · device unknown');
+    expect(formatTensorMeta({ value: [[1, 2]] })).toBe(
+      'shape [1, 2] · dtype unknown · device unknown'
+    );
   });
 });
 
@@ -105,7 +122,9 @@ describe('errors and tolerances', () => {
   });
 
   it('formats a tolerance pair, or says the dtype default applies', () => {
-    expect(formatTolerance({ rtol: 1e-7, atol: 1e-10 })).toBe('rtol 1e-07, atol 1e-10');
+    expect(formatTolerance({ rtol: 1e-7, atol: 1e-10 })).toBe(
+      'rtol 1e-07, atol 1e-10'
+    );
     expect(formatTolerance({ rtol: 0.5 })).toBe('rtol 0.5');
     expect(formatTolerance(undefined)).toBe('dtype default');
   });
@@ -114,23 +133,42 @@ describe('errors and tolerances', () => {
 describe('complex values', () => {
   it('shows an observed complex gradient as a+bi, element by element, each part a Python float', () => {
     // Given the record's complex form: the real and the imaginary parts as parallel nested lists
-    const value = { real: [[1, -0.5], [0, 2]], imag: [[0.5, -1], [-0, 3e-7]] };
+    const value = {
+      real: [
+        [1, -0.5],
+        [0, 2]
+      ],
+      imag: [
+        [0.5, -1],
+        [-0, 3e-7]
+      ]
+    };
     // When formatted as a complex128 observation
     // Then each element reads a+bi, a negative (or negative-zero) imaginary part with a minus
-    expect(formatObserved(value, 'complex128')).toBe('[[1.0+0.5i, -0.5-1.0i], [0.0-0.0i, 2.0+3e-07i]]');
+    expect(formatObserved(value, 'complex128')).toBe(
+      '[[1.0+0.5i, -0.5-1.0i], [0.0-0.0i, 2.0+3e-07i]]'
+    );
     expect(formatObserved({ real: 3, imag: -4 }, 'complex64')).toBe('3.0-4.0i');
   });
 
   it('keeps a declared complex expectation as written, and takes its shape from the parts', () => {
-    expect(formatDeclared({ real: [6, 1], imag: [0, -2] })).toBe('[6+0i, 1-2i]');
-    expect(shapeOf({ real: [[1, 2, 3]], imag: [[0, 0, 0]] })).toEqual([1, 3]);
-    expect(formatTensorMeta({ value: { real: [1, 2], imag: [0, 1] }, dtype: 'complex128', device: 'cpu' })).toBe(
-      'shape [2] · complex128 · cpu'
+    expect(formatDeclared({ real: [6, 1], imag: [0, -2] })).toBe(
+      '[6+0i, 1-2i]'
     );
+    expect(shapeOf({ real: [[1, 2, 3]], imag: [[0, 0, 0]] })).toEqual([1, 3]);
+    expect(
+      formatTensorMeta({
+        value: { real: [1, 2], imag: [0, 1] },
+        dtype: 'complex128',
+        device: 'cpu'
+      })
+    ).toBe('shape [2] · complex128 · cpu');
   });
 
   it('still reads a mapping of other names as input -> value', () => {
-    expect(formatObserved({ real: 1, w: 2 }, 'float64')).toBe('real: 1.0; w: 2.0');
+    expect(formatObserved({ real: 1, w: 2 }, 'float64')).toBe(
+      'real: 1.0; w: 2.0'
+    );
   });
 });
 

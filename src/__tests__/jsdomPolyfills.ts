@@ -3,7 +3,10 @@
  * @lumino/dragdrop extends at import time. Import this before any Lumino
  * widget module. Not a spec.
  */
-if (typeof window !== 'undefined' && typeof (window as { DragEvent?: unknown }).DragEvent === 'undefined') {
+if (
+  typeof window !== 'undefined' &&
+  typeof (window as { DragEvent?: unknown }).DragEvent === 'undefined'
+) {
   class DragEvent extends MouseEvent {
     readonly dataTransfer: DataTransfer | null = null;
   }

@@ -5,16 +5,38 @@
  */
 import { Signal } from '@lumino/signaling';
 
-import { ATTESTATION_MIME, IKernelMessageLike, carriesAttestation, watchKernelChecks } from '../activeNotebook';
+import {
+  ATTESTATION_MIME,
+  IKernelMessageLike,
+  carriesAttestation,
+  watchKernelChecks
+} from '../activeNotebook';
 import { GradcheckModel } from '../model';
-import { FakeNotebook, checkEntries, fakeRequester, ledgerAnswer } from './fakes';
+import {
+  FakeNotebook,
+  checkEntries,
+  fakeRequester,
+  ledgerAnswer
+} from './fakes';
 
-function message(kind: string, data: { [mime: string]: unknown } | null): IKernelMessageLike {
-  return { header: { msg_type: kind }, content: data === null ? {} : { data, metadata: {} } };
+function message(
+  kind: string,
+  data: { [mime: string]: unknown } | null
+): IKernelMessageLike {
+  return {
+    header: { msg_type: kind },
+    content: data === null ? {} : { data, metadata: {} }
+  };
 }
 
 const ATTESTED = message('display_data', {
-  [ATTESTATION_MIME]: { ledger_id: 'id1', ledger: 'lab1.gradcheck.jsonl', check_id: 'x*x@b1', seq: 2, hash: 'hash2' },
+  [ATTESTATION_MIME]: {
+    ledger_id: 'id1',
+    ledger: 'lab1.gradcheck.jsonl',
+    check_id: 'x*x@b1',
+    seq: 2,
+    hash: 'hash2'
+  },
   'text/plain': 'gradcheck: x*x@b1 recorded at seq 2'
 });
 
@@ -23,11 +45,25 @@ function setup(active: boolean) {
   const model = new GradcheckModel(requester);
   const notebook = new FakeNotebook('work/lab1.ipynb');
   model.setNotebook(notebook);
-  const answer = ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true));
-  answer.binding = { current: { ledger: 'lab1.gradcheck.jsonl', ledger_id: 'id1', entries: 2, head: 'hash2' } };
+  const answer = ledgerAnswer(
+    'work/lab1.ipynb',
+    checkEntries(1, 'x*x@b1', true)
+  );
+  answer.binding = {
+    current: {
+      ledger: 'lab1.gradcheck.jsonl',
+      ledger_id: 'id1',
+      entries: 2,
+      head: 'hash2'
+    }
+  };
   requester.getLedger.mockResolvedValue(answer);
   const iopubMessage = new Signal<unknown, IKernelMessageLike>({});
-  const stop = watchKernelChecks({ sessionContext: { iopubMessage } }, () => active, model);
+  const stop = watchKernelChecks(
+    { sessionContext: { iopubMessage } },
+    () => active,
+    model
+  );
   return { requester, model, notebook, iopubMessage, stop };
 }
 
@@ -42,9 +78,20 @@ describe('carriesAttestation', () => {
     // Given messages of each kind, with and without the attestation
     // Then only the displays that hold the attestation count
     expect(carriesAttestation(ATTESTED)).toBe(true);
-    expect(carriesAttestation({ ...ATTESTED, header: { msg_type: 'execute_result' } })).toBe(true);
-    expect(carriesAttestation({ ...ATTESTED, header: { msg_type: 'stream' } })).toBe(false);
-    expect(carriesAttestation(message('display_data', { 'text/html': '<table></table>' }))).toBe(false);
+    expect(
+      carriesAttestation({
+        ...ATTESTED,
+        header: { msg_type: 'execute_result' }
+      })
+    ).toBe(true);
+    expect(
+      carriesAttestation({ ...ATTESTED, header: { msg_type: 'stream' } })
+    ).toBe(false);
+    expect(
+      carriesAttestation(
+        message('display_data', { 'text/html': '<table></table>' })
+      )
+    ).toBe(false);
     expect(carriesAttestation(message('display_data', null))).toBe(false);
   });
 });
@@ -74,7 +121,9 @@ describe('watchKernelChecks', () => {
     // When an attestation arrives on each, and a plain display on the active one
     inactive.iopubMessage.emit(ATTESTED);
     stopped.iopubMessage.emit(ATTESTED);
-    stopped.iopubMessage.emit(message('display_data', { 'text/plain': 'hello' }));
+    stopped.iopubMessage.emit(
+      message('display_data', { 'text/plain': 'hello' })
+    );
     await settle();
     // Then no ledger was read and no metadata written
     expect(inactive.requester.getLedger).not.toHaveBeenCalled();

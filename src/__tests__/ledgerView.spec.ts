@@ -7,6 +7,7 @@
 import { groupByCheck } from '../grouping';
 import { checkCard } from '../ledgerView';
 import { ICheckRecord, ILedgerEntry } from '../types';
+import { sixAgainstFour } from './fakes';
 
 const SPEC: ICheckRecord = {
   id: 'x*x@b2',
@@ -25,34 +26,58 @@ function completed(passed: boolean): ICheckRecord {
     passed,
     observed_gradient: 4,
     observations: {
-      backward_pass_1: { gradients: { x: { value: 4, shape: [], dtype: 'float64', device: 'cpu' } } }
+      backward_pass_1: {
+        gradients: {
+          x: { value: 4, shape: [], dtype: 'float64', device: 'cpu' }
+        }
+      }
     },
-    comparisons: [{ name: 'analytical_vs_backward_pass_1', input: 'x', max_abs_err: 2, max_rel_err: 0.5, passed }],
-    failure: passed
-      ? null
-      : { comparison: 'analytical_vs_backward_pass_1', input: 'x', left: 6, right: 4, abs_err: 2, diagnosis: 'probable_bug', reason: 'the difference is far above rounding' }
+    ...sixAgainstFour(passed, 'the difference is far above rounding')
   };
 }
 
 function entries(): ILedgerEntry[] {
   return [
-    { seq: 1, kind: 'expectation', check_id: SPEC.id!, data: SPEC as ILedgerEntry['data'] },
-    { seq: 2, kind: 'observation', check_id: SPEC.id!, data: { expectation_seq: 1, passed: false, record: completed(false) } },
+    {
+      seq: 1,
+      kind: 'expectation',
+      check_id: SPEC.id!,
+      data: SPEC as ILedgerEntry['data']
+    },
+    {
+      seq: 2,
+      kind: 'observation',
+      check_id: SPEC.id!,
+      data: { expectation_seq: 1, passed: false, record: completed(false) }
+    },
     {
       seq: 3,
       kind: 'tolerance_change',
       check_id: SPEC.id!,
-      data: { target: 'tolerance', old: { rtol: 1e-7, atol: 1e-10 }, new: { rtol: 0.5, atol: 1e-10 }, justification: 'loose on purpose', widened: true, tightened: false, after_failure: true }
+      data: {
+        target: 'tolerance',
+        old: { rtol: 1e-7, atol: 1e-10 },
+        new: { rtol: 0.5, atol: 1e-10 },
+        justification: 'loose on purpose',
+        widened: true,
+        tightened: false,
+        after_failure: true
+      }
     }
   ];
 }
 
 function text(root: HTMLElement, testid: string): string[] {
-  return Array.from(root.querySelectorAll(`[data-testid="${testid}"]`)).map(n => n.textContent ?? '');
+  return Array.from(root.querySelectorAll(`[data-testid="${testid}"]`)).map(
+    n => n.textContent ?? ''
+  );
 }
 
 describe('checkCard', () => {
-  const noop = { editTolerance: () => undefined, reviseExpectation: () => undefined };
+  const noop = {
+    editTolerance: () => undefined,
+    reviseExpectation: () => undefined
+  };
 
   it('puts the declared expectation and the observed value in separate columns', () => {
     // Given a check declared as 3*x and observed as 4.0
@@ -60,8 +85,12 @@ describe('checkCard', () => {
     // Then the Expectation column shows 3*x as written and the Observation column 4.0 with its metadata
     expect(text(card, 'gradcheck-expectation-value')).toEqual(['3*x']);
     expect(text(card, 'gradcheck-observation-value')).toEqual(['4.0']);
-    expect(text(card, 'gradcheck-observation-meta')).toEqual(['shape [] scalar · float64 · cpu']);
-    const headers = Array.from(card.querySelectorAll('thead th')).map(n => n.textContent);
+    expect(text(card, 'gradcheck-observation-meta')).toEqual([
+      'shape [] scalar · float64 · cpu'
+    ]);
+    const headers = Array.from(card.querySelectorAll('thead th')).map(
+      n => n.textContent
+    );
     expect(headers).toEqual(['input', 'Expectation', 'Observation']);
   });
 
@@ -69,17 +98,28 @@ describe('checkCard', () => {
     const card = checkCard(groupByCheck(entries())[0], noop);
     expect(card.dataset.status).toBe('failed');
     expect(text(card, 'gradcheck-badge')).toEqual(['failed']);
-    expect(text(card, 'gradcheck-diagnosis')[0]).toContain('diagnosis: probable bug');
+    expect(text(card, 'gradcheck-diagnosis')[0]).toContain(
+      'diagnosis: probable bug'
+    );
     expect(text(card, 'gradcheck-flag')).toEqual(['widened after failure']);
-    expect(text(card, 'gradcheck-justification')).toEqual(['“loose on purpose”']);
+    expect(text(card, 'gradcheck-justification')).toEqual([
+      '“loose on purpose”'
+    ]);
     expect(text(card, 'gradcheck-tolerance')).toEqual(['rtol 0.5, atol 1e-10']);
   });
 
   it('calls the edit action for its own check', () => {
     // Given a card whose tolerance button is clicked
     const seen: string[] = [];
-    const card = checkCard(groupByCheck(entries())[0], { ...noop, editTolerance: view => seen.push(view.id) });
-    (card.querySelector('[data-testid="gradcheck-edit-tolerance"]') as HTMLButtonElement).click();
+    const card = checkCard(groupByCheck(entries())[0], {
+      ...noop,
+      editTolerance: view => seen.push(view.id)
+    });
+    (
+      card.querySelector(
+        '[data-testid="gradcheck-edit-tolerance"]'
+      ) as HTMLButtonElement
+    ).click();
     // Then the action receives that check
     expect(seen).toEqual(['x*x@b2']);
   });

@@ -13,6 +13,8 @@ import {
   fakeRequester,
   builtSquare,
   formValues,
+  honestVerifyAnswer,
+  unknownNameRefusal,
   ledgerAnswer,
   until
 } from './fakes';
@@ -35,7 +37,10 @@ describe('GradcheckModel.refresh', () => {
     // Given a server whose ledger for lab1 has a passing check and a failing one
     const { requester, model, emitted } = setup();
     requester.getLedger.mockResolvedValue(
-      ledgerAnswer('work/lab1.ipynb', [...checkEntries(1, 'x*x@b1', true), ...checkEntries(3, 'x*x@b2', false)])
+      ledgerAnswer('work/lab1.ipynb', [
+        ...checkEntries(1, 'x*x@b1', true),
+        ...checkEntries(3, 'x*x@b2', false)
+      ])
     );
     // When the model refreshes
     await model.refresh();
@@ -59,7 +64,9 @@ describe('GradcheckModel.refresh', () => {
   it('says the server extension is missing when the handshake fails, and recovers on retry', async () => {
     // Given a server without the gradcheck routes
     const { requester, model } = setup();
-    requester.getStatus.mockRejectedValueOnce(new GradcheckRequestError(404, 'not_found', 'HTTP 404', null));
+    requester.getStatus.mockRejectedValueOnce(
+      new GradcheckRequestError(404, 'not_found', 'HTTP 404', null)
+    );
     // When the model refreshes
     await model.refresh();
     // Then it records why, and asks for no ledger
@@ -85,7 +92,9 @@ describe('GradcheckModel.refresh', () => {
 
   it('keeps why the ledger could not be read', async () => {
     const { requester, model } = setup();
-    requester.getLedger.mockRejectedValueOnce(new GradcheckRequestError(400, 'bad_ledger', 'line 3 is not JSON', null));
+    requester.getLedger.mockRejectedValueOnce(
+      new GradcheckRequestError(400, 'bad_ledger', 'line 3 is not JSON', null)
+    );
     await model.refresh();
     expect(model.ledgerState).toBe('error');
     expect(model.ledgerError).toBe('line 3 is not JSON');
@@ -93,7 +102,7 @@ describe('GradcheckModel.refresh', () => {
     expect(model.views).toEqual([]);
   });
 
-  it("drops a ledger answer that arrives after the user switched notebooks", async () => {
+  it('drops a ledger answer that arrives after the user switched notebooks', async () => {
     // Given a slow answer for lab1
     const { requester, model } = setup();
     const slow = deferred<ReturnType<typeof ledgerAnswer>>();
@@ -103,7 +112,9 @@ describe('GradcheckModel.refresh', () => {
     expect(requester.getLedger).toHaveBeenCalledWith('work/lab1.ipynb');
     // When lab2 becomes active before lab1's ledger arrives
     model.setNotebook(new FakeNotebook('work/lab2.ipynb'));
-    slow.resolve(ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true)));
+    slow.resolve(
+      ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true))
+    );
     await refreshing;
     // Then lab1's checks are not shown for lab2
     expect(model.views).toEqual([]);
@@ -145,7 +156,9 @@ describe('GradcheckModel.run', () => {
   it('asks for a notebook first when none is open', async () => {
     const { requester, model } = setup(null);
     await model.run(formValues());
-    expect(model.formErrors).toEqual({ '': 'open a notebook first: checks are recorded in its ledger' });
+    expect(model.formErrors).toEqual({
+      '': 'open a notebook first: checks are recorded in its ledger'
+    });
     expect(requester.runCheck).not.toHaveBeenCalled();
   });
 
@@ -153,7 +166,9 @@ describe('GradcheckModel.run', () => {
     const { requester, model } = setup();
     await model.refresh();
     await model.run(formValues({ device: 'cuda' }));
-    expect(model.formErrors.device).toBe('cuda is not available: no CUDA device');
+    expect(model.formErrors.device).toBe(
+      'cuda is not available: no CUDA device'
+    );
     expect(requester.runCheck).not.toHaveBeenCalled();
   });
 
@@ -164,22 +179,37 @@ describe('GradcheckModel.run', () => {
     let runningDuringRequest = false;
     requester.runCheck.mockImplementationOnce(async () => {
       runningDuringRequest = model.running;
-      requester.getLedger.mockResolvedValue(ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true)));
-      return { record: {}, ledger: { path: 'work/lab1.gradcheck.jsonl', entries: 2, head: 'hash2' } };
+      requester.getLedger.mockResolvedValue(
+        ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true))
+      );
+      return {
+        record: {},
+        ledger: { path: 'work/lab1.gradcheck.jsonl', entries: 2, head: 'hash2' }
+      };
     });
     // When x*x at 3 with the expectation 6 is run
     await model.run(formValues());
     // Then the check sent is the form's, parsed
-    expect(requester.runCheck).toHaveBeenCalledWith('work/lab1.ipynb', builtSquare());
+    expect(requester.runCheck).toHaveBeenCalledWith(
+      'work/lab1.ipynb',
+      builtSquare()
+    );
     expect(runningDuringRequest).toBe(true);
     expect(model.running).toBe(false);
     // And the ledger was read again after the run
     const runOrder = requester.runCheck.mock.invocationCallOrder[0];
-    const lastRead = requester.getLedger.mock.invocationCallOrder[requester.getLedger.mock.calls.length - 1];
+    const lastRead =
+      requester.getLedger.mock.invocationCallOrder[
+        requester.getLedger.mock.calls.length - 1
+      ];
     expect(lastRead).toBeGreaterThan(runOrder);
     expect(model.views.map(v => v.id)).toEqual(['x*x@b1']);
     // And the notebook's metadata names the ledger, its count and its head
-    expect(notebook!.metadata!.values.gradcheck).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 2, head: 'hash2' });
+    expect(notebook!.metadata!.values.gradcheck).toEqual({
+      ledger: 'lab1.gradcheck.jsonl',
+      entries: 2,
+      head: 'hash2'
+    });
     expect(model.formErrors).toEqual({});
   });
 
@@ -187,14 +217,16 @@ describe('GradcheckModel.run', () => {
     // Given a server that cannot parse the function
     const { requester, model } = setup();
     await model.refresh();
-    requester.runCheck.mockRejectedValueOnce(new GradcheckRequestError(400, 'invalid_function', "unknown name 'y'", 'function'));
+    requester.runCheck.mockRejectedValueOnce(unknownNameRefusal());
     // When x*y is run
     await model.run(formValues({ function: 'x*y' }));
     // Then the message sits at the function field
     expect(model.formErrors).toEqual({ function: "unknown name 'y'" });
     expect(requester.getLedger).toHaveBeenCalledTimes(2);
     // And an error about one input goes to the inputs field
-    requester.runCheck.mockRejectedValueOnce(new GradcheckRequestError(400, 'bad_input', 'x is ragged', 'x'));
+    requester.runCheck.mockRejectedValueOnce(
+      new GradcheckRequestError(400, 'bad_input', 'x is ragged', 'x')
+    );
     await model.run(formValues());
     expect(model.formErrors).toEqual({ inputs: 'x is ragged' });
   });
@@ -204,27 +236,44 @@ describe('GradcheckModel.run', () => {
     const { requester, model, notebook } = setup();
     const bound = { ledger: 'lab1.gradcheck.jsonl', entries: 1, head: 'old' };
     notebook!.metadata!.values.gradcheck = bound;
-    requester.getLedger.mockResolvedValue(ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true), false));
+    requester.getLedger.mockResolvedValue(
+      ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true), false)
+    );
     // When a check is run
     await model.run(formValues());
     // Then the binding is untouched and the notice says why
     expect(notebook!.metadata!.values.gradcheck).toBe(bound);
     expect(notebook!.metadata!.writes).toBe(0);
-    expect(model.notice).toBe('The notebook binding was not updated: the ledger does not verify. Press Verify to see why.');
+    expect(model.notice).toBe(
+      'The notebook binding was not updated: the ledger does not verify. Press Verify to see why.'
+    );
     // When the chain is healthy again, the next action clears the notice and rebinds
-    requester.getLedger.mockResolvedValue(ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true)));
+    requester.getLedger.mockResolvedValue(
+      ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true))
+    );
     await model.run(formValues());
     expect(model.notice).toBe('');
-    expect(notebook!.metadata!.values.gradcheck).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 2, head: 'hash2' });
+    expect(notebook!.metadata!.values.gradcheck).toEqual({
+      ledger: 'lab1.gradcheck.jsonl',
+      entries: 2,
+      head: 'hash2'
+    });
   });
 });
 
 describe('GradcheckModel.changeTolerance and changeExpectation', () => {
   it('refuses a tolerance edit without a justification, and sends nothing', async () => {
     const { requester, model } = setup();
-    const refused = model.changeTolerance('x*x@b2', { target: 'tolerance', rtol: 0.5, justification: '   ' });
+    const refused = model.changeTolerance('x*x@b2', {
+      target: 'tolerance',
+      rtol: 0.5,
+      justification: '   '
+    });
     await expect(refused).rejects.toBeInstanceOf(GradcheckValidationError);
-    await expect(refused).rejects.toMatchObject({ field: 'justification', message: expect.stringContaining('a justification is required') });
+    await expect(refused).rejects.toMatchObject({
+      field: 'justification',
+      message: expect.stringContaining('a justification is required')
+    });
     expect(requester.changeTolerance).not.toHaveBeenCalled();
     expect(requester.getLedger).not.toHaveBeenCalled();
   });
@@ -233,10 +282,27 @@ describe('GradcheckModel.changeTolerance and changeExpectation', () => {
     // Given a server whose ledger gains the change
     const { requester, model, notebook } = setup();
     requester.getLedger.mockResolvedValue(
-      ledgerAnswer('work/lab1.ipynb', [...checkEntries(1, 'x*x@b2', false), { seq: 3, kind: 'tolerance_change', check_id: 'x*x@b2', data: { target: 'tolerance', new: { rtol: 0.5 }, justification: 'slip' }, hash: 'hash3' }])
+      ledgerAnswer('work/lab1.ipynb', [
+        ...checkEntries(1, 'x*x@b2', false),
+        {
+          seq: 3,
+          kind: 'tolerance_change',
+          check_id: 'x*x@b2',
+          data: {
+            target: 'tolerance',
+            new: { rtol: 0.5 },
+            justification: 'slip'
+          },
+          hash: 'hash3'
+        }
+      ])
     );
     // When rtol 0.5 is recorded with its justification
-    await model.changeTolerance('x*x@b2', { target: 'tolerance', rtol: 0.5, justification: ' a slip for 2*x ' }, 'work/lab1.ipynb');
+    await model.changeTolerance(
+      'x*x@b2',
+      { target: 'tolerance', rtol: 0.5, justification: ' a slip for 2*x ' },
+      'work/lab1.ipynb'
+    );
     // Then the body names the notebook, the check, the change and the trimmed justification
     expect(requester.changeTolerance).toHaveBeenCalledWith({
       notebook: 'work/lab1.ipynb',
@@ -247,21 +313,46 @@ describe('GradcheckModel.changeTolerance and changeExpectation', () => {
     });
     // And the history and the binding follow the ledger
     expect(model.views[0].history.map(h => h.justification)).toEqual(['slip']);
-    expect(notebook!.metadata!.values.gradcheck).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 3, head: 'hash3' });
+    expect(notebook!.metadata!.values.gradcheck).toEqual({
+      ledger: 'lab1.gradcheck.jsonl',
+      entries: 3,
+      head: 'hash3'
+    });
   });
 
   it("lets the server's refusal through to the dialog, without reloading", async () => {
     const { requester, model } = setup();
-    requester.changeTolerance.mockRejectedValueOnce(new GradcheckRequestError(400, 'invalid', 'rtol must be below 1', 'tolerance.rtol'));
-    await expect(model.changeTolerance('x*x@b2', { target: 'tolerance', rtol: 5, justification: 'why' })).rejects.toMatchObject({ field: 'tolerance.rtol' });
+    requester.changeTolerance.mockRejectedValueOnce(
+      new GradcheckRequestError(
+        400,
+        'invalid',
+        'rtol must be below 1',
+        'tolerance.rtol'
+      )
+    );
+    await expect(
+      model.changeTolerance('x*x@b2', {
+        target: 'tolerance',
+        rtol: 5,
+        justification: 'why'
+      })
+    ).rejects.toMatchObject({ field: 'tolerance.rtol' });
     expect(requester.getLedger).not.toHaveBeenCalled();
   });
 
   it('refuses an expectation revision without a justification, and sends a justified one', async () => {
     const { requester, model } = setup();
-    await expect(model.changeExpectation('x*x@b2', { analytical_gradient: '2*x', justification: '' })).rejects.toMatchObject({ field: 'justification' });
+    await expect(
+      model.changeExpectation('x*x@b2', {
+        analytical_gradient: '2*x',
+        justification: ''
+      })
+    ).rejects.toMatchObject({ field: 'justification' });
     expect(requester.changeExpectation).not.toHaveBeenCalled();
-    await model.changeExpectation('x*x@b2', { analytical_gradient: '2*x', justification: 'the power rule' });
+    await model.changeExpectation('x*x@b2', {
+      analytical_gradient: '2*x',
+      justification: 'the power rule'
+    });
     expect(requester.changeExpectation).toHaveBeenCalledWith({
       notebook: 'work/lab1.ipynb',
       check_id: 'x*x@b2',
@@ -271,9 +362,26 @@ describe('GradcheckModel.changeTolerance and changeExpectation', () => {
   });
 
   it('names what is wrong with a tolerance edit', () => {
-    expect(toleranceEditProblem({ target: 'tolerance', justification: 'why' })).toEqual({ field: 'rtol', message: 'give a new rtol, a new atol, or both' });
-    expect(toleranceEditProblem({ target: 'tolerance', atol: -1, justification: 'why' })?.field).toBe('atol');
-    expect(toleranceEditProblem({ target: 'finite_difference', atol: 1e-6, justification: 'why' })).toBeNull();
+    expect(
+      toleranceEditProblem({ target: 'tolerance', justification: 'why' })
+    ).toEqual({
+      field: 'rtol',
+      message: 'give a new rtol, a new atol, or both'
+    });
+    expect(
+      toleranceEditProblem({
+        target: 'tolerance',
+        atol: -1,
+        justification: 'why'
+      })?.field
+    ).toBe('atol');
+    expect(
+      toleranceEditProblem({
+        target: 'finite_difference',
+        atol: 1e-6,
+        justification: 'why'
+      })
+    ).toBeNull();
   });
 });
 
@@ -282,17 +390,19 @@ describe('GradcheckModel.verify', () => {
     // Given unsaved changes, and a report with a widening flagged for the grader
     const { requester, model, notebook } = setup();
     notebook!.dirty = true;
-    const report = {
-      ok: true,
-      reports: [{ ok: true, chain_ok: true, binding_ok: true, entries: 5, errors: [], warnings: [], flags: [{ check_id: 'x*x@b2', flag: 'widened_after_failure', seqs: [5] }] }]
-    };
+    const report = honestVerifyAnswer('x*x@b2');
     requester.verifyLedger.mockResolvedValueOnce(report);
     // When the ledger is verified
     await model.verify();
     // Then the notebook was saved before the request, which verified its ledger without replay
     expect(notebook!.save).toHaveBeenCalledTimes(1);
-    expect(notebook!.save.mock.invocationCallOrder[0]).toBeLessThan(requester.verifyLedger.mock.invocationCallOrder[0]);
-    expect(requester.verifyLedger).toHaveBeenCalledWith('work/lab1.ipynb', false);
+    expect(notebook!.save.mock.invocationCallOrder[0]).toBeLessThan(
+      requester.verifyLedger.mock.invocationCallOrder[0]
+    );
+    expect(requester.verifyLedger).toHaveBeenCalledWith(
+      'work/lab1.ipynb',
+      false
+    );
     // And the summary is kept beside the report
     const verification = model.verification;
     expect(verification.state).toBe('done');
@@ -312,7 +422,10 @@ describe('GradcheckModel.verify', () => {
     requester.verifyLedger.mockRejectedValueOnce(new Error('worker timed out'));
     await model.verify();
     expect(notebook!.save).not.toHaveBeenCalled();
-    expect(model.verification).toEqual({ state: 'failed', message: 'worker timed out' });
+    expect(model.verification).toEqual({
+      state: 'failed',
+      message: 'worker timed out'
+    });
   });
 
   it('asks for a notebook when none is open, and forgets the result when the notebook changes', async () => {
@@ -329,7 +442,10 @@ describe('GradcheckModel.exportLedger', () => {
   it('asks for the export of the active notebook in the chosen format, named after the notebook', async () => {
     const { requester, model } = setup();
     const file = await model.exportLedger('csv');
-    expect(requester.exportLedger).toHaveBeenCalledWith('work/lab1.ipynb', 'csv');
+    expect(requester.exportLedger).toHaveBeenCalledWith(
+      'work/lab1.ipynb',
+      'csv'
+    );
     expect(file.filename).toBe('lab1.gradcheck.csv');
     expect(file.format).toBe('csv');
     expect(await file.blob.text()).toBe('student,assignment\n');
@@ -337,13 +453,19 @@ describe('GradcheckModel.exportLedger', () => {
 
   it('refuses without a notebook', async () => {
     const { requester, model } = setup(null);
-    await expect(model.exportLedger('html')).rejects.toThrow('Open a notebook first');
+    await expect(model.exportLedger('html')).rejects.toThrow(
+      'Open a notebook first'
+    );
     expect(requester.exportLedger).not.toHaveBeenCalled();
   });
 
   it('names the file from the notebook, not its folder', () => {
-    expect(exportFileName('course/week 2/lab1.ipynb', 'html')).toBe('lab1.gradcheck.html');
-    expect(exportFileName('notes.txt', 'json')).toBe('notes.txt.gradcheck.json');
+    expect(exportFileName('course/week 2/lab1.ipynb', 'html')).toBe(
+      'lab1.gradcheck.html'
+    );
+    expect(exportFileName('notes.txt', 'json')).toBe(
+      'notes.txt.gradcheck.json'
+    );
   });
 });
 

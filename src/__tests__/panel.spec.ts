@@ -15,9 +15,19 @@ import { GradcheckRequestError } from '../requester';
 import { FALLBACK_DEFAULTS } from '../settings';
 import { Widget } from '@lumino/widgets';
 
-import { FakeNotebook, checkEntries, fakeRequester, ledgerAnswer, until } from './fakes';
+import {
+  FakeNotebook,
+  checkEntries,
+  fakeRequester,
+  honestVerifyAnswer,
+  unknownNameRefusal,
+  ledgerAnswer,
+  until
+} from './fakes';
 
-jest.mock('@jupyterlab/apputils', () => ({ showErrorMessage: jest.fn(async () => undefined) }));
+jest.mock('@jupyterlab/apputils', () => ({
+  showErrorMessage: jest.fn(async () => undefined)
+}));
 jest.mock('../icon', () => ({ gradcheckIcon: undefined }));
 jest.mock('../dialogs', () => ({
   editToleranceDialog: jest.fn(async () => false),
@@ -41,8 +51,12 @@ function setup(path: string | null = 'work/lab1.ipynb') {
   // Attached, as in the shell: a form submits only while it is in the document
   Widget.attach(panel, document.body);
   panels.push(panel);
-  const byId = (testid: string) => panel.node.querySelector(`[data-testid="${testid}"]`) as HTMLElement;
-  const all = (testid: string) => Array.from(panel.node.querySelectorAll(`[data-testid="${testid}"]`)) as HTMLElement[];
+  const byId = (testid: string) =>
+    panel.node.querySelector(`[data-testid="${testid}"]`) as HTMLElement;
+  const all = (testid: string) =>
+    Array.from(
+      panel.node.querySelectorAll(`[data-testid="${testid}"]`)
+    ) as HTMLElement[];
   const fill = (testid: string, value: string) => {
     (byId(testid) as HTMLInputElement).value = value;
   };
@@ -53,15 +67,21 @@ describe('GradcheckPanel', () => {
   it('names a missing server extension and the command that enables it, hiding the form', async () => {
     // Given a server that answers the gradcheck routes with 404
     const { requester, model, byId } = setup();
-    requester.getStatus.mockRejectedValueOnce(new GradcheckRequestError(404, 'not_found', 'HTTP 404', null));
+    requester.getStatus.mockRejectedValueOnce(
+      new GradcheckRequestError(404, 'not_found', 'HTTP 404', null)
+    );
     // When the panel reloads
     await model.refresh();
     // Then it says so, with the fix, and hides the declare form
     const problem = byId('gradcheck-server-problem');
     expect(problem.hidden).toBe(false);
-    expect(problem.textContent).toContain('The server extension is not installed or not enabled.');
+    expect(problem.textContent).toContain(
+      'The server extension is not installed or not enabled.'
+    );
     expect(problem.textContent).toContain('(HTTP 404)');
-    expect(byId('gradcheck-fix-command').textContent).toBe('jupyter server extension enable jupyterlab_gradcheck');
+    expect(byId('gradcheck-fix-command').textContent).toBe(
+      'jupyter server extension enable jupyterlab_gradcheck'
+    );
     expect(panelBody(byId).hidden).toBe(true);
     // When Try again finds the extension enabled
     byId('gradcheck-retry').click();
@@ -73,13 +93,23 @@ describe('GradcheckPanel', () => {
 
   it('shows the notebook, the chain and one card per check, the newest first', async () => {
     const { requester, model, byId, all } = setup();
-    requester.getLedger.mockResolvedValue(ledgerAnswer('work/lab1.ipynb', [...checkEntries(1, 'x*x@b1', true), ...checkEntries(3, 'x*x@b2', false)]));
+    requester.getLedger.mockResolvedValue(
+      ledgerAnswer('work/lab1.ipynb', [
+        ...checkEntries(1, 'x*x@b1', true),
+        ...checkEntries(3, 'x*x@b2', false)
+      ])
+    );
     await model.refresh();
     expect(byId('gradcheck-notebook').textContent).toBe('lab1.ipynb');
     expect(byId('gradcheck-notebook').title).toBe('work/lab1.ipynb');
     expect(byId('gradcheck-chain-badge').textContent).toBe('chain OK');
     expect(byId('gradcheck-chain').textContent).toContain(' 4 entries');
-    expect(all('gradcheck-check').map(card => [card.dataset.checkId, card.dataset.status])).toEqual([
+    expect(
+      all('gradcheck-check').map(card => [
+        card.dataset.checkId,
+        card.dataset.status
+      ])
+    ).toEqual([
       ['x*x@b2', 'failed'],
       ['x*x@b1', 'passed']
     ]);
@@ -89,17 +119,25 @@ describe('GradcheckPanel', () => {
     const none = setup(null);
     await none.model.refresh();
     expect(none.byId('gradcheck-notebook').textContent).toBe('no notebook');
-    expect(none.byId('gradcheck-no-notebook').textContent).toBe('Open a notebook to see and declare its gradient checks.');
+    expect(none.byId('gradcheck-no-notebook').textContent).toBe(
+      'Open a notebook to see and declare its gradient checks.'
+    );
 
     const empty = setup();
     await empty.model.refresh();
-    expect(empty.byId('gradcheck-empty').textContent).toBe('No checks yet. Write the expectation first, then run.');
+    expect(empty.byId('gradcheck-empty').textContent).toBe(
+      'No checks yet. Write the expectation first, then run.'
+    );
     expect(empty.byId('gradcheck-chain').textContent).toContain('empty ledger');
 
     const broken = setup();
-    broken.requester.getLedger.mockRejectedValueOnce(new Error('line 3 is not JSON'));
+    broken.requester.getLedger.mockRejectedValueOnce(
+      new Error('line 3 is not JSON')
+    );
     await broken.model.refresh();
-    expect(broken.byId('gradcheck-checks').textContent).toBe('Could not read the ledger: line 3 is not JSON');
+    expect(broken.byId('gradcheck-checks').textContent).toBe(
+      'Could not read the ledger: line 3 is not JSON'
+    );
   });
 
   it('lists the server devices, disabling an absent one with its reason', async () => {
@@ -111,7 +149,9 @@ describe('GradcheckPanel', () => {
       ['cpu', false],
       ['cuda', true]
     ]);
-    expect(byId('gradcheck-device-notes').textContent).toBe('cuda is disabled: no CUDA device');
+    expect(byId('gradcheck-device-notes').textContent).toBe(
+      'cuda is disabled: no CUDA device'
+    );
   });
 
   it("applies the settings' defaults when they change, not on every reload", async () => {
@@ -120,7 +160,9 @@ describe('GradcheckPanel', () => {
     model.setDefaults({ ...FALLBACK_DEFAULTS, dtype: 'float32', rtol: 1e-4 });
     const dtype = byId('gradcheck-field-dtype') as HTMLSelectElement;
     expect(dtype.value).toBe('float32');
-    expect((byId('gradcheck-field-tolerance-rtol') as HTMLInputElement).value).toBe('0.0001');
+    expect(
+      (byId('gradcheck-field-tolerance-rtol') as HTMLInputElement).value
+    ).toBe('0.0001');
     await model.refresh();
     expect(dtype.value).toBe('float32');
     // When the user picks float16 and the panel reloads twice
@@ -139,8 +181,13 @@ describe('GradcheckPanel', () => {
     const { requester, model, notebook, byId, all, fill } = setup();
     await model.refresh();
     requester.runCheck.mockImplementationOnce(async () => {
-      requester.getLedger.mockResolvedValue(ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true)));
-      return { record: {}, ledger: { path: 'work/lab1.gradcheck.jsonl', entries: 2, head: 'hash2' } };
+      requester.getLedger.mockResolvedValue(
+        ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b1', true))
+      );
+      return {
+        record: {},
+        ledger: { path: 'work/lab1.gradcheck.jsonl', entries: 2, head: 'hash2' }
+      };
     });
     fill('gradcheck-field-function', 'x*x');
     fill('gradcheck-field-inputs', '{"x": 3}');
@@ -151,10 +198,20 @@ describe('GradcheckPanel', () => {
     expect((byId('gradcheck-run') as HTMLButtonElement).disabled).toBe(true);
     expect(byId('gradcheck-run').textContent).toBe('Running…');
     await until(() => all('gradcheck-check').length === 1);
-    expect(requester.runCheck.mock.calls[0][1]).toMatchObject({ function: 'x*x', inputs: { x: 3 }, analytical_gradient: 6 });
+    expect(requester.runCheck.mock.calls[0][1]).toMatchObject({
+      function: 'x*x',
+      inputs: { x: 3 },
+      analytical_gradient: 6
+    });
     expect(byId('gradcheck-run').textContent).toBe('Run');
-    expect(all('gradcheck-expectation-value').map(n => n.textContent)).toEqual(['6']);
-    expect(notebook!.metadata!.values.gradcheck).toEqual({ ledger: 'lab1.gradcheck.jsonl', entries: 2, head: 'hash2' });
+    expect(all('gradcheck-expectation-value').map(n => n.textContent)).toEqual([
+      '6'
+    ]);
+    expect(notebook!.metadata!.values.gradcheck).toEqual({
+      ledger: 'lab1.gradcheck.jsonl',
+      entries: 2,
+      head: 'hash2'
+    });
   });
 
   it('shows errors beside their fields, and keeps a server error across the reload after it', async () => {
@@ -164,48 +221,63 @@ describe('GradcheckPanel', () => {
     fill('gradcheck-field-inputs', '{"x": }');
     byId('gradcheck-run').click();
     await until(() => byId('gradcheck-error-inputs').textContent !== '');
-    expect(byId('gradcheck-error-inputs').textContent).toContain('not valid JSON');
-    expect(byId('gradcheck-field-inputs').classList.contains('jp-mod-error-field')).toBe(true);
+    expect(byId('gradcheck-error-inputs').textContent).toContain(
+      'not valid JSON'
+    );
+    expect(
+      byId('gradcheck-field-inputs').classList.contains('jp-mod-error-field')
+    ).toBe(true);
     expect(requester.runCheck).not.toHaveBeenCalled();
     // When the server refuses the function
-    requester.runCheck.mockRejectedValueOnce(new GradcheckRequestError(400, 'invalid_function', "unknown name 'y'", 'function'));
+    requester.runCheck.mockRejectedValueOnce(unknownNameRefusal());
     fill('gradcheck-field-function', 'x*y');
     fill('gradcheck-field-inputs', '{"x": 3}');
     fill('gradcheck-field-analytical-gradient', '6');
     byId('gradcheck-run').click();
-    await until(() => requester.getLedger.mock.calls.length === 2 && !model.loading);
+    await until(
+      () => requester.getLedger.mock.calls.length === 2 && !model.loading
+    );
     // Then its message is beside the function field, and the inputs error is gone
-    expect(byId('gradcheck-error-function').textContent).toBe("unknown name 'y'");
+    expect(byId('gradcheck-error-function').textContent).toBe(
+      "unknown name 'y'"
+    );
     expect(byId('gradcheck-error-inputs').textContent).toBe('');
   });
 
   it('shows the verify report with its verdict and lines', async () => {
     const { requester, model, byId } = setup();
-    requester.verifyLedger.mockResolvedValueOnce({
-      ok: true,
-      reports: [{ ok: true, chain_ok: true, binding_ok: true, entries: 5, errors: [], warnings: [], flags: [{ check_id: 'c', flag: 'widened_after_failure', seqs: [5] }] }]
-    });
+    requester.verifyLedger.mockResolvedValueOnce(honestVerifyAnswer('c'));
     byId('gradcheck-verify').click();
     expect(byId('gradcheck-verify-result').textContent).toBe('Verifying…');
     await until(() => model.verification.state === 'done' && !model.loading);
     const report = byId('gradcheck-verify-report');
     expect(report.dataset.ok).toBe('true');
     expect(report.textContent).toContain('chain OK · binding OK · 5 entries');
-    expect(report.textContent).toContain('c: widened after failure (entries 5)');
+    expect(report.textContent).toContain(
+      'c: widened after failure (entries 5)'
+    );
   });
 
   it('downloads the export in the chosen format under the notebook name', async () => {
     const { requester, byId } = setup();
     const created = jest.fn((_blob: Blob) => 'blob:export');
-    Object.assign(URL, { createObjectURL: created, revokeObjectURL: jest.fn() });
-    const clicked: string[] = [];
-    const click = jest.spyOn(HTMLAnchorElement.prototype, 'click').mockImplementation(function (this: HTMLAnchorElement) {
-      clicked.push(this.download);
+    Object.assign(URL, {
+      createObjectURL: created,
+      revokeObjectURL: jest.fn()
     });
+    const clicked: string[] = [];
+    const click = jest
+      .spyOn(HTMLAnchorElement.prototype, 'click')
+      .mockImplementation(function (this: HTMLAnchorElement) {
+        clicked.push(this.download);
+      });
     (byId('gradcheck-export-format') as HTMLSelectElement).value = 'html';
     byId('gradcheck-export').click();
     await until(() => clicked.length === 1);
-    expect(requester.exportLedger).toHaveBeenCalledWith('work/lab1.ipynb', 'html');
+    expect(requester.exportLedger).toHaveBeenCalledWith(
+      'work/lab1.ipynb',
+      'html'
+    );
     expect(clicked).toEqual(['lab1.gradcheck.html']);
     click.mockRestore();
   });
@@ -213,19 +285,35 @@ describe('GradcheckPanel', () => {
   it("opens the tolerance dialog for a card's check, recording through the model", async () => {
     // Given a failed check's card
     const { requester, model, byId } = setup();
-    requester.getLedger.mockResolvedValue(ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b2', false)));
+    requester.getLedger.mockResolvedValue(
+      ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'x*x@b2', false))
+    );
     await model.refresh();
     // When its Edit tolerance button is pressed and the dialog submits a justified change
     byId('gradcheck-edit-tolerance').click();
-    const dialog = editToleranceDialog as jest.MockedFunction<typeof editToleranceDialog>;
+    const dialog = editToleranceDialog as jest.MockedFunction<
+      typeof editToleranceDialog
+    >;
     expect(dialog).toHaveBeenCalledTimes(1);
     expect(dialog.mock.calls[0][0].id).toBe('x*x@b2');
-    await dialog.mock.calls[0][1]({ target: 'tolerance', rtol: 0.5, justification: 'why' });
+    await dialog.mock.calls[0][1]({
+      target: 'tolerance',
+      rtol: 0.5,
+      justification: 'why'
+    });
     // Then the change went to that notebook and check
-    expect(requester.changeTolerance).toHaveBeenCalledWith({ notebook: 'work/lab1.ipynb', check_id: 'x*x@b2', target: 'tolerance', rtol: 0.5, justification: 'why' });
+    expect(requester.changeTolerance).toHaveBeenCalledWith({
+      notebook: 'work/lab1.ipynb',
+      check_id: 'x*x@b2',
+      target: 'tolerance',
+      rtol: 0.5,
+      justification: 'why'
+    });
   });
 });
 
 function panelBody(byId: (testid: string) => HTMLElement): HTMLElement {
-  return byId('gradcheck-declare-form').closest('.jp-gradcheck-body') as HTMLElement;
+  return byId('gradcheck-declare-form').closest(
+    '.jp-gradcheck-body'
+  ) as HTMLElement;
 }

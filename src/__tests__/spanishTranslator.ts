@@ -12,10 +12,19 @@ import { readCatalog } from './catalogSource';
 export function spanish(): ITranslator {
   const catalog = readCatalog();
   const bundle = {
-    __: (msgid: string, ...args: unknown[]) => fill(catalog[msgid]?.[0] ?? msgid, ...args),
+    __: (msgid: string, ...args: unknown[]) =>
+      fill(catalog[msgid]?.[0] ?? msgid, ...args),
     _n: (msgid: string, plural: string, n: number, ...args: unknown[]) =>
-      fill(catalog[msgid]?.[n === 1 ? 0 : 1] ?? (n === 1 ? msgid : plural), n, ...args),
-    _p: (context: string, msgid: string, ...args: unknown[]) => fill(catalog[`${context}\u0004${msgid}`]?.[0] ?? msgid, ...args)
+      fill(
+        catalog[msgid]?.[n === 1 ? 0 : 1] ?? (n === 1 ? msgid : plural),
+        n,
+        ...args
+      ),
+    _p: (context: string, msgid: string, ...args: unknown[]) =>
+      fill(catalog[`${context}\u0004${msgid}`]?.[0] ?? msgid, ...args)
   };
-  return { languageCode: 'es-ES', load: () => bundle } as unknown as ITranslator;
+  return {
+    languageCode: 'es-ES',
+    load: () => bundle
+  } as unknown as ITranslator;
 }

@@ -20,7 +20,16 @@ function form(overrides: Partial<IFormValues> = {}): IFormValues {
 describe('parseInputs', () => {
   it('accepts a JSON object of numbers and nested lists', () => {
     const result = parseInputs('{"x": 3, "w": [[1, 2], [3, 4]]}');
-    expect(result).toEqual({ ok: true, value: { x: 3, w: [[1, 2], [3, 4]] } });
+    expect(result).toEqual({
+      ok: true,
+      value: {
+        x: 3,
+        w: [
+          [1, 2],
+          [3, 4]
+        ]
+      }
+    });
   });
 
   it.each([
@@ -46,7 +55,10 @@ describe('parseAnalytical', () => {
   it('takes JSON values as values and anything else as an expression', () => {
     expect(parseAnalytical('6')).toEqual({ ok: true, value: 6 });
     expect(parseAnalytical('[1, 2]')).toEqual({ ok: true, value: [1, 2] });
-    expect(parseAnalytical('{"x": "2*x"}')).toEqual({ ok: true, value: { x: '2*x' } });
+    expect(parseAnalytical('{"x": "2*x"}')).toEqual({
+      ok: true,
+      value: { x: '2*x' }
+    });
     expect(parseAnalytical(' 3*x ')).toEqual({ ok: true, value: '3*x' });
   });
 
@@ -74,17 +86,32 @@ describe('buildCheck', () => {
   });
 
   it('includes only the tolerances that were written, and the step', () => {
-    const result = buildCheck(form({ 'tolerance.rtol': '1e-5', 'finite_difference.step': 'adaptive' }));
+    const result = buildCheck(
+      form({ 'tolerance.rtol': '1e-5', 'finite_difference.step': 'adaptive' })
+    );
     expect(result.ok && result.value.tolerance).toEqual({ rtol: 1e-5 });
-    expect(result.ok && result.value.finite_difference).toEqual({ scheme: 'central', step: 'adaptive' });
+    expect(result.ok && result.value.finite_difference).toEqual({
+      scheme: 'central',
+      step: 'adaptive'
+    });
   });
 
   it('collects every field error at once', () => {
     // Given three wrong fields, When built, Then each has its own message
-    const result = buildCheck(form({ function: ' ', 'tolerance.atol': '-1', 'finite_difference.step': '0' }));
+    const result = buildCheck(
+      form({
+        function: ' ',
+        'tolerance.atol': '-1',
+        'finite_difference.step': '0'
+      })
+    );
     expect(result.ok).toBe(false);
     if (!result.ok) {
-      expect(Object.keys(result.errors).sort()).toEqual(['finite_difference.step', 'function', 'tolerance.atol']);
+      expect(Object.keys(result.errors).sort()).toEqual([
+        'finite_difference.step',
+        'function',
+        'tolerance.atol'
+      ]);
     }
   });
 
@@ -99,7 +126,9 @@ describe('buildCheck', () => {
     // Then it is refused on the device field, with the reason
     expect(result.ok).toBe(false);
     if (!result.ok) {
-      expect(result.errors.device).toBe('cuda is not available: torch reports no CUDA device');
+      expect(result.errors.device).toBe(
+        'cuda is not available: torch reports no CUDA device'
+      );
     }
   });
 });
@@ -111,8 +140,12 @@ describe('fieldForError', () => {
     expect(fieldForError('function')).toBe('function');
     expect(fieldForError('tolerance.atol')).toBe('tolerance.atol');
     expect(fieldForError('tolerance')).toBe('tolerance.rtol');
-    expect(fieldForError('finite_difference.step')).toBe('finite_difference.step');
-    expect(fieldForError('finite_difference.rtol')).toBe('finite_difference.scheme');
+    expect(fieldForError('finite_difference.step')).toBe(
+      'finite_difference.step'
+    );
+    expect(fieldForError('finite_difference.rtol')).toBe(
+      'finite_difference.scheme'
+    );
     expect(fieldForError('analytical_gradient.x')).toBe('analytical_gradient');
     expect(fieldForError('grad_output')).toBe('');
     expect(fieldForError(null)).toBe('');
@@ -122,21 +155,45 @@ describe('fieldForError', () => {
 describe('edit dialogs', () => {
   it('refuse a blank justification', () => {
     // Given a tolerance edit whose justification is only spaces
-    const result = validateToleranceEdit({ rtol: '0.5', atol: '', target: 'tolerance', justification: '   ' });
+    const result = validateToleranceEdit({
+      rtol: '0.5',
+      atol: '',
+      target: 'tolerance',
+      justification: '   '
+    });
     // Then it is refused on the justification field
     expect(result.ok).toBe(false);
     if (!result.ok) {
-      expect(result.errors.justification).toContain('justification is required');
+      expect(result.errors.justification).toContain(
+        'justification is required'
+      );
     }
   });
 
   it('accept a justified tolerance edit, trimmed', () => {
-    const result = validateToleranceEdit({ rtol: '0.5', atol: '', target: 'tolerance', justification: ' 3x is a typo for 2x ' });
-    expect(result).toEqual({ ok: true, value: { rtol: 0.5, target: 'tolerance', justification: '3x is a typo for 2x' } });
+    const result = validateToleranceEdit({
+      rtol: '0.5',
+      atol: '',
+      target: 'tolerance',
+      justification: ' 3x is a typo for 2x '
+    });
+    expect(result).toEqual({
+      ok: true,
+      value: {
+        rtol: 0.5,
+        target: 'tolerance',
+        justification: '3x is a typo for 2x'
+      }
+    });
   });
 
   it('need a new rtol or atol', () => {
-    const result = validateToleranceEdit({ rtol: '', atol: '', target: 'tolerance', justification: 'why' });
+    const result = validateToleranceEdit({
+      rtol: '',
+      atol: '',
+      target: 'tolerance',
+      justification: 'why'
+    });
     expect(result.ok).toBe(false);
     if (!result.ok) {
       expect(result.errors.rtol).toContain('give a new rtol');
@@ -144,9 +201,18 @@ describe('edit dialogs', () => {
   });
 
   it('refuse an expectation revision without justification', () => {
-    const result = validateExpectationEdit({ analytical_gradient: '2*x', justification: '' });
+    const result = validateExpectationEdit({
+      analytical_gradient: '2*x',
+      justification: ''
+    });
     expect(result.ok).toBe(false);
-    const accepted = validateExpectationEdit({ analytical_gradient: '2*x', justification: 'power rule' });
-    expect(accepted).toEqual({ ok: true, value: { analytical_gradient: '2*x', justification: 'power rule' } });
+    const accepted = validateExpectationEdit({
+      analytical_gradient: '2*x',
+      justification: 'power rule'
+    });
+    expect(accepted).toEqual({
+      ok: true,
+      value: { analytical_gradient: '2*x', justification: 'power rule' }
+    });
   });
 });

@@ -2,24 +2,12 @@
  * Summaries of verify reports, in the shape core/verify.py answers.
  */
 import { summariseVerify } from '../verifyReport';
+import { honestVerifyAnswer } from './fakes';
 
 describe('summariseVerify', () => {
   it('reads an honest ledger as verified, with its flags kept visible', () => {
     // Given a verify answer for one notebook whose chain and binding hold, with a widening after failure
-    const answer = {
-      ok: true,
-      reports: [
-        {
-          ok: true,
-          chain_ok: true,
-          binding_ok: true,
-          entries: 5,
-          errors: [],
-          warnings: [],
-          flags: [{ check_id: 'x*x@b2', flag: 'widened_after_failure', seqs: [5] }]
-        }
-      ]
-    };
+    const answer = honestVerifyAnswer('x*x@b2');
     // When summarised
     const summary = summariseVerify(answer);
     // Then it is ok, and the flag is still shown to the grader
@@ -41,7 +29,12 @@ describe('summariseVerify', () => {
           binding_ok: false,
           entries: 3,
           errors: [
-            { line: null, reason: 'the ledger was truncated: the notebook binding records 5 entries', scope: 'binding' },
+            {
+              line: null,
+              reason:
+                'the ledger was truncated: the notebook binding records 5 entries',
+              scope: 'binding'
+            },
             { line: 2, reason: 'hash mismatch', scope: 'chain' }
           ],
           warnings: ['lab1.ipynb: something to know'],
@@ -53,13 +46,19 @@ describe('summariseVerify', () => {
     expect(summary.ok).toBe(false);
     expect(summary.lines.map(l => [l.level, l.text])).toEqual([
       ['info', 'chain OK · binding broken · 3 entries'],
-      ['error', 'the ledger was truncated: the notebook binding records 5 entries'],
+      [
+        'error',
+        'the ledger was truncated: the notebook binding records 5 entries'
+      ],
       ['error', 'line 2: hash mismatch'],
       ['warning', 'lab1.ipynb: something to know']
     ]);
   });
 
   it('reads a single report without the reports wrapper, and refuses a missing ok', () => {
-    expect(summariseVerify({ chain_ok: true, errors: [] })).toEqual({ ok: false, lines: [{ level: 'info', text: 'chain OK' }] });
+    expect(summariseVerify({ chain_ok: true, errors: [] })).toEqual({
+      ok: false,
+      lines: [{ level: 'info', text: 'chain OK' }]
+    });
   });
 });

@@ -66,14 +66,19 @@ function row(block: Locator, code: string): Locator {
   return block.locator(`tr[data-observation="${code}"]`);
 }
 
-test("a custom Function's second order, forward mode and batched gradients show in its card", async ({ page, tmpPath }) => {
+test("a custom Function's second order, forward mode and batched gradients show in its card", async ({
+  page,
+  tmpPath
+}) => {
   // Given a notebook whose cell checks the two Functions through the Python API, run in its kernel
   const file = `${tmpPath}/functions.ipynb`;
   await page.contents.uploadContent(JSON.stringify(NOTEBOOK), 'text', file);
   await page.notebook.openByPath(file);
   await page.notebook.activate('functions.ipynb');
   await page.notebook.runCell(0);
-  await expect(page.locator('.jp-OutputArea-output').getByText('True True True')).toBeVisible({ timeout: 90000 });
+  await expect(
+    page.locator('.jp-OutputArea-output').getByText('True True True')
+  ).toBeVisible({ timeout: 90000 });
 
   // When the panel is opened
   const panel = await openPanel(page);
@@ -85,32 +90,68 @@ test("a custom Function's second order, forward mode and batched gradients show 
   const plain = panel.locator('[data-check-id="cube_double_backward"]');
   await expect(plain.getByTestId('gradcheck-badge')).toHaveText('passed');
   const plainSecond = plain.getByTestId('gradcheck-second-order');
-  await expect(plainSecond.locator('h4')).toHaveText('Second order: the Hessian of x');
+  await expect(plainSecond.locator('h4')).toHaveText(
+    'Second order: the Hessian of x'
+  );
   const autograd = row(plainSecond, 'hessian_autograd');
-  await expect(autograd.getByTestId('gradcheck-function-expectation')).toHaveText('none declared');
-  await expect(autograd.getByTestId('gradcheck-function-value')).toHaveText('[[6.0, 0.0], [0.0, 12.0]]');
-  await expect(autograd.getByTestId('gradcheck-function-meta')).toHaveText('shape [2, 2] · float64 · cpu');
-  await expect(row(plainSecond, 'hessian_finite_difference').getByTestId('gradcheck-function-meta')).toHaveText(
+  await expect(
+    autograd.getByTestId('gradcheck-function-expectation')
+  ).toHaveText('none declared');
+  await expect(autograd.getByTestId('gradcheck-function-value')).toHaveText(
+    '[[6.0, 0.0], [0.0, 12.0]]'
+  );
+  await expect(autograd.getByTestId('gradcheck-function-meta')).toHaveText(
     'shape [2, 2] · float64 · cpu'
   );
-  await expect(row(plainSecond, 'torch_gradgradcheck').getByTestId('gradcheck-function-status')).toHaveText('passed');
+  await expect(
+    row(plainSecond, 'hessian_finite_difference').getByTestId(
+      'gradcheck-function-meta'
+    )
+  ).toHaveText('shape [2, 2] · float64 · cpu');
+  await expect(
+    row(plainSecond, 'torch_gradgradcheck').getByTestId(
+      'gradcheck-function-status'
+    )
+  ).toHaveText('passed');
   // And forward mode is skipped with PyTorch's reason, the batched gradients observed
   const plainModes = plain.getByTestId('gradcheck-function-modes');
-  await expect(row(plainModes, 'forward_ad').getByTestId('gradcheck-function-status')).toHaveAttribute('data-status', 'skipped');
-  await expect(row(plainModes, 'forward_ad').getByTestId('gradcheck-function-note')).toContainText('jvp');
-  await expect(row(plainModes, 'batched_grad').getByTestId('gradcheck-function-meta')).toHaveText('shape [3, 2] · float64 · cpu');
+  await expect(
+    row(plainModes, 'forward_ad').getByTestId('gradcheck-function-status')
+  ).toHaveAttribute('data-status', 'skipped');
+  await expect(
+    row(plainModes, 'forward_ad').getByTestId('gradcheck-function-note')
+  ).toContainText('jvp');
+  await expect(
+    row(plainModes, 'batched_grad').getByTestId('gradcheck-function-meta')
+  ).toHaveText('shape [3, 2] · float64 · cpu');
 
   // And the Function with a jvp shows the declared Hessian beside autograd's, and forward mode observed
   const jvp = panel.locator('[data-check-id="cube_jvp"]');
   const jvpSecond = jvp.getByTestId('gradcheck-second-order');
-  await expect(row(jvpSecond, 'hessian_autograd').getByTestId('gradcheck-function-expectation')).toHaveText('[[6,0],[0,12]]');
-  await expect(jvpSecond.locator('li[data-comparison="hessian_analytical_vs_autograd"]')).toHaveAttribute('data-passed', 'true');
+  await expect(
+    row(jvpSecond, 'hessian_autograd').getByTestId(
+      'gradcheck-function-expectation'
+    )
+  ).toHaveText('[[6,0],[0,12]]');
+  await expect(
+    jvpSecond.locator('li[data-comparison="hessian_analytical_vs_autograd"]')
+  ).toHaveAttribute('data-passed', 'true');
   const jvpModes = jvp.getByTestId('gradcheck-function-modes');
   const forward = row(jvpModes, 'forward_ad');
-  await expect(forward.getByTestId('gradcheck-function-meta')).toHaveText('shape [] scalar · float64 · cpu');
-  await expect(forward.getByTestId('gradcheck-function-note')).toHaveText('direction u: standard normal, seed 17');
-  for (const name of ['forward_ad_vs_finite_difference', 'forward_ad_vs_backward', 'batched_grad_vs_one_at_a_time']) {
-    await expect(jvpModes.locator(`li[data-comparison="${name}"]`)).toHaveAttribute('data-passed', 'true');
+  await expect(forward.getByTestId('gradcheck-function-meta')).toHaveText(
+    'shape [] scalar · float64 · cpu'
+  );
+  await expect(forward.getByTestId('gradcheck-function-note')).toHaveText(
+    'direction u: standard normal, seed 17'
+  );
+  for (const name of [
+    'forward_ad_vs_finite_difference',
+    'forward_ad_vs_backward',
+    'batched_grad_vs_one_at_a_time'
+  ]) {
+    await expect(
+      jvpModes.locator(`li[data-comparison="${name}"]`)
+    ).toHaveAttribute('data-passed', 'true');
   }
 
   // And the function with two outputs has a row per output, each beside its own expectation,
@@ -119,14 +160,22 @@ test("a custom Function's second order, forward mode and batched gradients show 
   const rows = outputs.getByTestId('gradcheck-columns').locator('tbody tr');
   await expect(rows).toHaveCount(2);
   await expect(rows.nth(1)).toHaveAttribute('data-output', '1');
-  await expect(rows.nth(1).getByTestId('gradcheck-expectation-value')).toHaveText('[3,12]');
-  await expect(rows.nth(1).getByTestId('gradcheck-observation-value')).toHaveText('[3.0, 12.0]');
-  await expect(outputs.locator('li[data-output="1"]').first()).toContainText('(x, output 1)');
+  await expect(
+    rows.nth(1).getByTestId('gradcheck-expectation-value')
+  ).toHaveText('[3,12]');
+  await expect(
+    rows.nth(1).getByTestId('gradcheck-observation-value')
+  ).toHaveText('[3.0, 12.0]');
+  await expect(outputs.locator('li[data-output="1"]').first()).toContainText(
+    '(x, output 1)'
+  );
 
   // And the screenshot docs/side-panel.md shows is taken: the declare form folded, the jvp check's card in view
   fs.mkdirSync(SCREENSHOTS, { recursive: true });
   await page.sidebar.setWidth(480, 'right');
   await panel.locator('details.jp-gradcheck-section > summary').first().click();
   await jvp.scrollIntoViewIfNeeded();
-  await jvp.screenshot({ path: path.join(SCREENSHOTS, 'side-panel-function.png') });
+  await jvp.screenshot({
+    path: path.join(SCREENSHOTS, 'side-panel-function.png')
+  });
 });

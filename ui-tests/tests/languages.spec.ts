@@ -15,7 +15,13 @@ import { Page } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
-import { IPaletteWords, SCREENSHOTS, declare, openNotebookByCommand, openPanel } from './panelHelpers';
+import {
+  IPaletteWords,
+  SCREENSHOTS,
+  declare,
+  openNotebookByCommand,
+  openPanel
+} from './panelHelpers';
 
 /** The words each language must show, written out here so a lost translation fails. */
 interface ILanguage {
@@ -66,7 +72,11 @@ const LANGUAGES: ILanguage[] = [
     screenshot: 'side-panel-en.png',
     palette: {
       search: 'Gradient check',
-      labels: ['Gradient check: open panel', 'Gradient check: export ledger', 'Gradient check: verify ledger']
+      labels: [
+        'Gradient check: open panel',
+        'Gradient check: export ledger',
+        'Gradient check: verify ledger'
+      ]
     },
     summary: 'Declare a check',
     run: 'Run',
@@ -88,6 +98,7 @@ const LANGUAGES: ILanguage[] = [
  * Here the page is ready when the splash is gone and the launcher is shown, in any language.
  */
 const test = base.extend({
+  // eslint-disable-next-line no-empty-pattern -- Playwright reads a fixture's dependencies from this pattern; this one has none
   waitForApplication: async ({}, use) => {
     await use(async (page: Page) => {
       await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
@@ -106,31 +117,56 @@ for (const language of LANGUAGES) {
       }
     });
 
-    test('shows its labels, buttons and a failure in that language', async ({ page, tmpPath }) => {
+    test('shows its labels, buttons and a failure in that language', async ({
+      page,
+      tmpPath
+    }) => {
       await openNotebookByCommand(page, tmpPath);
 
       // Given the panel opened from the palette, whose first match for the search opens it
       const panel = await openPanel(page, language.palette);
 
       // Then its sections, labels and buttons are in the language
-      await expect(panel.locator('details.jp-gradcheck-section > summary').first()).toHaveText(language.summary);
-      await expect(panel.locator('label[for="jp-gradcheck-field-function"]')).toHaveText(language.functionLabel);
+      await expect(
+        panel.locator('details.jp-gradcheck-section > summary').first()
+      ).toHaveText(language.summary);
+      await expect(
+        panel.locator('label[for="jp-gradcheck-field-function"]')
+      ).toHaveText(language.functionLabel);
       await expect(panel.getByTestId('gradcheck-run')).toHaveText(language.run);
-      await expect(panel.getByTestId('gradcheck-export')).toHaveText(language.buttons[0]);
-      await expect(panel.getByTestId('gradcheck-verify')).toHaveText(language.buttons[1]);
-      await expect(panel.getByTestId('gradcheck-refresh')).toHaveText(language.buttons[2]);
+      await expect(panel.getByTestId('gradcheck-export')).toHaveText(
+        language.buttons[0]
+      );
+      await expect(panel.getByTestId('gradcheck-verify')).toHaveText(
+        language.buttons[1]
+      );
+      await expect(panel.getByTestId('gradcheck-refresh')).toHaveText(
+        language.buttons[2]
+      );
 
       // When a wrong derivative is declared (3*x for x*x at 2) and run
-      await declare(panel, { function: 'x*x', inputs: '{"x": 2}', analytical: '3*x' });
+      await declare(panel, {
+        function: 'x*x',
+        inputs: '{"x": 2}',
+        analytical: '3*x'
+      });
 
       // Then the failure is kept with its verdict and diagnosis in the language
-      const card = panel.locator('[data-testid="gradcheck-check"][data-status="failed"]');
+      const card = panel.locator(
+        '[data-testid="gradcheck-check"][data-status="failed"]'
+      );
       await expect(card).toHaveCount(1, { timeout: 30000 });
-      await expect(card.getByTestId('gradcheck-badge')).toHaveText(language.failed);
-      await expect(card.locator('thead th').nth(1)).toHaveText(language.expectation);
+      await expect(card.getByTestId('gradcheck-badge')).toHaveText(
+        language.failed
+      );
+      await expect(card.locator('thead th').nth(1)).toHaveText(
+        language.expectation
+      );
       const diagnosis = card.getByTestId('gradcheck-diagnosis');
       await expect(diagnosis).toContainText(language.diagnosis);
-      await expect(panel.getByTestId('gradcheck-chain-badge')).toHaveText(language.chain);
+      await expect(panel.getByTestId('gradcheck-chain-badge')).toHaveText(
+        language.chain
+      );
       // And the record's code stays English where tools read it
       await expect(diagnosis).toHaveAttribute('data-diagnosis', 'probable_bug');
 
@@ -138,21 +174,45 @@ for (const language of LANGUAGES) {
       await panel.getByTestId('gradcheck-verify').click();
       // Then the report's verdict and lines are in the language
       const report = panel.getByTestId('gradcheck-verify-report');
-      await expect(report).toHaveAttribute('data-ok', 'true', { timeout: 30000 });
-      await expect(report.getByTestId('gradcheck-badge')).toHaveText(language.verified);
+      await expect(report).toHaveAttribute('data-ok', 'true', {
+        timeout: 30000
+      });
+      await expect(report.getByTestId('gradcheck-badge')).toHaveText(
+        language.verified
+      );
       await expect(report).toContainText(language.verifyLine);
 
       // And the screenshot docs/side-panel.md shows is taken, the declare form folded
       fs.mkdirSync(SCREENSHOTS, { recursive: true });
       await page.sidebar.setWidth(460, 'right');
-      await panel.locator('details.jp-gradcheck-section > summary').first().click();
+      await panel
+        .locator('details.jp-gradcheck-section > summary')
+        .first()
+        .click();
       await panel.evaluate(node => node.scrollTo(0, 0));
-      await panel.screenshot({ path: path.join(SCREENSHOTS, language.screenshot) });
+      await panel.screenshot({
+        path: path.join(SCREENSHOTS, language.screenshot)
+      });
 
       // And the Settings Editor shows the extension's settings in the language
-      await page.evaluate(query => (window as any).jupyterapp.commands.execute('settingeditor:open', { query }), language.palette.search);
-      await expect(page.locator('.jp-PluginList-entry', { hasText: language.settingsTitle })).toBeVisible();
-      await expect(page.locator('.jp-SettingsPanel').getByText(language.settingsField, { exact: true }).first()).toBeVisible();
+      await page.evaluate(
+        query =>
+          (window as any).jupyterapp.commands.execute('settingeditor:open', {
+            query
+          }),
+        language.palette.search
+      );
+      await expect(
+        page.locator('.jp-PluginList-entry', {
+          hasText: language.settingsTitle
+        })
+      ).toBeVisible();
+      await expect(
+        page
+          .locator('.jp-SettingsPanel')
+          .getByText(language.settingsField, { exact: true })
+          .first()
+      ).toBeVisible();
     });
   });
 }

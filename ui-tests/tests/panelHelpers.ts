@@ -11,14 +11,26 @@ import * as path from 'path';
 export const PANEL_ID = 'jupyterlab-gradcheck:panel';
 
 /** Where the tests write the screenshots the docs show. */
-export const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+export const SCREENSHOTS = path.resolve(
+  __dirname,
+  '..',
+  '..',
+  'docs',
+  'screenshots'
+);
 
 /** A notebook of one cell on the Python 3 kernel, as the specs upload it. */
-export function notebookOf(cell: { [key: string]: unknown }): { [key: string]: unknown } {
+export function notebookOf(cell: { [key: string]: unknown }): {
+  [key: string]: unknown;
+} {
   return {
     cells: [{ metadata: {}, ...cell }],
     metadata: {
-      kernelspec: { display_name: 'Python 3 (ipykernel)', language: 'python', name: 'python3' }
+      kernelspec: {
+        display_name: 'Python 3 (ipykernel)',
+        language: 'python',
+        name: 'python3'
+      }
     },
     nbformat: 4,
     nbformat_minor: 5
@@ -26,14 +38,27 @@ export function notebookOf(cell: { [key: string]: unknown }): { [key: string]: u
 }
 
 /** A notebook whose one code cell holds `source`, not yet run. */
-export function codeNotebook(source: string | string[]): { [key: string]: unknown } {
-  return notebookOf({ cell_type: 'code', execution_count: null, outputs: [], source });
+export function codeNotebook(source: string | string[]): {
+  [key: string]: unknown;
+} {
+  return notebookOf({
+    cell_type: 'code',
+    execution_count: null,
+    outputs: [],
+    source
+  });
 }
 
-const NOTEBOOK = notebookOf({ cell_type: 'markdown', source: ['# Lab 1: gradients of x*x'] });
+const NOTEBOOK = notebookOf({
+  cell_type: 'markdown',
+  source: ['# Lab 1: gradients of x*x']
+});
 
 /** Put a fresh notebook in this test's folder and open it. */
-export async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath: string): Promise<string> {
+export async function openNotebook(
+  page: galata.IJupyterLabPageFixture,
+  tmpPath: string
+): Promise<string> {
   const file = `${tmpPath}/lab1.ipynb`;
   await page.contents.uploadContent(JSON.stringify(NOTEBOOK), 'text', file);
   await page.notebook.openByPath(file);
@@ -47,7 +72,9 @@ export async function openNotebook(page: galata.IJupyterLabPageFixture, tmpPath:
  * focus back and closes a command palette opened meanwhile.
  */
 async function kernelIdle(page: Page): Promise<void> {
-  await expect(page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first()).toBeVisible({ timeout: 60000 });
+  await expect(
+    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first()
+  ).toBeVisible({ timeout: 60000 });
 }
 
 /**
@@ -55,12 +82,23 @@ async function kernelIdle(page: Page): Promise<void> {
  * `docmanager:open` command, which needs no English label of the file browser
  * (Galata's file-browser helpers read some): for a page in another language.
  */
-export async function openNotebookByCommand(page: galata.IJupyterLabPageFixture, tmpPath: string): Promise<string> {
+export async function openNotebookByCommand(
+  page: galata.IJupyterLabPageFixture,
+  tmpPath: string
+): Promise<string> {
   const file = `${tmpPath}/lab1.ipynb`;
   await page.contents.uploadContent(JSON.stringify(NOTEBOOK), 'text', file);
-  await page.evaluate(path => (window as any).jupyterapp.commands.execute('docmanager:open', { path }), file);
-  await expect(page.locator('.jp-NotebookPanel').first()).toBeVisible({ timeout: 30000 });
-  await expect(page.locator('.jp-NotebookPanel .jp-Cell').first()).toBeVisible({ timeout: 30000 });
+  await page.evaluate(
+    path =>
+      (window as any).jupyterapp.commands.execute('docmanager:open', { path }),
+    file
+  );
+  await expect(page.locator('.jp-NotebookPanel').first()).toBeVisible({
+    timeout: 30000
+  });
+  await expect(page.locator('.jp-NotebookPanel .jp-Cell').first()).toBeVisible({
+    timeout: 30000
+  });
   await kernelIdle(page);
   return file;
 }
@@ -74,7 +112,11 @@ export interface IPaletteWords {
 
 export const ENGLISH_PALETTE: IPaletteWords = {
   search: 'Gradient check',
-  labels: ['Gradient check: open panel', 'Gradient check: export ledger', 'Gradient check: verify ledger']
+  labels: [
+    'Gradient check: open panel',
+    'Gradient check: export ledger',
+    'Gradient check: verify ledger'
+  ]
 };
 
 /**
@@ -82,7 +124,10 @@ export const ENGLISH_PALETTE: IPaletteWords = {
  * that opening the panel is the first item (then export, then verify), and
  * run that first item.
  */
-export async function openPanel(page: Page, words: IPaletteWords = ENGLISH_PALETTE): Promise<Locator> {
+export async function openPanel(
+  page: Page,
+  words: IPaletteWords = ENGLISH_PALETTE
+): Promise<Locator> {
   // The palette is opened by its command (Ctrl+Shift+C runs the same one): a shortcut pressed
   // while a freshly opened notebook is still taking focus can be lost. The modal palette also
   // closes when that notebook takes the focus: then it is opened and searched again.
@@ -93,7 +138,9 @@ export async function openPanel(page: Page, words: IPaletteWords = ENGLISH_PALET
     if (!(await input.isVisible())) {
       // Not awaited inside the page: the modal palette's command may settle only when it closes.
       await page.evaluate(() => {
-        void (window as any).jupyterapp.commands.execute('apputils:activate-command-palette');
+        void (window as any).jupyterapp.commands.execute(
+          'apputils:activate-command-palette'
+        );
       });
     }
     await expect(input).toBeVisible({ timeout: 2000 });
@@ -112,10 +159,15 @@ export async function openPanel(page: Page, words: IPaletteWords = ENGLISH_PALET
 }
 
 /** Fill the declare form and press Run. */
-export async function declare(panel: Locator, fields: { function: string; inputs: string; analytical: string }): Promise<void> {
+export async function declare(
+  panel: Locator,
+  fields: { function: string; inputs: string; analytical: string }
+): Promise<void> {
   await panel.getByTestId('gradcheck-field-function').fill(fields.function);
   await panel.getByTestId('gradcheck-field-inputs').fill(fields.inputs);
-  await panel.getByTestId('gradcheck-field-analytical-gradient').fill(fields.analytical);
+  await panel
+    .getByTestId('gradcheck-field-analytical-gradient')
+    .fill(fields.analytical);
   await panel.getByTestId('gradcheck-run').click();
 }
 
@@ -125,9 +177,17 @@ export async function declare(panel: Locator, fields: { function: string; inputs
  */
 export async function declareWithNotes(
   panel: Locator,
-  fields: { function: string; inputs: string; analytical: string; origin: string; destination: string }
+  fields: {
+    function: string;
+    inputs: string;
+    analytical: string;
+    origin: string;
+    destination: string;
+  }
 ): Promise<void> {
   await panel.getByTestId('gradcheck-field-origin').fill(fields.origin);
-  await panel.getByTestId('gradcheck-field-destination').fill(fields.destination);
+  await panel
+    .getByTestId('gradcheck-field-destination')
+    .fill(fields.destination);
   await declare(panel, fields);
 }

@@ -57,6 +57,21 @@ def test_the_fingerprint_is_the_sha256_of_the_raw_public_key(tmp_path):
     assert public_key_fingerprint(log.public_key) != public_key_fingerprint(other.public_key)
 
 
+def test_a_half_written_last_line_is_dropped_when_the_log_is_opened_again(tmp_path):
+    """Given a log with one receipt and then half a line (a write cut short by a kill: never
+    fsynced, never answered), when the log is opened again, then the half line is dropped (its
+    byte count said), the next receipt chains onto the first, and the log reads back whole."""
+    first = WitnessLog(tmp_path / "w.jsonl").append(_report(1, HEAD_A))
+    with open(tmp_path / "w.jsonl", "ab") as handle:
+        handle.write(b'{"entry_time":"2026-01-01T10:00:00+00:00","head":"bbbb')
+    reopened = WitnessLog(tmp_path / "w.jsonl")
+    assert reopened.dropped_tail == len(b'{"entry_time":"2026-01-01T10:00:00+00:00","head":"bbbb')
+    second = reopened.append(_report(2, HEAD_B))
+    assert (second["log_seq"], second["prev"]) == (2, first["hash"])
+    assert read_log(tmp_path / "w.jsonl") == [first, second]
+    assert log_problems(read_log(tmp_path / "w.jsonl"), reopened.public_key) == []
+
+
 def test_a_forged_receipt_fails_signature_checking(tmp_path):
     """Given a genuine receipt, when its head is changed and its hash recomputed (all a forger
     without the key can do), then its signature no longer verifies, and a log holding it is

@@ -12,12 +12,51 @@ EXIT_OK, EXIT_FINDING, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def add_witness_argument(parser, what: str) -> None:
-    """`--witness URL|LOG`, the same for verify and export (`what` marked with N_)."""
+    """`--witness URL|LOG`, `--witness-key`, `--student` and `--max-delay`, the same for verify
+    and export (`what` marked with N_)."""
+    from ..core.ledger.witness_check import DEFAULT_MAX_DELAY
+
     parser.add_argument(
         "--witness",
         metavar="URL|LOG",
         help=_("{what}: its URL (token in GRADCHECK_WITNESS_TOKEN) or its log file").format(what=_(what)),
     )
+    parser.add_argument(
+        "--witness-key",
+        metavar="KEY",
+        help=_(
+            "the witness's public key (base64) or its fingerprint (sha256:...), recorded when the course "
+            "started; needed with a log file, checked against the witness with a URL"
+        ),
+    )
+    parser.add_argument(
+        "--student",
+        metavar="NAME",
+        help=_(
+            "the student who submits PATH (default: the folder after submitted/ or autograded/, else "
+            "the folder under PATH's root for a folder in nbgrader's layout)"
+        ),
+    )
+    parser.add_argument(
+        "--max-delay",
+        type=float,
+        default=DEFAULT_MAX_DELAY,
+        metavar="SECONDS",
+        help=_(
+            "an entry whose head reached the witness more than SECONDS after the entry was written is "
+            "flagged witnessed_late (default {seconds:g})"
+        ).format(seconds=DEFAULT_MAX_DELAY),
+    )
+
+
+def witness_options(args) -> dict:
+    """The witness keywords of verify_path and collect, from the arguments above."""
+    return {
+        "witness": args.witness,
+        "witness_key": args.witness_key,
+        "student": args.student,
+        "max_delay": args.max_delay,
+    }
 
 
 def _language(value: str) -> str:

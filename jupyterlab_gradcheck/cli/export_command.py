@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.i18n import N_, _, active_language, ngettext
-from .common import EXIT_OK, add_witness_argument
+from .common import EXIT_OK, add_witness_argument, witness_options
 
 FORMATS = ("csv", "submission-csv", "json", "html", "notebook")
 
@@ -77,7 +77,7 @@ def run(args) -> int:
         return EXIT_OK
     from ..core.report.submissions import collect
 
-    submissions = collect(args.paths, replay=args.replay, jobs=args.jobs, witness=args.witness)
+    submissions = collect(args.paths, replay=args.replay, jobs=args.jobs, **witness_options(args))
     if args.format == "csv":
         from ..core.report.csv_export import to_csv as render
     elif args.format == "submission-csv":

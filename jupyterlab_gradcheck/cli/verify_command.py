@@ -15,7 +15,7 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..core.i18n import N_, _, localize
 from ..core.ledger.verify import verify_path
-from .common import EXIT_FINDING, EXIT_OK, add_witness_argument
+from .common import EXIT_FINDING, EXIT_OK, add_witness_argument, witness_options
 from .progress import progress_bar
 
 
@@ -86,9 +86,14 @@ def _lines(report: dict) -> list[str]:
     witness = report.get("witness")
     if witness is not None:
         out.append(
-            _("  witness: saw this ledger ({count} heads)").format(count=witness["seen"])
+            _("  witness: {verdict}, {count} of {entries} entries received from {student}").format(
+                verdict=_("witnessed") if witness["witnessed"] else _("not witnessed"),
+                count=witness["seen"],
+                entries=report["entries"],
+                student=witness.get("student") or _("nobody"),
+            )
             if witness["seen"]
-            else _("  witness: never saw this ledger")
+            else _("  witness: never saw this ledger: unwitnessed")
         )
         for flag in witness["flags"]:
             out.append(_("  witness flag: {flag}: {reason}").format(flag=flag["flag"], reason=localize(flag["reason"])))
@@ -147,8 +152,8 @@ def run(args) -> int:
             deep=args.deep,
             jobs=args.jobs,
             ledger_only=args.ledger_only,
-            witness=args.witness,
             progress=bar,
+            **witness_options(args),
         )
     finally:
         if bar is not None:

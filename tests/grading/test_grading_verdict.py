@@ -156,15 +156,16 @@ def test_the_rubric_is_configured_through_traitlets():
     assert all(trait.help for trait in options.values())
 
 
-def test_a_witness_gap_is_a_flag_that_costs_its_share(tmp_path):
+def test_entries_the_witness_never_saw_grade_the_ledger_as_unverified(tmp_path):
     """Given a ledger whose first check the witness saw (a real signed witness log) and whose
-    later entries it never saw, when it is collected against that log, then it verifies, carries
-    one witness_gap flag naming entries_not_witnessed, and loses the witness_gap share."""
+    later entries it never saw, when it is collected against that log (its key pinned), then it
+    verifies, carries one unwitnessed flag from seq 2, and gets the unverified share."""
     from jupyterlab_gradcheck.core.ledger.witness_log import WitnessLog
 
     notebook, ledger = notebook_with_three_checks(tmp_path / "submitted" / "ana" / "ps1", tolerance_change=False)
     genesis, first = ledger.entries()[:2]
-    WitnessLog(tmp_path / "w.jsonl").append(
+    log = WitnessLog(tmp_path / "w.jsonl")
+    log.append(
         {
             "ledger_id": genesis["data"]["ledger_id"],
             "notebook": notebook.name,
@@ -174,12 +175,12 @@ def test_a_witness_gap_is_a_flag_that_costs_its_share(tmp_path):
             "entry_time": first["time"],
         }
     )
-    [submission] = collect([str(tmp_path / "submitted")], witness=str(tmp_path / "w.jsonl"))
+    [submission] = collect([str(tmp_path / "submitted")], witness=str(log.path), witness_key=log.public_key)
     result = verdict(submission)
     assert (result["verified"], [(f["flag"], str(f["text"])) for f in result["flags"]], result["fraction"]) == (
         True,
-        [("witness_gap", "witness_gap: entries_not_witnessed (5)")],
-        0.5,
+        [("unwitnessed", "unwitnessed: 5 entr(y/ies) never reached the witness, from seq 2")],
+        0.0,
     )
 
 

@@ -77,7 +77,11 @@ def read_head(fd: int, path: Path) -> tuple[int, str, list[bytes], bytes]:
 
 
 def seal_torn_tail(fd: int, path: Path, seq: int, prev: str, invalid: list[bytes], torn: bytes) -> tuple[int, str]:
-    """Apply the torn tail policy; return the new head (seq, hash)."""
+    """Apply the torn tail policy; return the new head (seq, hash).
+
+    Called by a writer that read the head from the file, not from its own last append: one that
+    restarted after the interrupted write. The seal records so (`restart: true`); verify accepts
+    a seal only so, right after the bytes it names."""
     if not invalid:
         try:
             info = read_line(torn)
@@ -97,6 +101,7 @@ def seal_torn_tail(fd: int, path: Path, seq: int, prev: str, invalid: list[bytes
         "data": {
             "event": "torn_tail_sealed",
             "lines": sealed,
+            "restart": True,
             "text": "an interrupted write left these bytes; they are kept in place",
         },
         "prev": prev,

@@ -16,32 +16,35 @@ spawned. Never forked from the verifying process itself: it may hold torch's thr
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from ..errors import LedgerError, SpecError
 from ..i18n import Message
-from .attestation import calls_the_checker, notebook_attestations
 from .binding import binding_of, notebook_beside, read_binding, read_document
+from .missing_ledger import missing_ledger, refused_binding, refused_report
 from .notebook_binding import judge_binding
+from .replay_pool import Progress, replay_worker, worker_context
 from .store import LEDGER_SUFFIX, Ledger
-from .verify_chain import Lines, add_error, drop_internals, hash_in_child, new_report, settle_ok, verify_lines
-from .witness_check import apply_witness, load_witness
+from .verify_chain import Lines, add_error, drop_internals, hash_in_child, verify_lines
+from .witness_check import DEFAULT_MAX_DELAY, apply_witness
+from .witness_source import load_witness
 
 __all__ = [
     "Lines",
     "discover",
     "embedded_lines",
     "ledger_lines",
+    "refused_report",
     "verify_item",
     "verify_items",
     "verify_ledger_file",
     "verify_lines",
     "verify_notebook",
     "verify_path",
+    "worker_context",
 ]
 
 
@@ -133,72 +136,39 @@ def verify_notebook(path: str | os.PathLike, *, deep: bool = False) -> dict:
         name, lines = embedded
         report = verify_lines(lines, deep=deep)
         report.update(path=str(path), notebook=str(path), ledger=name, embedded=True)
+        for beside in _ledger_files_beside(path, name):
+            if [raw for _n, raw, _c in Ledger(beside).iter_raw_lines()] != [raw for _n, raw, _c in lines]:
+                add_error(
+                    report,
+                    None,
+                    Message(
+                        "{notebook} embeds a ledger ({name}) that differs from the ledger file {file} beside it: "
+                        "two ledgers for one notebook, the embedded one hiding the file",
+                        notebook=path.name,
+                        name=name,
+                        file=beside.name,
+                    ),
+                    scope="binding",
+                )
         return judge_binding(report, document, name, path.name)
     try:
         ledger_path = _bound_ledger(path, meta)
     except LedgerError as exc:
-        return _refused(path, meta, exc.message)
+        return refused_binding(path, meta, exc.message)
     if not ledger_path.is_file():
-        return _missing(path, document, meta, ledger_path)
+        return missing_ledger(path, document, meta, ledger_path)
     report = verify_lines(Ledger(ledger_path).iter_raw_lines(), deep=deep)
     report.update(path=str(path), notebook=str(path), ledger=str(ledger_path))
     return judge_binding(report, document, ledger_path.name, path.name)
 
 
-def _refused(path: Path, meta, reason: str) -> dict:
-    report = new_report()
-    report.update(path=str(path), notebook=str(path), ledger=None, _hashes={}, last_seq=0)
-    add_error(report, None, reason, scope="binding")
-    report["binding"] = {"ok": False, "recorded": meta, "found": None}
-    settle_ok(report)
-    return report
-
-
-def _missing(path: Path, document: dict, meta, ledger_path: Path) -> dict:
-    """The report of a notebook whose ledger is missing: an error when anything says it had one."""
-    report = new_report()
-    report.update(
-        path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0, ledger_missing=True
-    )
-    attested = notebook_attestations(document)
-    if isinstance(meta, dict):
-        add_error(
-            report,
-            None,
-            Message("the notebook binding names {name}, which is missing", name=ledger_path.name),
-            scope="binding",
-        )
-    if attested:
-        add_error(
-            report,
-            None,
-            Message(
-                "the notebook's outputs attest {count} entries of {name}, which is missing: the ledger was deleted",
-                count=len(attested),
-                name=ledger_path.name,
-            ),
-            scope="binding",
-        )
-    elif calls_the_checker(document):
-        add_error(
-            report,
-            None,
-            Message(
-                "the notebook calls the checker, but its ledger {name} is missing: the ledger was deleted",
-                name=ledger_path.name,
-            ),
-            scope="binding",
-        )
-    if report["errors"]:
-        report["binding"] = {"ok": False, "recorded": meta, "found": None, "attested": len(attested)}
-    else:
-        report["warnings"].append(
-            Message("{name}: no ledger, no binding and no checker call (no checks recorded)", name=path.name)
-        )
-    settle_ok(report)
-    if not report["errors"]:
-        report["binding_ok"] = None  # nothing recorded, nothing to bind
-    return report
+def _ledger_files_beside(path: Path, embedded_name: str) -> list[Path]:
+    """The ledger files beside a notebook that embeds its ledger: the one it names, and its own.
+    The notebook export's copy may lie beside the ledger it was made from, byte for byte the same."""
+    names = {path.stem + LEDGER_SUFFIX}
+    if embedded_name and Path(embedded_name).name == embedded_name:
+        names.add(embedded_name)
+    return [path.parent / name for name in sorted(names) if (path.parent / name).is_file()]
 
 
 def discover(path: str | os.PathLike) -> Iterator[tuple[str, Path]]:
@@ -253,34 +223,6 @@ def verify_item(
     return report
 
 
-#: Called with (submissions done, submissions in all) each time one finishes.
-Progress = Callable[[int, int], None]
-#: What the fork server imports once for every replay worker it forks (a failed import is skipped).
-WORKER_PRELOAD = (
-    "torch",
-    "torch.fx.experimental.symbolic_shapes",
-    "jupyterlab_gradcheck.core.check.engine",
-    "jupyterlab_gradcheck.core.ledger.replay",
-)
-
-
-def worker_context():
-    """The multiprocessing context replay workers start in: a fork server that preloads
-    WORKER_PRELOAD where the platform has one (Linux, macOS), else spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(WORKER_PRELOAD))
-    return context
-
-
-def _replay_worker() -> None:
-    """A pool worker's start: torch on one thread (the pool's processes are the parallelism)."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def verify_items(
     items: list[tuple[str, Path]],
     *,
@@ -300,7 +242,7 @@ def verify_items(
     workers = min(total, jobs if jobs is not None else os.cpu_count() or 1)
     if replay and workers > 1:
         reports: list = [None] * total
-        with ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=_replay_worker) as pool:
+        with ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=replay_worker) as pool:
             pending = {
                 pool.submit(verify_item, kind, item, replay, deep, True, witness): index
                 for index, (kind, item) in enumerate(items)
@@ -316,18 +258,6 @@ def verify_items(
         if progress is not None:
             progress(len(reports), total)
     return reports
-
-
-def refused_report(kind: str, item: Path, reason: str) -> dict:
-    """The report of a file that is not read at all (a server refuses one a link leads outside
-    its root): an error naming why, so one such file never hides the rest of a folder."""
-    report = new_report()
-    report.update(
-        path=str(item), notebook=str(item) if kind == "notebook" else None, ledger=None, last_seq=0, refused=True
-    )
-    add_error(report, None, reason, scope="path")
-    settle_ok(report)
-    return report
 
 
 def readable_items(path: str | os.PathLike, refused: dict[str, str] | None) -> tuple[list, list[dict]]:
@@ -350,27 +280,49 @@ def verify_path(
     jobs: int | None = 1,
     ledger_only: bool = False,
     witness: str | None = None,
+    witness_key: str | None = None,
+    student: str | None = None,
+    max_delay: float = DEFAULT_MAX_DELAY,
     refused: dict[str, str] | None = None,
     progress: Progress | None = None,
 ) -> dict:
     """`{"ok", "reports"}` for a ledger, a notebook or a folder; `replay` re-runs observations;
     `ledger_only` verifies one ledger file without the notebook beside it; `witness` (a URL or
-    a witness log file) holds each submission against what the witness saw; the files named in
-    `refused` are not read, and each has a report with the reason instead; `progress(done,
-    total)` hears of each notebook or ledger verified."""
-    seen = load_witness(witness) if witness else None
+    a witness log file, whose key `witness_key` pins) holds each submission against what the
+    witness saw, as `student`'s (else the student nbgrader's layout names), each entry due
+    within `max_delay` seconds; the files named in `refused` are not read, and each has a report
+    with the reason instead; `progress(done, total)` hears of each notebook or ledger verified."""
+    seen = witness_for(witness, witness_key, student, max_delay)
+    if seen is not None and Path(path).is_dir():
+        seen["root"] = str(path)
     if ledger_only:
         if not Path(path).is_file() or Path(path).suffix == ".ipynb":
             raise SpecError(
                 "--ledger-only needs a ledger file (.gradcheck.jsonl), got {name}", name=Path(path).name, field="path"
             )
         return {
-            "ok": (report := verify_item("ledger", Path(path), replay, deep, with_notebook=False))["ok"],
+            "ok": (report := verify_item("ledger", Path(path), replay, deep, False, seen))["ok"],
             "reports": [report],
         }
     items, refusals = readable_items(path, refused)
     reports = verify_items(items, replay=replay, deep=deep, jobs=jobs, witness=seen, progress=progress) + refusals
     return {"ok": all(r["ok"] for r in reports), "reports": reports}
+
+
+def witness_for(
+    source: str | None, witness_key: str | None, student: str | None, max_delay: float = DEFAULT_MAX_DELAY
+) -> dict | None:
+    """What the witness at `source` saw (`load_witness`), with who submits and the delay allowed;
+    None without a witness. SpecError when `max_delay` is not a number of seconds >= 0."""
+    if isinstance(max_delay, bool) or not isinstance(max_delay, (int, float)) or not max_delay >= 0:
+        raise SpecError(
+            "--max-delay must be a number of seconds >= 0, got {value!r}", value=max_delay, field="max_delay"
+        )
+    if not source:
+        if witness_key or student:
+            raise SpecError("--witness-key and --student apply with --witness", field="witness")
+        return None
+    return {**load_witness(source, witness_key), "student": student or None, "max_delay": float(max_delay)}
 
 
 def ledger_lines(kind: str, item: Path) -> list[tuple[int, bytes, bool]]:

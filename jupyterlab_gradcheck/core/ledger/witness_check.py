@@ -1,42 +1,174 @@
 """Hold a submitted ledger against what the witness saw (core.ledger.witness_log).
 
-The witness keys what it saw by user and notebook. For one submitted notebook or ledger:
+A ledger is witnessed when every entry from genesis on reached the witness, from the student
+who submits it, within `max_delay` seconds of the entry's own time: the way Certificate
+Transparency bounds a log's merge delay. For one submitted notebook or ledger:
 
-- every head the witness saw for the submitted ledger id must be an entry of the ledger, with
-  that hash at that seq: otherwise the ledger was rewritten after the witness saw it;
-- the ledger must reach the witness's latest head for that id: otherwise it was truncated;
-- a ledger id the witness never saw for that notebook, while it saw another, is a fresh or
-  swapped ledger; an id that is not the newest the witness saw for the notebook is an older
-  run swapped in; a witnessed notebook whose ledger is missing was deleted;
-- an entry whose own time lies after the moment the witness received its head (beyond clock
-  skew) had its time edited;
-- runs the witness saw without a ledger (`ledger=False`, scratch notebooks) are flagged as
-  private runs, with their count.
+- errors (tampering): a receipt of this ledger from another student ("this ledger was witnessed
+  for ana; it is submitted as carol's"); an entry the witness saw that the ledger lacks
+  (truncated) or holds with another hash (rewritten; a failed observation removed); a ledger
+  id the witness never saw for that notebook while it saw another (fresh or swapped) or that
+  is not the newest it saw (an older run swapped in); a witnessed notebook whose ledger is
+  missing (deleted); an entry whose time lies after the witness received it (edited);
+- flags (no tampering shown, graded apart): `witnessed_late` (entries delivered after
+  `max_delay`: an outage, the client's queue delivering afterwards; count, first seq, largest
+  delay), `unwitnessed` (entries that never reached the witness; count, first seq: a ledger
+  the witness never heard of is unwitnessed, never clean), `other_ledgers_witnessed` (every
+  other ledger of that notebook the witness saw from that student, earlier or later, with its
+  entries and failures) and `private_runs_witnessed` (runs made with `ledger=False`, in that
+  notebook or in none).
 
-Each error names the witnessed seq and the time the witness received it.
+The submitting student is given (`verify --student`, or the path in nbgrader's layout); when it
+is not, the student is whoever the witness first saw for that ledger id.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import urllib.error
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
-from ..errors import LedgerError
 from ..i18n import Message
 from .verify_chain import add_error, settle_ok
-from .witness_client import TOKEN_VARIABLE, notebook_of
-from .witness_log import CLOCK_SKEW_SECONDS, log_problems, parse_time, public_key_text, read_log
+from .witness_client import notebook_of
+from .witness_log import CLOCK_SKEW_SECONDS, parse_time
+from .witness_receipts import NO_NOTEBOOK, deduplicated, delay_seconds, is_failure, ledger_summaries
+from .witness_source import load_witness
+
+__all__ = ["DEFAULT_MAX_DELAY", "apply_witness", "load_witness", "student_of", "witness_findings"]
 
 #: Folders of nbgrader's layout whose next part is the student: `submitted/<student>/...`.
 STUDENT_FOLDERS = ("submitted", "autograded", "feedback")
+#: How long after an entry's own time its head may reach the witness and still count as on time.
+DEFAULT_MAX_DELAY = 60.0
 
 
 def _at(receipt: dict) -> str:
     return Message("seq {seq} (witnessed {time})", seq=receipt.get("seq"), time=receipt.get("time"))
+
+
+def _flag(flag: str, count: int, reason: Message, **details) -> dict:
+    return {"flag": flag, "count": count, "reason": reason, **details}
+
+
+def _private_flag(receipts: list[dict], student: str | None, notebook: str) -> list[dict]:
+    private = [
+        r
+        for r in receipts
+        if r.get("private") and r.get("user") == student and r.get("notebook") in (notebook, NO_NOTEBOOK)
+    ]
+    if student is None or not private:
+        return []
+    without = sum(1 for r in private if r.get("notebook") == NO_NOTEBOOK)
+    return [
+        _flag(
+            "private_runs_witnessed",
+            len(private),
+            Message(
+                "the witness saw {count} run(s) by {student} made without a ledger: {in_notebook} in {notebook}, "
+                "{without} in no notebook",
+                count=len(private),
+                student=student,
+                in_notebook=len(private) - without,
+                notebook=notebook,
+                without=without,
+            ),
+            without_notebook=without,
+        )
+    ]
+
+
+def _others_flag(ledgered: list[dict], ledger_id: str | None, student: str | None, notebook: str) -> list[dict]:
+    others = ledger_summaries([r for r in ledgered if r.get("ledger_id") != ledger_id])
+    if not others:
+        return []
+    listed = "; ".join(
+        Message(
+            "{ledger} ({entries} entries, {failures} failed)",
+            ledger=o["ledger_id"][:12],
+            entries=o["entries"],
+            failures=o["failures"],
+        )
+        for o in others
+    )
+    return [
+        _flag(
+            "other_ledgers_witnessed",
+            len(others),
+            Message(
+                "the witness saw {count} other ledger(s) of {notebook} from {student}: {listed}",
+                count=len(others),
+                notebook=notebook,
+                student=student,
+                listed=listed,
+            ),
+            ledgers=others,
+            failures=sum(o["failures"] for o in others),
+        )
+    ]
+
+
+def _entry_flags(late: list[tuple[int, float]], unwitnessed: list[int], max_delay: float) -> list[dict]:
+    flags = []
+    if late:
+        largest = max(delay for _seq, delay in late)
+        flags.append(
+            _flag(
+                "witnessed_late",
+                len(late),
+                Message(
+                    "witnessed late: {count} entr(y/ies) reached the witness more than {max_delay:g} s after "
+                    "they were written, from seq {first} (largest delay {largest:.0f} s)",
+                    count=len(late),
+                    max_delay=max_delay,
+                    first=late[0][0],
+                    largest=largest,
+                ),
+                first_seq=late[0][0],
+                largest_delay=round(largest, 3),
+            )
+        )
+    if unwitnessed:
+        flags.append(
+            _flag(
+                "unwitnessed",
+                len(unwitnessed),
+                Message(
+                    "unwitnessed: {count} entr(y/ies) never reached the witness, from seq {first}",
+                    count=len(unwitnessed),
+                    first=unwitnessed[0],
+                ),
+                first_seq=unwitnessed[0],
+            )
+        )
+    return flags
+
+
+def _entry_errors(receipt: dict, found: str, entry_time: str | None) -> list:
+    """The errors of one witnessed entry against the ledger's entry at its seq."""
+    head = str(receipt.get("head"))
+    if found != head:
+        what = (
+            Message("a failed observation was removed") if is_failure(receipt) else Message("the ledger was rewritten")
+        )
+        return [
+            Message(
+                "the entry at {at} has hash {found}, but the witness saw {head}: {what}",
+                at=_at(receipt),
+                found=found[:12],
+                head=head[:12],
+                what=what,
+            )
+        ]
+    entry, received = parse_time(entry_time), parse_time(receipt.get("time"))
+    if entry and received and entry > received + timedelta(seconds=CLOCK_SKEW_SECONDS):
+        return [
+            Message(
+                "the entry at {at} claims the time {time}, after the witness received it: its time was edited",
+                at=_at(receipt),
+                time=entry_time,
+            )
+        ]
+    return []
 
 
 def witness_findings(
@@ -47,167 +179,139 @@ def witness_findings(
     ledger_id: str | None,
     hashes: dict[int, str] | None,
     times: dict[int, str] | None,
+    max_delay: float = DEFAULT_MAX_DELAY,
+    unreported: frozenset[int] = frozenset(),
 ) -> dict:
-    """`{"witnessed", "errors", "flags", "seen"}` for one submission.
+    """`{"witnessed", "errors", "flags", "seen", "student"}` for one submission.
 
-    `notebook` is the submitted notebook's file name; `user` the student when the submission
-    says (nbgrader's layout), else None to take whoever the witness saw for that ledger id or
-    notebook; `ledger_id`, `hashes` (seq -> hash) and `times` (seq -> entry time) describe the
-    submitted ledger, all None when it is missing.
+    `notebook` is the submitted notebook's file name; `user` the submitting student, or None to
+    take whoever the witness first saw for that ledger id; `ledger_id`, `hashes` (seq -> hash)
+    and `times` (seq -> entry time) describe the submitted ledger, all None when it is missing;
+    `unreported` are seqs of entries no client reports on their own (a `witness_pending` note,
+    a torn-write seal), covered by the next entry's head. `witnessed` is True when every other
+    entry reached the witness from that student and nothing contradicts the ledger.
     """
-    errors: list[str] = []
-    flags: list[dict] = []
+    receipts = deduplicated(receipts)
+    errors: list = []
     of_id = [r for r in receipts if ledger_id is not None and r.get("ledger_id") == ledger_id and not r.get("private")]
-    if of_id and user is None:
-        user = of_id[-1].get("user")
-    for_notebook = [r for r in receipts if r.get("notebook") == notebook and (user is None or r.get("user") == user)]
-    ledgered = [r for r in for_notebook if not r.get("private")]
-    private = [r for r in for_notebook if r.get("private")]
-    if private:
-        flags.append(
-            {
-                "flag": "private_runs_witnessed",
-                "count": len(private),
-                "reason": Message(
-                    "the witness saw {count} run(s) of {notebook} made without a ledger",
-                    count=len(private),
-                    notebook=notebook,
-                ),
-            }
+    student = user if user is not None else (of_id[0].get("user") if of_id else None)
+    for other in sorted({str(r.get("user")) for r in of_id if r.get("user") != student}):
+        errors.append(
+            Message(
+                "this ledger was witnessed for {witnessed}; it is submitted as {student}'s",
+                witnessed=other,
+                student=student,
+            )
         )
+    mine = [r for r in of_id if r.get("user") == student]
+    ledgered = [
+        r for r in receipts if not r.get("private") and r.get("notebook") == notebook and r.get("user") == student
+    ]
+    flags = _private_flag(receipts, student, notebook) + _others_flag(ledgered, ledger_id, student, notebook)
+    found = {"errors": errors, "flags": flags, "seen": len(mine), "student": student}
     if hashes is None:
         if ledgered:
-            last = ledgered[-1]
             errors.append(
                 Message(
                     "the ledger of {notebook} is missing, but the witness saw it up to {at}: the ledger was deleted",
                     notebook=notebook,
-                    at=_at(last),
+                    at=_at(ledgered[-1]),
                 )
             )
-        return {"witnessed": bool(ledgered) or None, "errors": errors, "flags": flags, "seen": len(ledgered)}
-    if not of_id:
+        return {**found, "witnessed": bool(ledgered) or None}
+    entries = sorted(seq for seq in hashes if seq >= 1 and seq not in unreported)
+    if not mine:
         if ledgered:
-            others = sorted({str(r.get("ledger_id")) for r in ledgered})
             errors.append(
                 Message(
                     "the witness never saw ledger {ledger} for {notebook}; it saw {others} up to "
                     "{at}: a fresh or swapped ledger",
                     ledger=str(ledger_id)[:12],
                     notebook=notebook,
-                    others=", ".join(o[:12] for o in others),
+                    others=", ".join(sorted({str(r.get("ledger_id"))[:12] for r in ledgered})),
                     at=_at(ledgered[-1]),
                 )
             )
-            return {"witnessed": False, "errors": errors, "flags": flags, "seen": len(ledgered)}
-        return {"witnessed": False, "errors": [], "flags": flags, "seen": 0}
-    newest = ledgered[-1] if ledgered else None
-    if newest is not None and newest.get("ledger_id") != ledger_id:
+        flags += _entry_flags([], entries, max_delay)
+        return {**found, "witnessed": False}
+    if ledgered and ledgered[-1].get("ledger_id") != ledger_id:
         errors.append(
             Message(
                 "the witness saw a newer ledger {ledger} of {notebook} at {at}: an older run was swapped in",
-                ledger=str(newest.get("ledger_id"))[:12],
+                ledger=str(ledgered[-1].get("ledger_id"))[:12],
                 notebook=notebook,
-                at=_at(newest),
+                at=_at(ledgered[-1]),
             )
         )
-    for receipt in of_id:
-        seq, head = receipt.get("seq"), receipt.get("head")
-        found = hashes.get(seq)
-        if found is None:
-            errors.append(
-                Message(
-                    "the ledger has no entry at {at} that the witness saw (head {head}): the ledger was truncated",
-                    at=_at(receipt),
-                    head=str(head)[:12],
-                )
+    by_seq: dict[int, list[dict]] = {}
+    for receipt in mine:
+        by_seq.setdefault(receipt.get("seq"), []).append(receipt)
+    for seq in sorted(s for s in by_seq if isinstance(s, int) and s not in hashes):
+        receipt = by_seq[seq][-1]
+        errors.append(
+            Message(
+                "the ledger has no entry at {at} that the witness saw (head {head}): the ledger was truncated",
+                at=_at(receipt),
+                head=str(receipt.get("head"))[:12],
             )
-        elif found != head:
-            errors.append(
-                Message(
-                    "the entry at {at} has hash {found}, but the witness saw {head}: the ledger was rewritten",
-                    at=_at(receipt),
-                    found=found[:12],
-                    head=str(head)[:12],
-                )
-            )
-        elif times is not None:
-            entry, received = parse_time(times.get(seq)), parse_time(receipt.get("time"))
-            if entry and received and entry > received + timedelta(seconds=CLOCK_SKEW_SECONDS):
-                errors.append(
-                    Message(
-                        "the entry at {at} claims the time {time}, after the witness received it: its time was edited",
-                        at=_at(receipt),
-                        time=times.get(seq),
-                    )
-                )
-    last_seen = max((r.get("seq") or 0) for r in of_id)
-    unwitnessed = [s for s in hashes if s > last_seen]
-    if unwitnessed:
-        flags.append(
-            {
-                "flag": "entries_not_witnessed",
-                "count": len(unwitnessed),
-                "reason": Message(
-                    "{count} entr(y/ies) after seq {last_seen} were not seen by the witness",
-                    count=len(unwitnessed),
-                    last_seen=last_seen,
-                ),
-            }
         )
-    return {"witnessed": not errors, "errors": errors, "flags": flags, "seen": len(of_id)}
+    late, unwitnessed = [], []
+    for seq in entries:
+        seen = by_seq.get(seq)
+        if not seen:
+            unwitnessed.append(seq)
+            continue
+        matching = [r for r in seen if r.get("head") == hashes[seq]]
+        entry_time = (times or {}).get(seq)
+        errors.extend(_entry_errors(matching[0] if matching else seen[0], hashes[seq], entry_time))
+        delay = delay_seconds(entry_time, matching[0].get("time")) if matching else None
+        if delay is not None and delay > max_delay:
+            late.append((seq, delay))
+    flags += _entry_flags(late, unwitnessed, max_delay)
+    return {**found, "witnessed": not errors and not unwitnessed}
 
 
-def load_witness(source: str) -> dict:
-    """`{"receipts", "problems", "source"}` from a witness's URL (its `log` route, with the
-    token in GRADCHECK_WITNESS_TOKEN) or its log file (checked against the key beside it)."""
-    if source.startswith(("http://", "https://")):
-        request = urllib.request.Request(
-            source.rstrip("/") + "/log", headers={"Authorization": f"token {os.environ.get(TOKEN_VARIABLE, '')}"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                body = json.loads(answer.read().decode("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise LedgerError("cannot read the witness at {source}: {exc}", source=source, exc=exc) from None
-        receipts, key = body.get("receipts") or [], body.get("public_key")
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise LedgerError("no witness log at {source}", source=source)
-        receipts = read_log(path)
-        key_file = path.with_name(path.name + ".key")
-        key = None
-        if key_file.is_file():
-            from cryptography.hazmat.primitives import serialization
-
-            key = public_key_text(serialization.load_pem_private_key(key_file.read_bytes(), password=None))
-    return {"receipts": receipts, "problems": log_problems(receipts, key), "source": source}
-
-
-def student_of(path: str | os.PathLike) -> str | None:
-    """The student a submission's path names in nbgrader's layout, else None."""
+def student_of(path: str | Path, root: str | Path | None = None) -> str | None:
+    """The student a submission's path names in nbgrader's layout (`submitted/<student>/...`),
+    else the first folder under `root` (a folder of `<student>/<assignment>/<file>`), else None."""
     parts = Path(path).parts
     for index, part in enumerate(parts[:-1]):
         if part in STUDENT_FOLDERS and index + 1 < len(parts) - 1:
             return parts[index + 1]
+    if root is not None:
+        try:
+            relative = Path(path).resolve().relative_to(Path(root).resolve()).parts
+        except ValueError:
+            return None
+        return relative[0] if len(relative) == 3 else None
     return None
 
 
 def apply_witness(report: dict, witness: dict) -> None:
-    """Add what the witness saw to one verify report (call before its internals are dropped)."""
+    """Add what the witness saw to one verify report (call before its internals are dropped).
+
+    `witness` is `load_witness`'s answer, with optionally `student` (the submitting student,
+    from `verify --student`; else the path names it, see `student_of`, under `root`) and
+    `max_delay`."""
     notebook = report.get("notebook")
     name = Path(notebook).name if notebook else notebook_of(Path(str(report.get("ledger") or report["path"])), None)
     missing = report.get("ledger_missing") or report.get("ledger") is None
     found = witness_findings(
         witness["receipts"],
         notebook=name,
-        user=student_of(report["path"]),
+        user=witness.get("student") or student_of(report["path"], witness.get("root")),
         ledger_id=report.get("ledger_id"),
         hashes=None if missing else report.get("_hashes", {}),
         times=None if missing else report.get("_times"),
+        max_delay=float(witness.get("max_delay", DEFAULT_MAX_DELAY)),
+        unreported=frozenset(report.get("_unreported") or ()),
     )
     for reason in witness["problems"] + found["errors"]:
         add_error(report, None, reason, scope="witness")
-    report["witness"] = {"witnessed": found["witnessed"], "seen": found["seen"], "flags": found["flags"]}
+    report["witness"] = {
+        "witnessed": found["witnessed"],
+        "seen": found["seen"],
+        "student": found["student"],
+        "flags": found["flags"],
+    }
     settle_ok(report)

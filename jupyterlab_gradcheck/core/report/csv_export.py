@@ -18,6 +18,8 @@ import csv
 import io
 import json
 
+from .renamed_reruns import renamed_rerun_flags
+
 COLUMNS = (
     "student",
     "assignment",
@@ -176,10 +178,20 @@ def submission_row(submission: dict) -> dict:
 
 def rows(submissions: list[dict]) -> list[dict]:
     """Every check row of every submission, in submission then ledger order; a submission
-    without checks gets one row with its status."""
-    return [
-        row for s in submissions for row in ([check_row(s, h) for h in s["checks"].values()] or [submission_row(s)])
-    ]
+    without checks gets one row with its status. A check that re-runs a failed computation
+    under a new id carries the flag it would have carried under the first id."""
+    found = []
+    for submission in submissions:
+        renamed = {(f["check_id"], f["flag"]) for f in renamed_rerun_flags(submission["checks"])}
+        for history in submission["checks"].values():
+            row = check_row(submission, history)
+            for check_id, flag in renamed:
+                if check_id == history["check_id"]:
+                    row[flag] = True
+            found.append(row)
+        if not submission["checks"]:
+            found.append(submission_row(submission))
+    return found
 
 
 def to_csv(submissions: list[dict]) -> str:

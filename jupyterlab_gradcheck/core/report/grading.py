@@ -16,14 +16,19 @@ from collections import defaultdict
 
 from ..i18n import Message
 from .csv_export import status_of, witnessed_of
+from .renamed_reruns import renamed_rerun_flags
 
 WIDENED = "widened_after_failure"
 REVISED = "expectation_revised_after_observation"
 REPLAY_MISMATCH = "replay_mismatch"
 WITNESS_GAP = "witness_gap"
 RERUN_MISMATCH = "rerun_mismatch"
+#: Entries the witness received late (an outage, delivered afterwards): shown, never penalised.
+WITNESSED_LATE = "witnessed_late"
+#: Entries the witness never received: the ledger is graded as one that does not verify.
+UNWITNESSED = "unwitnessed"
 #: Every flag a verdict can carry, in the order they are shown.
-FLAGS = (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, RERUN_MISMATCH)
+FLAGS = (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, WITNESSED_LATE, UNWITNESSED, RERUN_MISMATCH)
 #: A submission's statuses from the worst to the best: a student's row shows the worst of its notebooks.
 STATUS_ORDER = ("ledger_missing", "verify_failed", "no_checks", "ok")
 
@@ -35,7 +40,10 @@ class Rubric:
     missing where the notebook ran checks) gets `unverified`, one with no checks `no_checks`.
 
     A replay mismatch has no penalty of its own: a ledger whose replay differs does not verify,
-    so it gets `unverified`."""
+    so it gets `unverified`. Under a witness, entries it received late (an outage) cost nothing
+    and are shown; entries it never received (`unwitnessed`) give the ledger `unverified`, as a
+    ledger the witness never heard of; other witness findings (other ledgers of the notebook,
+    private runs) cost `witness_gap` each."""
 
     widened_after_failure: float = 0.5
     expectation_revised_after_observation: float = 0.25
@@ -46,7 +54,7 @@ class Rubric:
 
     def penalty(self, flag: str) -> float:
         """The share one occurrence of `flag` costs a verified ledger."""
-        return float(getattr(self, flag)) if flag != REPLAY_MISMATCH else 0.0
+        return 0.0 if flag in (REPLAY_MISMATCH, WITNESSED_LATE, UNWITNESSED) else float(getattr(self, flag))
 
 
 def _seqs(seqs) -> str:
@@ -59,8 +67,17 @@ def flags_of(submission: dict) -> list[dict]:
     and each witness gap; `text` is a Message."""
     report = submission["verify"]
     found = []
-    for item in report.get("flags") or []:
-        if item["flag"] == WIDENED:
+    for item in (report.get("flags") or []) + renamed_rerun_flags(submission.get("checks") or {}):
+        if item.get("after"):
+            text = Message(
+                "{flag}: check {check_id!r} re-runs the computation of {after!r}, which had failed, under a new id "
+                "(ledger seq {seqs})",
+                flag=item["flag"],
+                check_id=item["check_id"],
+                after=item["after"],
+                seqs=_seqs(item["seqs"]),
+            )
+        elif item["flag"] == WIDENED:
             text = Message(
                 "{flag}: check {check_id!r}: its tolerance was widened right after it failed (ledger seq {seqs})",
                 flag=WIDENED,
@@ -92,13 +109,13 @@ def flags_of(submission: dict) -> list[dict]:
             }
         )
     for item in (report.get("witness") or {}).get("flags") or []:
-        found.append(
-            {
-                "flag": WITNESS_GAP,
-                "check_id": None,
-                "text": Message("{flag}: {what} ({count})", flag=WITNESS_GAP, what=item["flag"], count=item["count"]),
-            }
+        flag = item["flag"] if item["flag"] in (WITNESSED_LATE, UNWITNESSED) else WITNESS_GAP
+        text = (
+            item["reason"]
+            if flag != WITNESS_GAP
+            else Message("{flag}: {what} ({count})", flag=flag, what=item["flag"], count=item["count"])
         )
+        found.append({"flag": flag, "check_id": None, "text": text})
     return found
 
 
@@ -129,6 +146,8 @@ def verdict(submission: dict, rubric: Rubric = Rubric(), rerun: list[dict] | Non
         fraction = rubric.unverified if status == "verify_failed" or report["errors"] else rubric.no_checks
     elif status == "no_checks":
         fraction = rubric.no_checks
+    elif any(flag["flag"] == UNWITNESSED for flag in flags):
+        fraction = rubric.unverified
     else:
         fraction = max(0.0, 1.0 - sum(rubric.penalty(flag["flag"]) for flag in flags))
     return {
@@ -183,6 +202,8 @@ SUBMISSION_COLUMNS = (
     REVISED,
     REPLAY_MISMATCH,
     WITNESS_GAP,
+    WITNESSED_LATE,
+    UNWITNESSED,
     "errors",
     "witnessed",
     "ledger_fraction",
@@ -218,7 +239,10 @@ def submission_rows(submissions: list[dict], rubric: Rubric = Rubric()) -> list[
                 "checks": sum(v["checks"] for v in verdicts),
                 "runs": sum(v["runs"] for v in verdicts),
                 "failures_kept": sum(v["failures_kept"] for v in verdicts),
-                **{flag: counts[flag] for flag in (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP)},
+                **{
+                    flag: counts[flag]
+                    for flag in (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, WITNESSED_LATE, UNWITNESSED)
+                },
                 "errors": sum(len(v["errors"]) for v in verdicts),
                 "witnessed": _all(witnessed_of(m) for m in members),
                 "ledger_fraction": sum(v["fraction"] for v in verdicts) / len(verdicts),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..ledger.history import build_history
 from ..ledger.line_format import LineError, read_entry
-from ..ledger.verify import discover, ledger_lines, refused_report, verify_items
-from ..ledger.witness_check import load_witness
+from ..ledger.verify import discover, ledger_lines, refused_report, verify_items, witness_for
+from ..ledger.witness_check import DEFAULT_MAX_DELAY
 
 NBGRADER_FOLDERS = ("submitted", "autograded")
 
@@ -78,19 +78,26 @@ def collect(
     replay: bool = False,
     jobs: int | None = 1,
     witness: str | None = None,
+    witness_key: str | None = None,
+    student: str | None = None,
+    max_delay: float = DEFAULT_MAX_DELAY,
     refused: dict[str, str] | None = None,
 ) -> list[dict]:
     """Every submission under `paths` (files or folders), in a stable order; with `replay`,
     each one's observations are re-run too (in `jobs` worker processes); with `witness` (a URL
-    or a log file) each is held against what the witness saw. The files named in `refused` are
-    not read: each is a submission with no entries and the reason as its error."""
+    or a log file, its key pinned by `witness_key`) each is held against what the witness saw,
+    as `student`'s or the student the path names, each entry due within `max_delay` seconds.
+    The files named in `refused` are not read: each is a submission with no entries and the
+    reason as its error."""
     refused = refused or {}
     found = []
     for given in paths:
         root = given if Path(given).is_dir() else None
         found += [(kind, item, root) for kind, item in discover(given)]
     readable = [(kind, item) for kind, item, _root in found if str(item) not in refused]
-    seen = load_witness(witness) if witness else None
+    seen = witness_for(witness, witness_key, student, max_delay)
+    if seen is not None and len(paths) == 1 and Path(paths[0]).is_dir():
+        seen["root"] = str(paths[0])
     reports = iter(verify_items(readable, replay=replay, jobs=jobs, witness=seen))
     return [
         load(

@@ -1,6 +1,6 @@
 """Run one check in the user's kernel, the way the inline panel and `check()` both do.
 
-The order is the core's (`record_run`: expectation, run, observation); what this adds is
+The order is the core's (`LedgeredRun`: expectation, run, observation); what this adds is
 the justified tolerance change in front of it, the attestation of the entry written (displayed
 as the run's own output, so a saved notebook binds its ledger), and a run without a ledger for
 callers that asked for none, which a configured witness still sees as a private run. Bad
@@ -14,7 +14,7 @@ from ..core.check.record.devices import resolve_device
 from ..core.check.record.spec import parse_spec
 from ..core.ledger import witness_client
 from ..core.ledger.attestation import attestation_for
-from ..core.ledger.ledgered_run import record_run, refuse_bad_callable
+from ..core.ledger.ledgered_run import LedgeredRun, refuse_bad_callable
 from ..core.ledger.store import Ledger
 from .attest import publish
 from .location import session_notebook
@@ -37,7 +37,7 @@ def run_attested(
         return completed, None
     refuse_bad_callable(spec)  # bad input writes nothing, not even the tolerance change it came with
     justify_tolerance_changes(spec, ledger, justification)
-    completed, entry = record_run(spec, ledger, refused=True)
+    completed, entry = LedgeredRun.declare(ledger, spec).run()
     attestation = attestation_for(ledger, entry)
     publish(attestation)
     return completed, attestation

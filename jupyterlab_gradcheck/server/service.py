@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from ..core.check.record.cost import estimate_cost
+from ..core.check.record.cost_estimate import estimate_cost
 from ..core.check.record.devices import resolve_device
 from ..core.check.record.spec import parse_spec
-from ..core.errors import GradcheckError, LedgerError, SpecError
+from ..core.errors import LedgerError, SpecError
 from ..core.expr.limits import Limits
 from ..core.ledger.binding import binding_for, read_binding
-from ..core.ledger.ledgered_run import declare
+from ..core.ledger.ledgered_run import LedgeredRun
 from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
 from ..core.ledger.verify_chain import drop_internals
@@ -94,22 +94,17 @@ class GradcheckService:
         # 503 with the ledger untouched.
         with self.pool.reserve(self._api_path(notebook_path), heavy=seconds > self.heavy_seconds) as place:
             await _turn(place, client_gone)
-            _, spec_dict, expectation = await self.ledgers.call(ledger.path, declare, ledger, parsed)
-            self._journal("started", ledger.path, expectation["seq"], expectation["check_id"])
+            attempt = await self.ledgers.call(ledger.path, LedgeredRun.declare, ledger, parsed)
+            seq = attempt.expectation["seq"]
+            self._journal("started", ledger.path, seq, attempt.expectation["check_id"])
             try:
-                completed = await place.run({"op": "check", "record": spec_dict})
-            except GradcheckError as exc:
-                await self.ledgers.call(
-                    ledger.path,
-                    ledger.record_failed_to_run,
-                    spec_dict,
-                    expectation["seq"],
-                    f"{exc.code}: {exc.message}",
-                )
-                self._journal("finished", ledger.path, expectation["seq"])
+                completed = await place.run({"op": "check", "record": attempt.spec_dict})
+            except BaseException as exc:  # the attempt is kept whatever stopped it, as on every surface
+                await asyncio.shield(self.ledgers.call(ledger.path, attempt.failed, exc))
+                self._journal("finished", ledger.path, seq)
                 raise
-        binding = await self.ledgers.call(ledger.path, _observe, ledger, notebook_path, completed, expectation["seq"])
-        self._journal("finished", ledger.path, expectation["seq"])
+        binding = await self.ledgers.call(ledger.path, _observe, attempt, notebook_path, completed)
+        self._journal("finished", ledger.path, seq)
         return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
 
     def _journal(self, event: str, *args) -> None:
@@ -256,9 +251,9 @@ async def _turn(place, client_gone: asyncio.Event | None) -> None:
     raise ClientGone("the client closed the connection before a worker was free; nothing ran")
 
 
-def _observe(ledger: Ledger, notebook_path: Path, record: dict, expectation_seq: int) -> dict:
-    ledger.record_observation(record, expectation_seq)
-    return binding_for(ledger, notebook_path)
+def _observe(attempt: LedgeredRun, notebook_path: Path, record: dict) -> dict:
+    attempt.observed(record)
+    return binding_for(attempt.ledger, notebook_path)
 
 
 def _read_view(ledger: Ledger, notebook_path: Path) -> dict:

@@ -1,9 +1,12 @@
-"""The ledger-aware entry point: write the expectation, run the check, record the observation.
+"""The ledger-aware run: write the expectation, run the check, record exactly one outcome.
 
 Every surface that records a check (the CLI's `run --ledger/--notebook`, the server, the
-widget) calls `run_and_record`, so the order that makes a check evidence is kept in one
-place: the expectation is in the ledger before the engine starts, and the observation that
-follows refers to it by `seq`.
+kernel's widget and `check()`) goes through `LedgeredRun`, so the order that makes a check
+evidence is kept in one place: the expectation is in the ledger before the engine starts, and
+the observation that follows refers to it by `seq`; an attempt that raises, for whatever
+reason, is recorded as failed to run with that reason before the error goes on. The CLI and
+the kernel run the check in their own process (`record_run`); the server drives the same
+steps around its worker pool.
 
 A ledger holds one current tolerance per check. A re-run that writes an explicit tolerance
 different from it is refused (change it with `jupyter gradcheck tolerance ... --justification`);
@@ -15,11 +18,12 @@ check has run), so a revised hand derivation stays visible.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
-from ..check.autograd.outputs import check_outputs_fit
+from ..check.autograd.several_outputs import check_outputs_fit
 from ..check.record.signature import check_signature
 from ..check.record.spec import CheckSpec, parse_spec
-from ..errors import SpecError
+from ..errors import GradcheckError, SpecError
 from .binding import refresh_binding
 from .history import HISTORY_KEY
 from .store import Ledger
@@ -85,16 +89,6 @@ def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
         return parsed, spec_dict, held.record_expectation(spec_dict)
 
 
-def run_and_record(spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None) -> dict:
-    """Record the expectation, run the check, record the observation; return the record.
-
-    Bad input (SpecError, including an unavailable device) raises before anything is
-    written. An error raised once the expectation is written is recorded as a failed run
-    (`failed_to_run`) and then re-raised, so the attempt is never lost.
-    """
-    return record_run(spec, ledger, sweep=sweep, devices=devices)[0]
-
-
 def refuse_bad_callable(spec, devices: list | None = None):
     """The parsed spec, or SpecError before anything is written: a callable that cannot take the
     inputs, or whose outputs the expectation or grad_output does not fit, is bad input, not a failed run."""
@@ -108,23 +102,68 @@ def refuse_bad_callable(spec, devices: list | None = None):
     return parsed
 
 
-def record_run(
+def failure_reason(exc: BaseException) -> str:
+    """What a failed-to-run entry says of the error that stopped a run: a project error by its code
+    and message (as the server answers it), anything else by its type and text."""
+    if isinstance(exc, GradcheckError):
+        return f"{exc.code}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class LedgeredRun:
+    """One attempt at a check in a ledger: its expectation is written; one outcome follows.
+
+    `declare` writes the expectation (and any expectation change) under the ledger's lock;
+    then exactly one of `observed` (the completed record) or `failed` (the error that stopped
+    the run) appends the outcome and refreshes the notebook's binding.
+    """
+
+    ledger: Ledger
+    spec: CheckSpec  #: the check as it runs: the ledger's current tolerance applied
+    spec_dict: dict  #: the check as the ledger records it
+    expectation: dict  #: the expectation entry the outcome refers to
+
+    @classmethod
+    def declare(cls, ledger: Ledger, parsed: CheckSpec) -> LedgeredRun:
+        """Write the expectation of `parsed` (see `declare`) and return the open attempt."""
+        spec, spec_dict, expectation = declare(ledger, parsed)
+        return cls(ledger, spec, spec_dict, expectation)
+
+    def observed(self, record: dict) -> dict:
+        """Append the completed record as this attempt's observation; return its entry."""
+        entry = self.ledger.record_observation(record, self.expectation["seq"])
+        refresh_binding(self.ledger)
+        return entry
+
+    def run(self, *, sweep: bool | None = None, devices: list | None = None) -> tuple[dict, dict]:
+        """Run the check in this process and append its outcome: (record, observation entry).
+
+        An error raised by the run is recorded as failed to run and re-raised, so the attempt is
+        never lost."""
+        from ..check.engine import run_check
+
+        try:
+            record = run_check(self.spec, sweep=sweep, devices=devices)
+        except BaseException as exc:
+            self.failed(exc)
+            raise
+        return record, self.observed(record)
+
+    def failed(self, exc: BaseException) -> dict:
+        """Append this attempt as failed to run, with the reason `exc` gives; return its entry."""
+        entry = self.ledger.record_failed_to_run(self.spec_dict, self.expectation["seq"], failure_reason(exc))
+        refresh_binding(self.ledger)
+        return entry
+
+
+def run_and_record(
     spec, ledger: Ledger, *, sweep: bool | None = None, devices: list | None = None, refused: bool = False
-) -> tuple[dict, dict]:
-    """`run_and_record`, returning the observation entry it appended too (for its attestation).
+) -> dict:
+    """Record the expectation, run the check here, record the observation; return the record.
 
-    `refused=True`: the caller has already passed the spec through `refuse_bad_callable`."""
-    from ..check.engine import run_check
-
+    Bad input (SpecError, including an unavailable device) raises before anything is written;
+    `refused=True` says the caller has already passed the spec through `refuse_bad_callable`.
+    """
     parsed = parse_spec(spec) if refused else refuse_bad_callable(spec, devices)
-    parsed, spec_dict, expectation = declare(ledger, parsed)
-    try:
-        record = run_check(parsed, sweep=sweep, devices=devices)
-    except BaseException as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        ledger.record_failed_to_run(spec_dict, expectation["seq"], reason)
-        refresh_binding(ledger)
-        raise
-    entry = ledger.record_observation(record, expectation["seq"])
-    refresh_binding(ledger)
-    return record, entry
+    return LedgeredRun.declare(ledger, parsed).run(sweep=sweep, devices=devices)[0]

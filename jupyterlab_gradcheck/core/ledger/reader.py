@@ -1,6 +1,6 @@
 """Reading a ledger's lines, and what this process keeps of each ledger between uses.
 
-`run_and_record` reads the check's history before every run (the ledger's current tolerance
+`run_and_record` (through `LedgeredRun.declare`) reads the check's history before every run (the ledger's current tolerance
 and expectation decide what is run and written), and every append chains onto the last
 entry. Decoding the whole file, or its end, each time costs time in proportion to the
 ledger, so this process keeps, per ledger file, the light history built so far, the last

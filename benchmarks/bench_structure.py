@@ -5,7 +5,7 @@ Workloads, float64 on the CPU:
 - banded `tanh(x[1:] * x[:-1]).sum()` and block-diagonal `(softmax(X.reshape(r, c), dim=1) * W).sum()`
   at n = 10^4 (quick: 10^3): ours is `core.check.numerical_verdict.numerical_verdict`, which
   learns the Jacobian's sparsity from the forward's operations, colours its columns
-  (core/check/fd/coloured.py) and compares every element with autograd, naming the worst. Goals:
+  (core/check/fd/coloured_path.py) and compares every element with autograd, naming the worst. Goals:
   >= 100x faster than gradcheck's slow mode and <= 1x its fast mode, ratios in the same run.
 - dense `tanh(A @ x)` at n = 3,000 (quick: 300) in projected mode
   (`core.check.fd.projected.projected_verdict`): one random direction, a failure localised by

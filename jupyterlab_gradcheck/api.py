@@ -188,7 +188,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
     forward pass that finds the Functions."""
     from .core.check.autograd.backward_expectation import backward_expectation, backward_name
     from .core.check.autograd.custom_functions import custom_functions
-    from .core.check.autograd.outputs import differentiable_outputs
+    from .core.check.autograd.several_outputs import differentiable_outputs
     from .core.check.record.devices import resolve_device
     from .core.check.record.signature import check_signature
     from .core.check.record.spec import parse_spec

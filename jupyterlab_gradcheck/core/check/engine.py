@@ -18,10 +18,10 @@ from ..errors import SpecError
 from ..expr.evaluator import compile_expression
 from ..expr.symbolic import symbolic_opinion
 from ..i18n import Message
-from .autograd import outputs
+from .autograd import several_outputs
 from .autograd.custom_functions import graph_functions, only_built_in_formulas
 from .autograd.expectation_tensors import analytical_tensors
-from .autograd.function_modes import MODES, function_modes
+from .autograd.forward_and_batched import MODES, function_modes
 from .autograd.observations import observe_autograd
 from .autograd.second_order import second_order, second_order_of_outputs
 from .autograd.torch_gradcheck import torch_gradcheck
@@ -31,7 +31,7 @@ from .compare.forward_pass import SeveralOutputs
 from .compare.tensors import describe, to_tensor, to_value
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
-from .fd import budget, projected
+from .fd import projected, time_budget
 from .fd.error_bound import BOUND_FACTOR, element_tolerance
 from .fd.finite_difference import fd_gradients
 from .fd.refinement import refine_inputs
@@ -147,7 +147,7 @@ def _as_dtype(tensor, dtype):
 
 def _path_note(fd_info: dict) -> str:
     """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
-    elements at a time (a learned sparse pattern, core/check/fd/coloured.py), in words."""
+    elements at a time (a learned sparse pattern, core/check/fd/coloured_path.py), in words."""
     inputs = fd_info["inputs"].items()
     chains = [
         f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
@@ -194,7 +194,7 @@ def _failure(row: dict, diagnosis: str, reason: str) -> dict:
     }
 
 
-#: Why each comparison of core/check/autograd/function_modes.py fails, in the failure it becomes.
+#: Why each comparison of core/check/autograd/forward_and_batched.py fails, in the failure it becomes.
 _MODE_REASONS = {
     "forward_ad_vs_finite_difference": Message(
         "forward-mode AD (the Function's jvp) disagrees with finite differences along u: suspect the jvp"
@@ -235,7 +235,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements) adds the step
     sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
     A Python function returning a tuple or list of tensors is checked output by output
-    (core/check/autograd/outputs.py).
+    (core/check/autograd/several_outputs.py).
     """
     spec = parse_spec(spec)
     device = resolve_device(spec.device, devices)
@@ -244,7 +244,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
     if spec.outputs_analytical is not None:
-        found = outputs.forward_outputs(function, leaves)
+        found = several_outputs.forward_outputs(function, leaves)
     else:
         try:
             observed = observe_autograd(function, leaves, spec.grad_output)
@@ -291,8 +291,8 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
 
 def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found, *, sweep, symbolic) -> dict:
     """The record of a function returning several outputs: each differentiable output checked as a
-    one-output function of its own, then merged (core/check/autograd/outputs.py)."""
-    plan = outputs.plan(spec, function, found)
+    one-output function of its own, then merged (core/check/autograd/several_outputs.py)."""
+    plan = several_outputs.plan(spec, function, found)
     parts = {}
     for k, (part_spec, part_function) in plan.parts.items():
         observed = observe_autograd(part_function, leaves, part_spec.grad_output)
@@ -311,7 +311,7 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
     record.update(
         {
             "executed": True,
-            **outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
+            **several_outputs.merge(plan, {k: p.fields for k, p in parts.items()}, verdict),
             "symbolic": _symbolic(plan.parts[min(parts)][0], leaves, first, symbolic),
             "environment": capture_environment(device),
         }
@@ -323,13 +323,13 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
         record["second_order"] = block
         _join(record, block["failures"], passed=block["passed"])
     elif spec.hessian is not None:
-        record["second_order"] = outputs.second_order_skipped(len(found))
+        record["second_order"] = several_outputs.second_order_skipped(len(found))
     _add_function_modes(
         record,
         function_modes(function, leaves, None, None, graph_functions(found), outputs=len(found), weights=weights),
     )
     if _sweep_wanted(sweep, leaves):
-        k = outputs.sweep_output(record, parts)
+        k = several_outputs.sweep_output(record, parts)
         record["step_sweep"] = {**parts[k].sweeper(), "output": k}
     return record
 
@@ -392,11 +392,11 @@ def _first_order(
                 work_elements=spec.work_elements,
                 policy=rules,
                 rounding=rounding,
-                budget_s=budget.budget(spec.finite_difference) if rules.auto_budget else None,
+                budget_s=time_budget.budget(spec.finite_difference) if rules.auto_budget else None,
                 chains=raw.get("chain_possible"),
                 riders={names[0]: Riding(riders)} if riders else None,
             )
-        except budget.ExhaustiveOverBudget as over:
+        except time_budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:
         projected_rows, fd_info = projected.compare_inputs(

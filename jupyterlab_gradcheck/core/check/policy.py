@@ -17,8 +17,8 @@ has no field and was made by policy 1.
   mode (its slow mode costs as much as our whole check; ours is the element-by-element verdict).
 - **3**: as 2, and an input whose general path would cost COLOURED_FROM_WORK element
   evaluations or more takes one difference per colour of its learned sparse Jacobian
-  (core/check/fd/coloured.py); `finite_difference.mode` auto projects an input whose exhaustive
-  comparison is predicted over its time budget (core/check/fd/budget.py). Under 2, every input takes
+  (core/check/fd/coloured_path.py); `finite_difference.mode` auto projects an input whose exhaustive
+  comparison is predicted over its time budget (core/check/fd/time_budget.py). Under 2, every input takes
   the general path (after the diagonal chain) and auto means exhaustive, as when it was made.
 - **4**: as 3, and a scalar function of one scalar (the course's first exercises) gets
   torch's gradcheck in slow mode: its Jacobian is one entry, which slow mode compares exactly, in
@@ -44,7 +44,7 @@ has no field and was made by policy 1.
   equal one may be an output the element does not touch, and it still counts 0.
 - **7** (current): as 6, and a function of several outputs whose graph holds a custom Function is
   observed in forward mode and batched over its differentiable outputs, as `gradcheck` checks a
-  tuple of outputs (core/check/autograd/output_modes.py), and a function of several outputs gets the second
+  tuple of outputs (core/check/autograd/forward_and_batched_outputs.py), and a function of several outputs gets the second
   order it asks for: the Hessian of sum_k sum(v_k * f_k), with gradgradcheck on the whole function
   (core/check/autograd/second_order.py `second_order_of_outputs`); under 1-6 all three were recorded as
   skipped for it. And an element that fails at the default step looks, before it is refined, for the

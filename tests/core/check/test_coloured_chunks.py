@@ -1,4 +1,4 @@
-"""The coloured path a chunk of colours at a time (core/check/fd/coloured.py, CHUNK_ELEMENTS).
+"""The coloured path a chunk of colours at a time (core/check/fd/coloured_path.py, CHUNK_ELEMENTS).
 
 A large input's colours are evaluated and differenced in chunks so that each chunk's arrays stay
 in cache. Splitting must change nothing but the memory: every column's differences come from the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import coloured, finite_difference
+from jupyterlab_gradcheck.core.check.fd import coloured_path, finite_difference
 from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
@@ -65,26 +65,26 @@ def test_chunks_of_colours_give_the_one_chunk_estimates_bit_for_bit(monkeypatch,
     when their differences and rounding bounds are taken in chunks of at most half the colours,
     then estimates, bounds and the record (colours, evaluations) equal those of one chunk exactly, and
     no call evaluated more copies than a chunk holds."""
-    monkeypatch.setattr(coloured.defaults, "LOOP_BELOW", 1 if batched else 10**9)
+    monkeypatch.setattr(coloured_path.defaults, "LOOP_BELOW", 1 if batched else 10**9)
     whole, whole_bound, whole_info = _estimate(function, scheme)
     assert whole_info["structure"] == "coloured"
     calls = []
-    original = coloured.sparsity.bodies_at if batched else coloured.sparsity.body_at
+    original = coloured_path.sparsity.bodies_at if batched else coloured_path.sparsity.body_at
 
     def counting(*args):
         calls.append(args[2].shape[0] if batched else 1)
         return original(*args)
 
-    monkeypatch.setattr(coloured.sparsity, "bodies_at" if batched else "body_at", counting)
+    monkeypatch.setattr(coloured_path.sparsity, "bodies_at" if batched else "body_at", counting)
     # a copy is 100 elements wide (the input; the body has at most 100 rows): chunks of at most half the colours
     most = max(1, whole_info["colours"] // 2)
-    monkeypatch.setattr(coloured, "CHUNK_ELEMENTS", 100 * most)
+    monkeypatch.setattr(coloured_path, "CHUNK_ELEMENTS", 100 * most)
     chunked, chunked_bound, chunked_info = _estimate(function, scheme)
     assert torch.equal(chunked, whole)
     assert torch.equal(chunked_bound, whole_bound)
     assert chunked_info == whole_info
     assert max(calls) <= most
-    assert len(calls) > len(coloured.SCHEMES[scheme])  # really more than one chunk
+    assert len(calls) > len(coloured_path.SCHEMES[scheme])  # really more than one chunk
 
 
 def test_a_planted_error_is_still_named_when_the_colours_go_in_chunks(monkeypatch):
@@ -94,7 +94,7 @@ def test_a_planted_error_is_still_named_when_the_colours_go_in_chunks(monkeypatc
     then the coloured path fails it and names element 4321."""
     from benchmarks.bench_structure import block_diagonal, wrong_at
 
-    monkeypatch.setattr(coloured, "CHUNK_ELEMENTS", 1 << 18)
+    monkeypatch.setattr(coloured_path, "CHUNK_ELEMENTS", 1 << 18)
     function = block_diagonal(100, 100)
 
     def gradient(x, grad):
@@ -107,6 +107,6 @@ def test_a_planted_error_is_still_named_when_the_colours_go_in_chunks(monkeypatc
     verdict = numerical_verdict(wrong_at(function, gradient, 4321, 1e-3), {"x": x})
     info = verdict["finite_difference"]["inputs"]["x"]
     assert info["structure"] == "coloured" and info["colours"] == 100
-    assert coloured.chunk_colours(100, 10_000) == 25
+    assert coloured_path.chunk_colours(100, 10_000) == 25
     assert not verdict["passed"]
     assert verdict["worst"]["index"] == [4321]

@@ -1,4 +1,4 @@
-"""Finite differences along the colours of a learned sparse Jacobian (core/check/fd/coloured.py).
+"""Finite differences along the colours of a learned sparse Jacobian (core/check/fd/coloured_path.py).
 
 The coloured path shifts many elements at once, so it is only honest where the learned pattern
 is right. These stories pin it: on banded, block-diagonal and reduce-after-a-stencil functions
@@ -14,7 +14,7 @@ import torch
 
 from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check.engine import check_callable
-from jupyterlab_gradcheck.core.check.fd import coloured, colouring, finite_difference, sparsity
+from jupyterlab_gradcheck.core.check.fd import coloured_path, column_colouring, finite_difference, sparsity
 from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
@@ -165,9 +165,9 @@ def test_greedy_colouring_gives_no_row_two_columns_of_one_colour():
     when its columns are coloured,
     then the Curtis-Powell-Reid greedy colouring is used, is valid, and needs two colours."""
     pattern = torch.tensor([[j, 0] for j in range(40, 0, -1)])
-    colours, method = colouring.colour_columns(pattern, 41)
+    colours, method = column_colouring.colour_columns(pattern, 41)
     assert method.startswith("greedy")
-    assert colouring.valid(pattern, colours)
+    assert column_colouring.valid(pattern, colours)
     assert int(colours.max()) + 1 == 2
 
 
@@ -197,9 +197,9 @@ def test_rows_sharing_a_block_are_summed_together_and_give_the_row_by_row_answer
         else torch.randn(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     )
     learned = sparsity.learn(function, {"x": x}, "x")
-    assert coloured.run_length(*colouring.compact(learned.dependency)) == 10
+    assert coloured_path.run_length(*column_colouring.compact(learned.dependency)) == 10
     grouped, grouped_bound = _with_rounding(function, x, v)
-    monkeypatch.setattr(coloured, "run_length", lambda pattern, repeat=1: 1)
+    monkeypatch.setattr(coloured_path, "run_length", lambda pattern, repeat=1: 1)
     by_row, by_row_bound = _with_rounding(function, x, v)
     # the same terms added in another order: a few ulps of the O(1e-1..1) quotients and O(1e-10) bounds
     assert torch.allclose(grouped, by_row, rtol=1e-12, atol=1e-14)
@@ -213,8 +213,8 @@ def test_rows_that_only_look_alike_at_their_ends_are_not_grouped():
     when the runs of rows sharing one index set are looked for,
     then none is taken (each row stays its own group)."""
     pattern = torch.tensor([[5, 3, 0], [5, 3, 0], [9, 7, 6], [9, 8, 6]])
-    assert coloured.run_length(pattern) == 1
-    assert coloured.run_length(pattern[:2]) == 2
+    assert coloured_path.run_length(pattern) == 1
+    assert coloured_path.run_length(pattern[:2]) == 2
 
 
 def test_a_body_that_views_its_input_keeps_each_shift_values_when_evaluated_batched(monkeypatch):
@@ -223,7 +223,7 @@ def test_a_body_that_views_its_input_keeps_each_shift_values_when_evaluated_batc
     when its central differences are taken,
     then the values of the +h shift are kept before the -h shift rewrites the copies: every element
     equals the general path's estimate (1 where the element is in the slice, 0 for x[0])."""
-    monkeypatch.setattr(coloured.defaults, "LOOP_BELOW", 1)
+    monkeypatch.setattr(coloured_path.defaults, "LOOP_BELOW", 1)
     x = torch.randn(50, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
     fast, slow, info = _both(lambda x: x[1:], x)
     assert info["structure"] == "coloured"

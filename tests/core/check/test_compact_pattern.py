@@ -1,4 +1,4 @@
-"""A learned pattern's repeated rows given once (core/check/fd/colouring.py, compact).
+"""A learned pattern's repeated rows given once (core/check/fd/column_colouring.py, compact).
 
 Where the tracer broadcast one index set over a body's trailing dimensions (a softmax's set over
 its row), the pattern's rows repeat it; the coloured path reads each set once with its repeat
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import coloured, colouring, sparsity
+from jupyterlab_gradcheck.core.check.fd import coloured_path, column_colouring, sparsity
 
 WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
 
@@ -36,14 +36,14 @@ def test_compact_rows_spell_out_to_the_full_pattern_and_colour_it_alike(function
     then each set is given once for `repeat` rows (the block's width; 1 for the band), the rows spelled
     out are the full pattern, and the colours and runs of rows found from them are the full pattern's."""
     learned = sparsity.learn(function, {"x": torch.randn(100, dtype=torch.float64)}, "x")
-    rows, found = colouring.compact(learned.dependency)
+    rows, found = column_colouring.compact(learned.dependency)
     full = _full(learned)
     assert found == repeat
     assert torch.equal(rows.repeat_interleave(found, dim=0), full)
-    compact_colours, compact_method = colouring.colour_columns(rows, 100)
-    full_colours, full_method = colouring.colour_columns(full, 100)
+    compact_colours, compact_method = column_colouring.colour_columns(rows, 100)
+    full_colours, full_method = column_colouring.colour_columns(full, 100)
     assert torch.equal(compact_colours, full_colours) and compact_method == full_method
-    assert coloured.run_length(rows, found) == coloured.run_length(full)
+    assert coloured_path.run_length(rows, found) == coloured_path.run_length(full)
 
 
 @pytest.mark.parametrize(
@@ -60,4 +60,4 @@ def test_runs_found_on_compact_rows_are_those_of_the_rows_spelled_out(heads, rep
     when the runs of rows sharing one set are looked for on the compact rows,
     then they are the runs found on the same rows spelled out (including none at all)."""
     rows = torch.tensor(heads)
-    assert coloured.run_length(rows, repeat) == coloured.run_length(rows.repeat_interleave(repeat, dim=0))
+    assert coloured_path.run_length(rows, repeat) == coloured_path.run_length(rows.repeat_interleave(repeat, dim=0))

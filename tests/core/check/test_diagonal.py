@@ -109,7 +109,7 @@ def test_anything_but_an_elementwise_chain_takes_the_general_path(function):
     """Given a function whose Jacobian is not diagonal (or not provably so),
     when its finite differences are taken,
     then the diagonal path is not taken: the general path runs and the estimate is the general
-    path's, or a learned sparse pattern is coloured (core/check/fd/coloured.py) in fewer evaluations
+    path's, or a learned sparse pattern is coloured (core/check/fd/coloured_path.py) in fewer evaluations
     and the estimate equals the general path's up to rounding."""
     x = torch.linspace(-1.0, 1.0, 40, dtype=torch.float64)
     fast, slow, info = _both(function, x)

@@ -15,7 +15,7 @@ import torch
 
 from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
-from jupyterlab_gradcheck.core.check.fd import budget, finite_difference
+from jupyterlab_gradcheck.core.check.fd import finite_difference, time_budget
 from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
 from jupyterlab_gradcheck.core.errors import SpecError
 
@@ -97,7 +97,7 @@ def test_mode_auto_projects_when_the_exhaustive_comparison_is_over_budget(monkey
     when the correct dense function is checked with the default mode,
     then the record says projected, with the predicted time that chose it, and the check passes;
     with mode exhaustive the same check compares every element."""
-    monkeypatch.setattr(budget, "AUTO_BUDGET_S", 1e-6)
+    monkeypatch.setattr(time_budget, "AUTO_BUDGET_S", 1e-6)
     monkeypatch.setattr(finite_difference, "BUDGET_WORK_FROM", 0)
     record = _check(dense)
     observation = record["observations"]["finite_difference"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from ..compare.forward_pass import grad_output_for
 from ..record.callable_source import function_source
-from .outputs import differentiable
+from .several_outputs import differentiable
 
 
 def backward_name(classes: list) -> str:

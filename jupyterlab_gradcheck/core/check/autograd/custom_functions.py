@@ -3,7 +3,7 @@
 The graph that produced an output names, at each node of a custom Function, the Function's class
 (`_forward_cls`). A check uses that to take a Function's own backward as the expectation
 (core/check/autograd/backward_expectation.py) and to observe its forward mode and batched gradients
-(core/check/autograd/function_modes.py); nothing is assumed from the function's name or source.
+(core/check/autograd/forward_and_batched.py); nothing is assumed from the function's name or source.
 """
 
 from __future__ import annotations

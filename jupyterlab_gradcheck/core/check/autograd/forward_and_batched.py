@@ -15,7 +15,7 @@ A custom `torch.autograd.Function` is used by more than `backward()`: forward-mo
 
 Forward mode and batched gradients are observed for a function of one output, with any number of
 inputs (each input gets its own direction, drawn in the inputs' order, and its own batched
-comparison), and from policy 7 for a function of several outputs (core/check/autograd/output_modes.py);
+comparison), and from policy 7 for a function of several outputs (core/check/autograd/forward_and_batched_outputs.py);
 undefined gradients for any.
 
 Each is skipped, with the reason PyTorch gives, where it does not apply (a Function without a
@@ -28,7 +28,14 @@ from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.tensors import describe
 from ..record.complex_values import real_inner
-from .output_modes import along_u, batched_grad_outputs, dual_pairs, forward_ad_outputs, forward_skipped, vmap_skipped
+from .forward_and_batched_outputs import (
+    along_u,
+    batched_grad_outputs,
+    dual_pairs,
+    forward_ad_outputs,
+    forward_skipped,
+    vmap_skipped,
+)
 from .undefined_grad import undefined_grad
 
 #: The observations of the block, in the record's order.
@@ -170,7 +177,7 @@ def function_modes(
     (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
     are observed for one output, whatever the inputs; for a tuple or list of `outputs` (their count)
     they are observed over its differentiable outputs where `weights` maps each one's index to its
-    grad_output (policy 7, core/check/autograd/output_modes.py), and recorded as skipped, with that reason,
+    grad_output (policy 7, core/check/autograd/forward_and_batched_outputs.py), and recorded as skipped, with that reason,
     otherwise."""
     if not classes:
         return None

@@ -3,9 +3,9 @@
 `torch.autograd.gradcheck` checks a tuple of outputs in forward mode and batched, as it checks one
 (`check_forward_ad`, `check_batched_grad`): a Function that returns `(y, aux)` has a `jvp` giving a
 tangent per output and a `backward` taking a gradient per output, and either can be wrong in one
-output's part alone. For each differentiable output k (core/check/autograd/outputs.py `differentiable`):
+output's part alone. For each differentiable output k (core/check/autograd/several_outputs.py `differentiable`):
 
-- `forward_ad`: its tangent J_k u along the direction u of core/check/autograd/function_modes.py (one
+- `forward_ad`: its tangent J_k u along the direction u of core/check/autograd/forward_and_batched.py (one
   standard normal direction per input, seed 17) against central differences of f_k along u, one
   comparison per output; and sum_k sum(v_k * J_k u) against grad . u, where grad is the backward's
   gradient of sum_k sum(v_k * f_k) with each output's grad_output v_k of the check;

@@ -17,7 +17,7 @@ from ...errors import exception_line
 from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.tensors import describe
-from .outputs import differentiable
+from .several_outputs import differentiable
 
 #: Why a nonzero gradient in a case fails.
 UNDEFINED_REASON = Message(

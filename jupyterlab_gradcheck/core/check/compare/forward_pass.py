@@ -13,7 +13,7 @@ from ..record.complex_values import grad_output_tensor
 
 class SeveralOutputs(SpecError):
     """A function returned a tuple or list: `run_check` then checks it output by output
-    (core/check/autograd/outputs.py); anywhere else one tensor was expected, and this is the refusal."""
+    (core/check/autograd/several_outputs.py); anywhere else one tensor was expected, and this is the refusal."""
 
     def __init__(self, message: str, *, outputs, **params):
         super().__init__(message, field="function", **params)

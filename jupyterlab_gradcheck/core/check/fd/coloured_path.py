@@ -2,7 +2,7 @@
 
 core/check/fd/sparsity.py learns which input elements each element of the body depends on (the
 function's output, or for a scalar loss the vector entering its final sum or mean);
-core/check/fd/colouring.py groups the columns that share no row. All columns of one colour are
+core/check/fd/column_colouring.py groups the columns that share no row. All columns of one colour are
 shifted at once, each by its own step, and the body evaluated at the shifted points. Row j of
 that difference moved because of the one column of this colour in its pattern, so its share
 w_j (g_j(x+) - g_j(x-)) belongs to that column's quotient alone: every element is estimated,
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..record import defaults
-from . import colouring, sparsity
+from . import column_colouring, sparsity
 from .error_bound import equal_evaluations_count
 
 #: Schemes the coloured path computes (complex step needs complex arithmetic through the body: general path).
@@ -39,8 +39,10 @@ class Colouring:
     learned: object  #: sparsity.Learned
     colours: object  #: int64 colour per flat input element
     count: int  #: number of colours
-    method: str  #: how the colours were found (colouring.colour_columns)
-    rows: object  #: the pattern's rows, each once for `repeat` consecutive rows that share it (colouring.compact)
+    method: str  #: how the colours were found (column_colouring.colour_columns)
+    rows: (
+        object  #: the pattern's rows, each once for `repeat` consecutive rows that share it (column_colouring.compact)
+    )
     repeat: int
     targets: object = None  #: see _targets, built on first use
     run: int = 1  #: body rows per group whose differences are summed before they reach a column (_targets)
@@ -70,8 +72,8 @@ def plan(probe) -> tuple[Colouring | None, str]:
     except sparsity.Unlearnable as refusal:
         probe.stats["pattern_evaluations"] = 1  # the traced evaluation, apart from the path that then runs
         return None, f"sparsity pattern not learned: {refusal}"
-    rows, repeat = colouring.compact(learned.dependency)
-    colours, method = colouring.colour_columns(rows, x.numel())
+    rows, repeat = column_colouring.compact(learned.dependency)
+    colours, method = column_colouring.colour_columns(rows, x.numel())
     count = int(colours.max()) + 1 if colours.numel() else 0
     if count > WORTH_BELOW * x.numel():
         probe.stats["pattern_evaluations"] = 1
@@ -244,7 +246,7 @@ def run_length(pattern, repeat: int = 1) -> int:
 
     L is read off the first change of a row's highest column and then checked on every row: at once
     where the rows are full intervals (their highest columns then tell their sets), else entry by entry.
-    `pattern` may give each set once for `repeat` consecutive rows that share it (colouring.compact):
+    `pattern` may give each set once for `repeat` consecutive rows that share it (column_colouring.compact):
     the runs are those of the rows spelled out, found on the rows as given."""
     import torch
 
@@ -252,7 +254,7 @@ def run_length(pattern, repeat: int = 1) -> int:
     # a band's rows: told by the first two (equal where each row repeats)
     if given * repeat < 2 or (repeat == 1 and int(pattern[1, 0]) != int(pattern[0, 0])):
         return 1
-    high, low, counts = colouring.spans(pattern)
+    high, low, counts = column_colouring.spans(pattern)
     changes = torch.nonzero(high[1:] != high[:-1])
     run = int(changes[0]) + 1 if changes.numel() else given
     if run * repeat == 1 or given % run:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ...errors import SpecError
 from ..policy import COLOURED_FROM_WORK, CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 from ..record import complex_values, defaults
-from . import adaptive_step, budget, coloured, diagonal, error_bound, shifts
+from . import adaptive_step, coloured_path, diagonal, error_bound, shifts, time_budget
 from .shifts import signed_steps, step_vector
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
@@ -69,13 +69,13 @@ class Probe:
     #: False where the autograd graph already shows the recorder would refuse x (core/check/autograd/chain_paths.py).
     chain_possible: bool = True
     #: Which path the estimates came from: "general", the chain core/check/fd/diagonal.py observed, or
-    #: "coloured" (a learned sparse pattern, core/check/fd/coloured.py).
+    #: "coloured" (a learned sparse pattern, core/check/fd/coloured_path.py).
     structure: str = "general"
     #: Why no structured path applied to this input ("" while one does or none was tried).
     structure_refused: str = ""
     #: Seconds the general path may take for this input before projected.ExhaustiveOverBudget (None: no limit).
     budget_s: float | None = None
-    #: The coloured path's plan once learned (core/check/fd/coloured.py); False when it does not apply
+    #: The coloured path's plan once learned (core/check/fd/coloured_path.py); False when it does not apply
     #: (the policy has no coloured path, or the input is too small for it to pay: COLOURED_FROM_WORK).
     colouring: object = None
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
@@ -213,7 +213,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         estimates = diagonal.estimates(probe, scheme, h, exact=exact) if probe.chain_possible else None
         if estimates is not None:
             return estimates
-        estimates = coloured.estimates_for(probe, scheme, h, exact=exact)
+        estimates = coloured_path.estimates_for(probe, scheme, h, exact=exact)
         if estimates is not None:
             return estimates
         probe.structured = False  # neither a diagonal chain nor a usable colouring: do not look again
@@ -243,7 +243,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
         stop = min(start + rows, total)
         estimates[start:stop], rounding = _chunk_estimates(probe, scheme, steps, indices, start, stop, base)
         if probe.budget_s is not None and indices is None and start == 0:
-            budget.check_budget(probe, total, stop, time.perf_counter() - started)
+            time_budget.check_budget(probe, total, stop, time.perf_counter() - started)
         if rounding is not None:
             probe.rounding[start:stop] = rounding
     return estimates

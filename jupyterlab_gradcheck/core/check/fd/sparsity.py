@@ -107,7 +107,7 @@ class Learned:
 
 def _dedupe(dep):
     """Index sets with duplicates removed, in descending order with the -1 padding last, K trimmed
-    to the widest set. Every rule's result keeps that order (colouring.py relies on it)."""
+    to the widest set. Every rule's result keeps that order (column_colouring.py relies on it)."""
     import torch
 
     if dep.shape[-1] <= 1:

@@ -226,7 +226,7 @@ def refuse_unsupported(
 def refuse_complex_grad_output(value, output) -> None:
     """SpecError for a complex grad_output of a real output: its imaginary part would be dropped.
 
-    Called on the one forward pass made before a ledger entry is written (core/check/autograd/outputs.py), so
+    Called on the one forward pass made before a ledger entry is written (core/check/autograd/several_outputs.py), so
     nothing is, and again where the grad_output becomes a tensor."""
     if is_complex_value(value) and not output.is_complex():
         from ...errors import SpecError

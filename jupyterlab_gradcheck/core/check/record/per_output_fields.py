@@ -1,6 +1,6 @@
 """The record fields of a check of a function with several outputs, parsed without torch.
 
-A Python function may return a tuple or list of tensors (core/check/autograd/outputs.py checks it output
+A Python function may return a tuple or list of tensors (core/check/autograd/several_outputs.py checks it output
 by output). Its expectation is then written per output, `analytical_gradient = {"outputs": [e_0,
 e_1, ...]}`, each e_k what a one-output check accepts (None for an output that is not
 differentiated), and its grad_output may be a list with one entry per output. How many outputs

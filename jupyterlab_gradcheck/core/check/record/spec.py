@@ -34,7 +34,7 @@ from .complex_values import (
 )
 from .fixed_arguments import parse_fixed
 from .hessian_field import parse_hessian
-from .output_fields import grad_output_shape, per_output
+from .per_output_fields import grad_output_shape, per_output
 from .record_values import numel, shape_of
 from .tolerance_fields import finite_difference_field, tolerance_field
 

@@ -17,24 +17,26 @@ refused with a LedgerError until someone looks at it.
 This process keeps what it has read and written of each ledger (`core.ledger.reader`), so a
 check's history and the head an append chains onto come from the lines added since, not
 from the whole file; whatever another writer did to the file in between is noticed first.
+The locks are core.ledger.ledger_lock's; what an append refuses before writing,
+core.ledger.entry_checks'.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..check.record.tolerance_fields import refuse_meaningless_rtol
-from ..errors import JustificationRequired, LedgerError, SpecError
+from ..errors import LedgerError, SpecError
 from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client
+from .entry_checks import check_id_of, check_kind, existing_check, require_justification
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
+from .ledger_lock import LockedFd, LockedLedger
 from .line_format import (
     GENESIS,
     GENESIS_LINE_MAX,
-    KINDS,
     LineError,
     LineInfo,
     genesis_entry,
@@ -44,10 +46,10 @@ from .line_format import (
     read_entry,
     read_line,
 )
-from .reader import appended, fd_lines, histories_and_head, known_head, light_entry, light_histories
+from .reader import appended, fd_lines, known_head, light_entry, light_histories
 from .tail import fsync_folder, now_utc, read_head, seal_torn_tail, write_all
 
-__all__ = ["LEDGER_SUFFIX", "Ledger", "ledger_path_for"]
+__all__ = ["LEDGER_SUFFIX", "Ledger", "LockedLedger", "ledger_path_for"]
 
 LEDGER_SUFFIX = ".gradcheck.jsonl"
 
@@ -77,9 +79,9 @@ class Ledger:
         return f"Ledger({str(self.path)!r})"
 
     # ----------------------------------------------------------------- locking and I/O
-    def locked_fd(self, exclusive: bool) -> _LockedFd:
+    def locked_fd(self, exclusive: bool) -> LockedFd:
         """`with` an fd of the ledger under a shared or exclusive lock (None if it does not exist)."""
-        return _LockedFd(self.path, exclusive)
+        return LockedFd(self.path, exclusive)
 
     def locked(self) -> LockedLedger:
         """`with` this ledger under its exclusive lock, for reading a check's history and
@@ -132,25 +134,11 @@ class Ledger:
     # -------------------------------------------------------------------- writing
     def append(self, kind: str, check_id: str | None, data: dict) -> dict:
         """Append one entry under an exclusive lock, flushed and fsynced; return it."""
-        self._check_kind(kind, check_id, data)
+        check_kind(kind, check_id, data)
         with self.locked_fd(exclusive=True) as fd:
-            return self._append_locked(fd, kind, check_id, data)
+            return self.append_locked(fd, kind, check_id, data)
 
-    @staticmethod
-    def _check_kind(kind: str, check_id: str | None, data: dict) -> None:
-        if kind not in KINDS:
-            raise SpecError(
-                "unknown ledger entry kind {kind!r}: one of {choices}",
-                kind=kind,
-                choices=", ".join(KINDS),
-                field="kind",
-            )
-        if kind != "note" and not (isinstance(check_id, str) and check_id):
-            raise SpecError("a {kind} entry needs a check id", kind=kind, field="check_id")
-        if not isinstance(data, dict):
-            raise SpecError("ledger entry data must be a JSON object", field="data")
-
-    def _append_locked(
+    def append_locked(
         self, fd: int, kind: str, check_id: str | None, data: dict, known: tuple[int, str] | None = None
     ) -> dict:
         if known is None:  # else the caller has just read it under this same lock
@@ -179,12 +167,12 @@ class Ledger:
     # ---------------------------------------------------------- the entry kinds
     def record_expectation(self, spec_dict: dict) -> dict:
         """The expectation, written before the check runs."""
-        return self.append("expectation", _check_id_of(spec_dict), spec_dict)
+        return self.append("expectation", check_id_of(spec_dict), spec_dict)
 
     def record_observation(self, record: dict, expectation_seq: int) -> dict:
         """The completed record of a run, referring to its expectation's seq."""
         data = {"expectation_seq": int(expectation_seq), "passed": bool(record.get("passed")), "record": record}
-        return self.append("observation", _check_id_of(record), data)
+        return self.append("observation", check_id_of(record), data)
 
     def record_failed_to_run(self, spec_dict: dict, expectation_seq: int, reason: str) -> dict:
         """A run that did not complete (crash, timeout): kept as a failed observation."""
@@ -195,7 +183,7 @@ class Ledger:
             "reason": str(reason),
             "record": spec_dict,
         }
-        return self.append("observation", _check_id_of(spec_dict), data)
+        return self.append("observation", check_id_of(spec_dict), data)
 
     def note(self, text: str, check_id: str | None = None, **extra) -> dict:
         """A free-text note, optionally about one check."""
@@ -231,10 +219,10 @@ class Ledger:
                 )
         if rtol is not None:
             refuse_meaningless_rtol(rtol, "rtol", max_rtol)
-        justification = _require_justification(justification)
+        justification = require_justification(justification)
         with self.locked_fd(exclusive=True) as fd:
             builder = self.history_from_first_line()
-            history = _existing_check(builder, check_id, self.path)
+            history = existing_check(builder, check_id, self.path)
             key = HISTORY_KEY[target]
             old = history[key]
             if old is None:
@@ -262,20 +250,20 @@ class Ledger:
                 **direction(old, new),
                 "after_failure": builder.latest_failed(check_id),
             }
-            return self._append_locked(fd, "tolerance_change", check_id, data)
+            return self.append_locked(fd, "tolerance_change", check_id, data)
 
     def change_expectation(
         self, check_id: str, analytical_gradient, *, justification: str | None = None, via: str = "change"
     ) -> dict:
         """Record a new analytical gradient for a check; refused without a justification."""
         if via == "change":
-            justification = _require_justification(justification)
+            justification = require_justification(justification)
         with self.locked_fd(exclusive=True) as fd:
-            return self._change_expectation_locked(fd, check_id, analytical_gradient, justification, via)
+            return self.change_expectation_locked(fd, check_id, analytical_gradient, justification, via)
 
-    def _change_expectation_locked(self, fd: int, check_id: str, analytical_gradient, justification, via) -> dict:
+    def change_expectation_locked(self, fd: int, check_id: str, analytical_gradient, justification, via) -> dict:
         builder = self.history_from_first_line()
-        history = _existing_check(builder, check_id, self.path)
+        history = existing_check(builder, check_id, self.path)
         old = history["analytical_gradient"]
         if old == analytical_gradient:
             raise SpecError(
@@ -291,7 +279,7 @@ class Ledger:
             "after_observation": builder.has_observation(check_id),
             "via": via,
         }
-        return self._append_locked(fd, "expectation_change", check_id, data)
+        return self.append_locked(fd, "expectation_change", check_id, data)
 
     # -------------------------------------------------------------------- reading
     def history_from_first_line(self) -> HistoryBuilder:
@@ -344,112 +332,3 @@ class Ledger:
         """One check's light history (`checks(records=False).get(check_id)`), or None."""
         with self.locked_fd(exclusive=False) as fd:
             return None if fd is None else light_histories(fd, check_id).get(check_id)
-
-
-class _LockedFd:
-    """An fd of a ledger under a shared or exclusive flock for the `with` block."""
-
-    __slots__ = ("path", "exclusive", "fd")
-
-    def __init__(self, path: Path, exclusive: bool):
-        self.path, self.exclusive, self.fd = path, exclusive, None
-
-    def __enter__(self) -> int | None:
-        try:
-            if self.exclusive:
-                try:
-                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-                except OSError:  # perhaps no folder yet: make it, then open (or fail) once more
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            else:
-                fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            if self.exclusive:
-                raise LedgerError("cannot create the ledger {path}: its folder is missing", path=self.path) from None
-            return None
-        except OSError as exc:
-            raise LedgerError(
-                "cannot open the ledger {path}: {strerror}", path=self.path, strerror=exc.strerror
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-        return fd
-
-    def __exit__(self, *exc_info) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            os.close(fd)  # closing releases the lock
-
-
-class LockedLedger:
-    """A ledger held under its exclusive lock (`with ledger.locked() as held:`): what `history`
-    reads cannot change before the entries appended through it are written."""
-
-    def __init__(self, ledger: Ledger):
-        self.ledger, self._fd = ledger, _LockedFd(ledger.path, True)
-        self.fd: int | None = None
-        self._head: tuple[int, str] | None = None  # as read with the history, until a write
-
-    def __enter__(self) -> LockedLedger:
-        self.fd = self._fd.__enter__()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.fd = self._head = None
-        self._fd.__exit__(*exc_info)
-
-    def history(self, check_id: str, *, copy: bool = True) -> dict | None:
-        """One check's light history, as `Ledger.history` reads it; `copy=False` gives the
-        kept one itself, to read (never to edit) before this `with` block ends."""
-        histories, self._head = histories_and_head(self.fd, check_id, copy=copy)
-        return histories.get(check_id)
-
-    def change_expectation(
-        self, check_id: str, analytical_gradient, *, justification: str | None = None, via: str = "change"
-    ) -> dict:
-        """`Ledger.change_expectation` under the lock already held."""
-        if via == "change":
-            justification = _require_justification(justification)
-        self._head = None
-        return self.ledger._change_expectation_locked(self.fd, check_id, analytical_gradient, justification, via)
-
-    def record_expectation(self, spec_dict: dict) -> dict:
-        """`Ledger.record_expectation` under the lock already held."""
-        check_id = _check_id_of(spec_dict)
-        self.ledger._check_kind("expectation", check_id, spec_dict)
-        known, self._head = self._head, None
-        return self.ledger._append_locked(self.fd, "expectation", check_id, spec_dict, known)
-
-
-def _check_id_of(record: dict) -> str:
-    check_id = record.get("id") if isinstance(record, dict) else None
-    if not isinstance(check_id, str) or not check_id:
-        raise SpecError("the record has no check id; parse it with core.check.record.spec first", field="id")
-    return check_id
-
-
-def _require_justification(justification) -> str:
-    if not isinstance(justification, str) or not justification.strip():
-        raise JustificationRequired(
-            "a written justification is required (--justification TEXT): the change is refused and nothing was written",
-            field="justification",
-        )
-    return justification.strip()
-
-
-def _existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
-    if check_id not in builder.checks:
-        known = ", ".join(sorted(builder.checks)) or "none"
-        raise SpecError(
-            "no check {check_id!r} in {name} (checks: {known})",
-            check_id=check_id,
-            name=path.name,
-            known=known,
-            field="check_id",
-        )
-    return builder.checks[check_id]

@@ -168,8 +168,9 @@ class GradcheckExtension(ExtensionApp):
             },
         )
         self.pool.start()
-        if self.witness_url:
-            witness_client.configure(self.witness_url, self.witness_token or None)
+        witness_url, witness_token = self._witness()
+        if witness_url:
+            witness_client.configure(witness_url, witness_token or None, source="server")
         self.ledger_io = LedgerIO()
         root = self.serverapp.root_dir if self.serverapp is not None else os.getcwd()
         runtime = self.serverapp.runtime_dir if self.serverapp is not None else jupyter_runtime_dir()
@@ -206,15 +207,21 @@ class GradcheckExtension(ExtensionApp):
             return
         self.renames = RenameFollower(root, app.session_manager, app.kernel_manager, self.log)
         self.renames.listen(app.event_logger)
-        url = self.witness_url or os.environ.get(witness_client.URL_VARIABLE, "").strip()
+        url, token = self._witness()
         if url:
-            token = (
-                self.witness_token
-                or os.environ.get(witness_client.TOKEN_VARIABLE)
-                or os.environ.get("JUPYTERHUB_API_TOKEN", "")
-            )
             self.relay = WitnessRelay(url, token, root, app.session_manager, app.kernel_manager, self.log)
             self.relay.listen(app.event_logger)
+
+    def _witness(self) -> tuple[str, str]:
+        """The witness's URL and the token to report with: the options, else the server's
+        environment (under a hub, the user's own API token)."""
+        url = self.witness_url or os.environ.get(witness_client.URL_VARIABLE, "").strip()
+        token = (
+            self.witness_token
+            or os.environ.get(witness_client.TOKEN_VARIABLE)
+            or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        )
+        return url, token
 
     def initialize_handlers(self):
         """Add the route table under `{base_url}/gradcheck/`."""
@@ -226,7 +233,7 @@ class GradcheckExtension(ExtensionApp):
             if listener is not None:
                 listener.stop(self.serverapp.event_logger)
         await asyncio.get_running_loop().run_in_executor(None, self.pool.stop)
-        if self.witness_url:
+        if self._witness()[0]:
             witness_client.configure(None, None)
         self.ledger_io.close()
         self.journal.close()

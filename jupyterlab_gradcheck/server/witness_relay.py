@@ -23,6 +23,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from ..core.errors import GradcheckError
 from ..core.ledger.attestation import MIME_TYPE
 from ..core.ledger.store import Ledger, ledger_path_for
+from ..core.ledger.witness_client import entry_report
 from . import paths
 from .notebook_renames import KERNEL_EVENTS
 
@@ -32,23 +33,8 @@ DISPLAY_TYPES = ("display_data", "execute_result", "update_display_data")
 #: Pauses between tries while the witness cannot be reached, in seconds.
 RETRY_PAUSES = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 TIMEOUT = 5.0
-
-
-def report_of(entry: dict, ledger_id: str, notebook: str) -> dict:
-    """The witness report of one ledger entry, as the server sends it."""
-    data = entry.get("data") if isinstance(entry.get("data"), dict) else {}
-    return {
-        "ledger_id": ledger_id,
-        "notebook": notebook,
-        "seq": entry["seq"],
-        "head": entry["hash"],
-        "entry_time": entry["time"],
-        "check_id": entry.get("check_id"),
-        "kind": entry.get("kind"),
-        "passed": bool(data.get("passed")) if entry.get("kind") == "observation" else None,
-        "private": False,
-        "source": "server",
-    }
+#: Who the reports say sent them (the kernel's own reports say "kernel").
+SOURCE = "server"
 
 
 class WitnessRelay:
@@ -158,7 +144,7 @@ class WitnessRelay:
                 if entry["seq"] <= done:
                     continue
                 try:
-                    await self._post(report_of(entry, ledger_id, notebook))
+                    await self._post(entry_report(ledger_path, notebook, entry, ledger_id, SOURCE))
                 except Exception as exc:  # noqa: BLE001 - any failure to deliver is retried later
                     self.last_error = str(exc)
                     self.log.warning("gradcheck: the witness did not take seq %d of %s: %s", entry["seq"], key, exc)

@@ -10,9 +10,11 @@ from jupyterlab_gradcheck.core.ledger import witness_client
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.witness_log import read_log
 from support.server import server_config
-from support.witness import TOKEN, Witness, free_port
+from support.witness import Witness, free_port
 
 PORT = free_port()
+#: The student's own token in the class list the test witness writes (tests/support/witness.py).
+ANA = "ana-token-for-tests"
 
 
 @pytest.fixture
@@ -22,16 +24,14 @@ def witness(tmp_path):
     running.kill()
 
 
-@pytest.mark.parametrize(
-    "jp_server_config", [server_config(witness_url=f"http://127.0.0.1:{PORT}", witness_token=TOKEN)]
-)
+@pytest.mark.parametrize("jp_server_config", [server_config(witness_url=f"http://127.0.0.1:{PORT}", witness_token=ANA)])
 async def test_a_check_posted_to_the_server_reaches_the_witness(
     witness, api, lab1, ledger_lines, jp_root_dir, jp_server_config
 ):
-    """Given a server whose witness_url and witness_token name a live witness,
-    when a check is POSTed, then the witness's log holds the observation's head (seq 2 with its hash)
-    for lab1.ipynb, and the expectation's (seq 1) before it unless the newer head replaced it in the
-    queue before it was sent (the chain makes the newer cover it); the request never waited on it."""
+    """Given a server whose witness_url and witness_token name a live witness and ana's own token,
+    when a check is POSTed, then the witness's log holds one receipt per entry, in order (the
+    expectation's head at seq 1, the observation's at seq 2), for ana and lab1.ipynb under the
+    ledger's id, each sent by the server; the request never waited on them."""
     status, _, body = await api(
         "POST",
         "checks",
@@ -45,7 +45,10 @@ async def test_a_check_posted_to_the_server_reaches_the_witness(
             break
         await asyncio.sleep(0.05)
     receipts = read_log(witness.log)
-    heads = [("lab1.ipynb", e["seq"], e["hash"]) for e in entries]
-    assert [(r["notebook"], r["seq"], r["head"]) for r in receipts] in (heads, heads[1:])
-    assert {r["ledger_id"] for r in receipts} == {Ledger(jp_root_dir / "work" / "lab1.gradcheck.jsonl").ledger_id()}
+    assert [(r["notebook"], r["seq"], r["head"]) for r in receipts] == [
+        ("lab1.ipynb", e["seq"], e["hash"]) for e in entries
+    ]
+    assert {(r["user"], r["source"], r["ledger_id"]) for r in receipts} == {
+        ("ana", "server", Ledger(jp_root_dir / "work" / "lab1.gradcheck.jsonl").ledger_id())
+    }
     assert witness_client.client() is not None and witness_client.client().url == witness.url

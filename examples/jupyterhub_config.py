@@ -13,7 +13,10 @@ Settings read from the environment, all optional:
 - GRADCHECK_HUB_PORT: the public port (default 8000); the proxy's API listens on the next port,
   the witness on the one after, the hub's own API on the one after that;
 - GRADCHECK_HUB_PROXY: the configurable-http-proxy command (default: found on PATH);
-- GRADCHECK_WITNESS_TOKEN: the instructor's token, the only one that reads the whole witness log.
+- GRADCHECK_WITNESS_TOKEN: the instructor's token, the only one that reads the whole witness log;
+- GRADCHECK_WITNESS_USER: the OS user the witness runs as (the hub must run as root to switch
+  to it); its folder GRADCHECK_HUB_DIR/witness is then given to that user, mode 0700, so that no
+  student's server can read or write the witness's log or key (docs/jupyterhub.md).
 
 This sample is for one machine: SimpleLocalProcessSpawner runs every student's server as the
 hub's own OS user, so the students share one file system. What the hub keeps apart here is who
@@ -101,14 +104,23 @@ c.Spawner.http_timeout = 120
 
 # --- the witness, a hub-managed service at /services/witness/ ------------------------------------
 WITNESS_COMMAND = shutil.which("jupyter-gradcheck", path=os.path.dirname(sys.executable)) or "jupyter-gradcheck"
-c.JupyterHub.services = [
-    {
-        "name": "witness",
-        "url": f"http://127.0.0.1:{WITNESS_PORT}",
-        "command": [WITNESS_COMMAND, "witness", "--log", os.path.join(HUB_DIR, "witness", "witness.jsonl")],
-        "environment": {"GRADCHECK_WITNESS_TOKEN": os.environ.get("GRADCHECK_WITNESS_TOKEN", "")},
-        # The witness needs no scope of its own: it asks the hub who owns each token it is shown.
-        "oauth_no_confirm": True,
-    }
-]
-os.makedirs(os.path.join(HUB_DIR, "witness"), exist_ok=True)
+WITNESS_DIR = os.path.join(HUB_DIR, "witness")
+WITNESS_USER = os.environ.get("GRADCHECK_WITNESS_USER", "")
+WITNESS = {
+    "name": "witness",
+    "url": f"http://127.0.0.1:{WITNESS_PORT}",
+    "command": [WITNESS_COMMAND, "witness", "--log", os.path.join(WITNESS_DIR, "witness.jsonl")],
+    "environment": {"GRADCHECK_WITNESS_TOKEN": os.environ.get("GRADCHECK_WITNESS_TOKEN", "")},
+    # The witness needs no scope of its own: it asks the hub who owns each token it is shown.
+    "oauth_no_confirm": True,
+}
+# Its log, its private key (witness.jsonl.key, created 0600) and its public key (.pub) live in a
+# folder only the witness's OS user may enter: a student who could write there could rewrite the
+# log, and one who could read the key could re-sign it.
+os.makedirs(WITNESS_DIR, mode=0o700, exist_ok=True)
+if WITNESS_USER:
+    WITNESS["user"] = WITNESS_USER  # the hub (root) starts the witness as this user
+    shutil.chown(WITNESS_DIR, user=WITNESS_USER, group=WITNESS_USER)
+if os.getuid() == 0 or os.stat(WITNESS_DIR).st_uid == os.getuid():
+    os.chmod(WITNESS_DIR, 0o700)
+c.JupyterHub.services = [WITNESS]

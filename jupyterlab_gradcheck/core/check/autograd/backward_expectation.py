@@ -8,7 +8,8 @@ Functions' own `backward`, in a fresh graph, with the check's grad_output. The o
 then hold that backward against finite differences, as gradcheck does.
 
 The expectation is named by each Function's qualified name and the SHA-256 of its source
-(`inspect.getsource` of its class). The name is what the ledger keeps for a callable
+(its class, also when defined in a notebook cell; for a `torch.library` custom op, the op's name
+and its author's functions: record/callable_source.py). The name is what the ledger keeps for a callable
 expectation, so a backward edited after a failure is a new expectation text: the ledger records
 it as an expectation change, and grading flags it as revised after an observation.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..compare.forward_pass import grad_output_for
-from ..record.callable_source import function_source
+from ..record.callable_source import callable_name, function_source
 from .several_outputs import differentiable
 
 
@@ -29,7 +30,7 @@ def backward_name(classes: list) -> str:
     parts = []
     for owner in classes:
         digest = function_source(owner).get("sha256") or "source unreadable"
-        parts.append(f"{owner.__module__}.{owner.__qualname__} [sha256 {digest[:16]}]")
+        parts.append(f"{callable_name(owner)} [sha256 {digest[:16]}]")
     return "the backward of " + " and ".join(parts)
 
 

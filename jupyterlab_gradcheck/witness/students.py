@@ -50,16 +50,22 @@ class Students:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._stamp: tuple[int, int] | None = None
-        self._users: dict[str, str] = {}
-        self.user_for_token("")  # read it now: a bad file stops the witness at start
+        stat = self.path.stat() if self.path.exists() else None
+        self._users = read_students(self.path)  # a bad file stops the witness at start
+        self._stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
+        #: Why the last change to the file was not taken (the previous list stays), or None.
+        self.problem: str | None = None
 
     def user_for_token(self, token: str) -> str | None:
-        """The student who owns `token`, or None."""
-        stat = self.path.stat()
-        stamp = (stat.st_mtime_ns, stat.st_size)
-        if stamp != self._stamp:
-            self._users, self._stamp = read_students(self.path), stamp
+        """The student who owns `token`, or None. A file that changed into something unreadable
+        (removed, made readable by others, not JSON) leaves the list it held before in force."""
+        try:
+            stat = self.path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            if stamp != self._stamp:
+                self._users, self._stamp, self.problem = read_students(self.path), stamp, None
+        except (OSError, SpecError) as exc:
+            self.problem = str(exc)
         return self._users.get(token) if token else None
 
 

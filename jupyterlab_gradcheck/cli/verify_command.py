@@ -2,7 +2,8 @@
 
 PATH is a ledger, a notebook (its ledger file, or the ledger embedded by the notebook
 export) or a folder of them. Exit 0: every chain and binding is intact (and, with
-`--replay`, every recorded value reproduces); 1: something differs, named line by line;
+`--replay`, every recorded value reproduces; with `--witness`, every ledger is witnessed,
+late or on time); 1: something differs, named line by line, or a ledger is unwitnessed;
 2: PATH cannot be read. Over a folder, a progress bar is drawn on standard error when it is a
 terminal (cli/progress.py); piped or redirected output has none.
 """
@@ -66,7 +67,7 @@ def add_parser(subparsers) -> None:
 
 
 def _lines(report: dict) -> list[str]:
-    status = "OK  " if report["ok"] else "FAIL"
+    status = "FAIL" if not report["ok"] else "UNWITNESSED" if _unwitnessed(report) else "OK  "
     out = [
         _("{status} {path}: {entries} entries, head {head}").format(
             status=status, path=report["path"], entries=report["entries"], head=report["head"][:16]
@@ -126,6 +127,12 @@ def _lines(report: dict) -> list[str]:
     return out
 
 
+def _unwitnessed(report: dict) -> bool:
+    """Whether a witness was asked and does not hold this ledger as witnessed: no tampering shown,
+    but never clean (exit 1)."""
+    return (report.get("witness") or {}).get("witnessed") is False
+
+
 def _source_lines(source: dict | None) -> list[str]:
     """A Python callable's recorded source, indented under the line that skipped it."""
     if not source:
@@ -165,4 +172,4 @@ def run(args) -> int:
             print("\n".join(_lines(report)))
         if not result["reports"]:
             print(_("nothing to verify under {path}: no notebooks or ledgers").format(path=args.path))
-    return EXIT_OK if result["ok"] else EXIT_FINDING
+    return EXIT_OK if result["ok"] and not any(_unwitnessed(r) for r in result["reports"]) else EXIT_FINDING

@@ -112,10 +112,14 @@ class HeadsHandler(_Base):
 
 
 class LogHandler(_Base):
-    """`GET log`: every receipt (instructor's token), or a hub user's own receipts."""
+    """`GET log[?ledger_id=ID]`: every receipt (instructor's token), or a student's own; with
+    `ledger_id`, only that ledger's (how a client finds what the witness lacks of a ledger)."""
 
     async def get(self):
         receipts = read_log(self.log.path)
+        ledger_id = self.get_query_argument("ledger_id", None)
+        if ledger_id is not None:
+            receipts = [r for r in receipts if r.get("ledger_id") == ledger_id]
         if self.is_instructor():
             return self.answer({"receipts": receipts, "public_key": self.log.public_key})
         user = await self.student()

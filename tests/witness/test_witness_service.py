@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.tail import now_utc
 from jupyterlab_gradcheck.core.ledger.witness_log import read_log
 from support.witness import JUPYTER, TOKEN, Witness, call
 
@@ -86,6 +88,32 @@ def test_a_rewrite_from_scratch_with_a_rebound_notebook_is_caught_by_the_witness
     for source in ([witness.url], [str(witness.log), "--witness-key", fingerprint]):
         done = _verify(course, "--witness", *source)
         assert "unwitnessed" in done.stdout, done.stdout + done.stderr  # the fresh ledger: never witnessed
+
+
+def test_entries_of_a_run_that_exited_during_an_outage_reach_the_witness_with_the_next_run(witness, course):
+    """Given a live witness that saw ana's first CLI check, when it is killed, a second check runs
+    (its process exits with its reports unsent) and the witness comes back, then the third run
+    first sends what the witness lacks of the ledger: the log then holds every entry of ana's
+    ledger exactly once, seq 1..N in order, with the entries' own times, those written during the
+    outage received after the witness was back."""
+    env = _student_env(witness)
+    assert _run(SQUARE, course, env).returncode == 0
+    witness.kill()
+    started = time.monotonic()
+    assert _run(CUBE, course, env).returncode == 0
+    assert time.monotonic() - started < 60  # a generous bound for a loaded machine; never the retry loop
+    outage = Ledger(course / "lab1.gradcheck.jsonl").head()["entries"]
+    back = now_utc()
+    witness.start()
+    assert _run(SQUARE, course, env).returncode == 0
+    entries = [e for e in Ledger(course / "lab1.gradcheck.jsonl").entries() if e["seq"] >= 1]
+    receipts = read_log(witness.log)
+    assert [(r["seq"], r["head"], r["entry_time"]) for r in receipts] == [
+        (e["seq"], e["hash"], e["time"]) for e in entries
+    ]
+    assert {r["user"] for r in receipts} == {"ana"}
+    late = [r for r in receipts if 2 < r["seq"] <= outage]
+    assert late and all(r["time"] >= back > r["entry_time"] for r in late)
 
 
 def test_a_report_without_the_token_is_refused_and_changes_nothing(witness):

@@ -13,7 +13,11 @@ thread, so each ledger's heads arrive in seq order and none is ever replaced by 
 witness that is down or refuses costs the check nothing: the queue keeps every report and
 retries its first with a growing pause, then sends the rest in order (the witness sees them
 late, with their own times, and says so), and the ledger gets one note, `witness_pending`,
-the first time a head of it could not be delivered. A report the witness answers 400 (it can
+the first time a head of it could not be delivered. The first time a process reports an entry
+of a ledger that already has earlier entries, it first asks the witness which of them it holds
+(`GET log?ledger_id=`) and sends the missing ones, in order: entries written by a process that
+exited while the witness was down (a CLI run, a restarted kernel) are delivered late, never
+lost. A report the witness answers 400 (it can
 never accept it) is set aside in `rejected` so that it does not hold up the rest. At exit the
 queue is given a moment to drain, unless the witness is known to be down.
 """
@@ -27,8 +31,11 @@ import os
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from ..errors import GradcheckError
 
 URL_VARIABLE = "GRADCHECK_WITNESS_URL"
 TOKEN_VARIABLE = "GRADCHECK_WITNESS_TOKEN"
@@ -48,6 +55,13 @@ def notebook_of(ledger_path: Path, notebook: Path | None) -> str:
     return name[: -len(".gradcheck.jsonl")] + ".ipynb" if name.endswith(".gradcheck.jsonl") else name
 
 
+class CatchUp:
+    """A queue item: before `upto`, send whatever earlier entries of its ledger the witness lacks."""
+
+    def __init__(self, upto: dict):
+        self.upto = upto
+
+
 class WitnessClient:
     """The queue of reports to one witness and the thread that sends them, in order."""
 
@@ -56,6 +70,7 @@ class WitnessClient:
         self._pending: collections.deque[tuple[str, dict, object]] = collections.deque()
         self._wake = threading.Condition()
         self._noted: set[str] = set()  # ledgers that already carry a witness_pending note
+        self._caught_up: set[str] = set()  # ledgers this process has checked against the witness
         self._thread: threading.Thread | None = None
         self.receipts: list[dict] = []
         #: Reports the witness refused as malformed (400), with its answer: never retried.
@@ -67,6 +82,10 @@ class WitnessClient:
         """Queue `report` (after every report queued before it) and return at once; `key` names
         its ledger, for the one `witness_pending` note per ledger."""
         with self._wake:
+            if ledger is not None and key not in self._caught_up:
+                self._caught_up.add(key)
+                if isinstance(report.get("seq"), int) and report["seq"] > 1:
+                    self._pending.append((key, CatchUp(report), ledger))
             self._pending.append((key, report, ledger))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="gradcheck-witness", daemon=True)
@@ -92,9 +111,10 @@ class WitnessClient:
             with self._wake:
                 while not self._pending:
                     self._wake.wait()
-                key, report, ledger = self._pending[0]  # sent before anything queued after it
+                key, item, ledger = self._pending[0]  # sent before anything queued after it
+            report = item.upto if isinstance(item, CatchUp) else item
             try:
-                receipt = self._send(report)
+                receipt = self._catch_up(report, ledger) if isinstance(item, CatchUp) else self._send(report)
             except urllib.error.HTTPError as exc:
                 if exc.code != 400:
                     failures = self._failed(exc, key, report, ledger, failures)
@@ -123,6 +143,28 @@ class WitnessClient:
                 self.rejected.append(rejected)
             self.last_error = None
             self._wake.notify_all()
+
+    def _catch_up(self, upto: dict, ledger) -> None:
+        """Send the entries before `upto` that the witness lacks, in order (see the module)."""
+        request = urllib.request.Request(
+            f"{self.url}/log?" + urllib.parse.urlencode({"ledger_id": upto["ledger_id"]}),
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            seen = {r.get("seq") for r in json.loads(answer.read().decode("utf-8"))["receipts"]}
+        try:
+            entries = ledger.entries()
+        except GradcheckError:  # a ledger that cannot be read: verify says so, nothing to send
+            return None
+        for entry in entries:
+            seq = entry.get("seq")
+            if isinstance(seq, int) and 1 <= seq < upto["seq"] and seq not in seen and entry.get("hash"):
+                report = entry_report(ledger.path, ledger.notebook, entry, upto["ledger_id"], self.source)
+                receipt = self._send(report)
+                with self._wake:
+                    self.receipts.append(receipt)
+                seen.add(seq)
+        return None
 
     def _send(self, report: dict) -> dict:
         request = urllib.request.Request(

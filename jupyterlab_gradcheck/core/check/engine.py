@@ -26,8 +26,9 @@ from .autograd.observations import observe_autograd
 from .autograd.second_order import second_order, second_order_of_outputs
 from .autograd.torch_gradcheck import torch_gradcheck
 from .autograd.undefined_grad import UNDEFINED_REASON
-from .compare.comparison import Operand, compare_rows
+from .compare.comparison import Operand
 from .compare.forward_pass import SeveralOutputs
+from .compare.stacked_rows import compare_rows
 from .compare.tensors import describe, to_tensor, to_value
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
@@ -134,7 +135,7 @@ def _comparisons(
                 )
             ]
         )
-        # one input's rows computed together (core/check/compare/comparison.py compare_rows); the sort below orders them
+        # one input's rows computed together (core/check/compare/stacked_rows.py compare_rows); the sort below orders them
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
     return rows

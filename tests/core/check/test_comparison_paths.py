@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare import comparison
+from jupyterlab_gradcheck.core.check.compare import comparison, plain_floats
 from jupyterlab_gradcheck.core.check.compare.comparison import compare
 from jupyterlab_gradcheck.core.check.engine import run_check
 
@@ -100,7 +100,7 @@ def test_large_complex_sparse_or_integer_tensors_keep_the_torch_path():
     """Given tensors above SMALL_ELEMENTS elements, complex, sparse or integer ones, then no
     plain values are read from them; given two scalars with a tensor tolerance, or shapes
     [] and [3], then compare takes the torch path and returns its record."""
-    big = torch.ones(comparison.SMALL_ELEMENTS + 1, dtype=torch.float64)
+    big = torch.ones(plain_floats.SMALL_ELEMENTS + 1, dtype=torch.float64)
     for tensor in (
         big,
         torch.ones(3, dtype=torch.complex128),
@@ -142,7 +142,7 @@ def test_a_whole_check_records_the_same_comparisons_on_both_paths(record, monkey
     check, when each runs with the plain-Python path and again with it switched off, then the
     comparisons, failures and passed are identical."""
     fast = run_check(record, sweep=False, symbolic=False)
-    monkeypatch.setattr(comparison, "SMALL_ELEMENTS", 0)
+    monkeypatch.setattr(plain_floats, "SMALL_ELEMENTS", 0)
     slow = run_check(record, sweep=False, symbolic=False)
     for key in ("comparisons", "failures", "failure", "passed"):
         assert _text(fast[key]) == _text(slow[key]), key

@@ -12,8 +12,9 @@ import random
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare import comparison
-from jupyterlab_gradcheck.core.check.compare.comparison import compare, compare_rows
+from jupyterlab_gradcheck.core.check.compare import plain_floats, stacked_rows
+from jupyterlab_gradcheck.core.check.compare.comparison import compare
+from jupyterlab_gradcheck.core.check.compare.stacked_rows import compare_rows
 from jupyterlab_gradcheck.core.check.engine import run_check
 
 NAN, INF = float("nan"), float("inf")
@@ -38,7 +39,7 @@ def _one_by_one(requests: list[dict]) -> list[dict]:
     return [compare(**request) for request in requests]
 
 
-@pytest.mark.parametrize("shape", [[comparison.SMALL_ELEMENTS + 1], [5, 20], [3, 4, 11]])
+@pytest.mark.parametrize("shape", [[plain_floats.SMALL_ELEMENTS + 1], [5, 20], [3, 4, 11]])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16])
 def test_stacked_rows_give_the_records_of_separate_comparisons(shape, dtype):
     """Given 60 draws of five same-shaped comparisons above SMALL_ELEMENTS elements (the torch path),
@@ -143,7 +144,7 @@ def test_a_whole_check_records_the_same_comparisons_stacked_or_not(record, passe
     expectation, when each runs with its comparisons stacked and again with stacking switched off,
     then the comparisons, failures and passed are identical, in the record's order."""
     stacked = run_check(record, sweep=False, symbolic=False)
-    monkeypatch.setattr(comparison, "STACKED_ELEMENTS", 0)
+    monkeypatch.setattr(stacked_rows, "STACKED_ELEMENTS", 0)
     alone = run_check(record, sweep=False, symbolic=False)
     for key in ("comparisons", "failures", "failure", "passed"):
         assert _text(stacked[key]) == _text(alone[key]), key

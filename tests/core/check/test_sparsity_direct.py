@@ -1,4 +1,4 @@
-"""Reshapes and cuts of one tensor move its index sets directly (core/check/fd/sparsity.py, DIRECT).
+"""Reshapes and cuts of one tensor move its index sets directly (core/check/fd/index_sets.py, DIRECT).
 
 The tracer's general rule for an operation that only moves values runs it on the positions of a
 table of index sets and gathers the rows. For a reshape, or a slice, select or narrow of a single
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import sparsity
+from jupyterlab_gradcheck.core.check.fd import sparsity, sparsity_tracer
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_direct_moves_learn_the_pattern_the_table_rule_learns(monkeypatch, funct
     then both learn the same index set for every row and the same operations."""
     x = torch.randn(24, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     direct = sparsity.learn(function, {"x": x}, "x")
-    monkeypatch.setattr(sparsity, "DIRECT", {})
+    monkeypatch.setattr(sparsity_tracer, "DIRECT", {})
     table = sparsity.learn(function, {"x": x}, "x")
     rows = [d.reshape(-1, d.shape[-1]).tolist() for d in (direct.dependency, table.dependency)]
     assert rows[0] == rows[1]

@@ -7,38 +7,21 @@ pass, the one with the largest error), with its index and both values.
 
 Complex tensors (core/check/record/complex_values.py) are compared by the modulus of the difference.
 
-Two paths compute the same record. Tensors of up to SMALL_ELEMENTS real elements on the CPU
-(the scalars and short vectors of the course) are compared in plain Python floats, because a
-dozen torch operations on one element cost far more than the arithmetic; larger tensors use
-torch. Both evaluate the same IEEE double operations in the same order (subtract, abs,
-multiply, add, divide, each rounded once), pick the worst element by the same rule as
-`torch.argmax` (the first NaN, else the first maximum), and so give bit-identical records.
-A caller comparing the same tensor several times wraps it once in an `Operand`, so that its
-elements are read once, and hands several comparisons to `compare_rows`, which runs the torch
-path of same-shaped ones as the rows of one stacked tensor (the same records).
+Two paths compute the same record: tensors of up to SMALL_ELEMENTS real elements on the CPU are
+compared in plain Python floats (plain_floats.py), larger ones with torch (`compare_tensors`), and
+both give bit-identical records (comparison_record.py writes them). A caller comparing the same
+tensor several times wraps it once in an `Operand`, so that its elements are read once, and hands
+several comparisons to `compare_rows` (stacked_rows.py), which runs same-shaped ones as the rows of
+one stacked tensor (the same records).
 """
 
 from __future__ import annotations
 
-import math
+import torch
 
+from .comparison_record import INF, comparison_record, finite_or_none
+from .plain_floats import compare_floats, plain_number, plain_values
 from .tensors import to_value
-
-#: Largest element count compared in plain Python floats instead of torch operations.
-SMALL_ELEMENTS = 64
-#: Largest element count whose torch-path comparisons of one shape `compare_rows` stacks into one computation.
-STACKED_ELEMENTS = 4096
-_INF = float("inf")
-_MAX_FINITE = 1.7976931348623157e308  # what nan_to_num turns +inf into
-_REAL_DTYPES: tuple | None = None  # see _real_dtypes
-
-
-def _unravel(flat_index: int, shape) -> list[int]:
-    index = []
-    for size in reversed(list(shape)):
-        index.append(flat_index % size)
-        flat_index //= size
-    return list(reversed(index))
 
 
 class Operand:
@@ -49,7 +32,7 @@ class Operand:
     def __init__(self, tensor):
         self._tensor, self._make, self.shape = tensor, None, tensor.shape
         #: The elements (exact: every real dtype fits a double), or None for the torch path.
-        self.values = _plain_values(tensor)
+        self.values = plain_values(tensor)
 
     @property
     def tensor(self):
@@ -64,7 +47,7 @@ class Operand:
         in Python floats as in torch, so the plain values are doubled without a tensor; other
         dtypes round (and overflow) in their own precision, so torch doubles them."""
         tensor = operand.tensor
-        if operand.values is None or tensor.dtype != _float64():
+        if operand.values is None or tensor.dtype != torch.float64:
             return cls(2 * tensor)
         twice = cls.__new__(cls)
         twice._tensor, twice._make, twice.shape = None, lambda: 2 * tensor, operand.shape
@@ -102,10 +85,10 @@ def compare(
         left.values is not None
         and right.values is not None
         and left.shape == right.shape
-        and _plain_number(rtol)
-        and _plain_number(atol)
+        and plain_number(rtol)
+        and plain_number(atol)
     ):
-        return _compare_floats(
+        return compare_floats(
             name,
             input_name,
             left.values,
@@ -130,44 +113,6 @@ def compare(
     )
 
 
-def _record(
-    name,
-    input_name,
-    left_label,
-    right_label,
-    rtol,
-    atol,
-    passed,
-    max_abs,
-    max_rel,
-    shape,
-    worst_flat,
-    left,
-    right,
-    abs_err,
-    rel_err,
-) -> dict:
-    return {
-        "name": name,
-        "input": input_name,
-        "left": left_label,
-        "right": right_label,
-        "max_abs_err": _finite_or_none(max_abs),
-        "max_rel_err": _finite_or_none(max_rel),
-        "rtol": rtol,
-        "atol": atol,
-        "passed": passed,
-        "worst": {
-            "index": _unravel(worst_flat, shape),
-            "flat_index": worst_flat,
-            "left": left,
-            "right": right,
-            "abs_err": _finite_or_none(abs_err),
-            "rel_err": _finite_or_none(rel_err),
-        },
-    }
-
-
 def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol, bound=None) -> dict:
     """The torch path, for tensors of any size and device, real or complex.
 
@@ -175,8 +120,6 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     tolerance is relative to |right|, so a wrong imaginary part fails as a wrong real part does;
     the worst element's values are written in the record's complex form.
     """
-    import torch
-
     wide = torch.complex128 if left.is_complex() or right.is_complex() else torch.float64
     left64 = left.detach().to("cpu", wide).broadcast_to(right.shape)
     right64 = right.detach().to("cpu", wide)
@@ -184,13 +127,13 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     extra = None if bound is None else bound.detach().to("cpu", torch.float64).reshape(right64.shape)
     size = right64.abs()
     bound = atol + rtol * size if extra is None else atol + rtol * size + extra
-    excess = torch.where(torch.isnan(error), _INF, error - bound)
+    excess = torch.where(torch.isnan(error), INF, error - bound)
     passed = bool((excess <= 0).all())
     # every error of a passing comparison is finite (a NaN or inf one exceeds its bound): its largest is the worst
     worst_flat = int(torch.argmax(excess.reshape(-1) if not passed else error.reshape(-1)))
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
-    relative = torch.where(error == 0, 0.0, torch.where(right64 == 0, _INF, error / size))
-    result = _record(
+    relative = torch.where(error == 0, 0.0, torch.where(right64 == 0, INF, error / size))
+    result = comparison_record(
         name,
         input_name,
         left_label,
@@ -209,209 +152,7 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     )
     if extra is not None:
         result["error_bound"] = {
-            "max": _finite_or_none(extra.max()) if extra.numel() else 0.0,
-            "at_worst": _finite_or_none(extra.reshape(-1)[worst_flat]),
+            "max": finite_or_none(extra.max()) if extra.numel() else 0.0,
+            "at_worst": finite_or_none(extra.reshape(-1)[worst_flat]),
         }
     return result
-
-
-def compare_rows(requests: list[dict]) -> list[dict]:
-    """`compare(**request)` for each request, the same records in the same order.
-
-    The requests that take the torch path with real tensors of one shape, up to STACKED_ELEMENTS
-    elements, are stacked row by row and computed by one set of torch operations (a dozen small
-    operations cost the same for one row as for five). Each row goes through the operations of
-    `compare_tensors`, elementwise, and its reductions run along the row, so each record is
-    bit-identical to that of its own `compare` call; any other request is handed to `compare`.
-    """
-    requests = [
-        {**request, "left": _operand(request["left"]), "right": _operand(request["right"])} for request in requests
-    ]
-    results: list = [None] * len(requests)
-    groups: dict = {}
-    for i, request in enumerate(requests):
-        if _stackable(request):
-            groups.setdefault(tuple(request["right"].shape), []).append(i)
-    for members in groups.values():
-        if len(members) > 1:
-            for i, record in zip(members, _stacked([requests[i] for i in members])):
-                results[i] = record
-    return [record if record is not None else compare(**request) for record, request in zip(results, requests)]
-
-
-def _operand(value) -> Operand:
-    return value if isinstance(value, Operand) else Operand(value)
-
-
-def _stackable(request: dict) -> bool:
-    """Whether `compare` takes the torch path with real tensors of one shape and plain tolerances."""
-    left, right, bound = request["left"], request["right"], request.get("bound")
-    if left.values is not None and right.values is not None:  # the plain path (or a shape mismatch)
-        return False
-    tensors = [left.tensor, right.tensor] + ([] if bound is None else [bound])
-    return (
-        left.shape == right.shape
-        and 0 < right.tensor.numel() <= STACKED_ELEMENTS
-        and all(t.is_floating_point() for t in tensors)
-        and (bound is None or bound.numel() == right.tensor.numel())
-        and _plain_number(request["rtol"])
-        and _plain_number(request["atol"])
-    )
-
-
-def _stacked(requests: list[dict]) -> list[dict]:
-    """`compare_tensors` of each request, its tensors stacked as the rows of one (rows, n) tensor."""
-    import torch
-
-    def rows(tensors):
-        return torch.stack([t.detach().to("cpu", torch.float64).reshape(-1) for t in tensors])
-
-    left64, right64 = rows([r["left"].tensor for r in requests]), rows([r["right"].tensor for r in requests])
-    bounded = [r.get("bound") is not None for r in requests]
-    error = (left64 - right64).abs()
-    rtol = torch.tensor([[float(r["rtol"])] for r in requests], dtype=torch.float64)
-    atol = torch.tensor([[float(r["atol"])] for r in requests], dtype=torch.float64)
-    extra = rows(
-        [r["bound"] if b else torch.zeros(right64.shape[1], dtype=torch.float64) for r, b in zip(requests, bounded)]
-    )
-    bound = atol + rtol * right64.abs() + extra  # + 0 where there is no bound, as compare_tensors adds
-    nan = torch.isnan(error)
-    excess = torch.where(nan, torch.full_like(error, float("inf")), error - bound)
-    passed = (excess <= 0).all(dim=1)
-    worst = torch.where(passed, torch.argmax(error.nan_to_num(nan=float("inf")), dim=1), torch.argmax(excess, dim=1))
-    relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
-    relative = torch.where(error == 0, torch.zeros_like(relative), relative)
-    at = worst.unsqueeze(1)
-    columns = [
-        passed.tolist(),
-        error.max(dim=1).values.tolist(),
-        relative.max(dim=1).values.tolist(),
-        worst.tolist(),
-    ] + [t.gather(1, at).reshape(-1).tolist() for t in (left64, right64, error, relative)]
-    extra_max, extra_at = extra.max(dim=1).values.tolist(), extra.gather(1, at).reshape(-1).tolist()
-    records = []
-    for k, (r, (ok, max_abs, max_rel, flat, left, right, abs_err, rel_err)) in enumerate(zip(requests, zip(*columns))):
-        record = _record(
-            r["name"],
-            r["input_name"],
-            r["left_label"],
-            r["right_label"],
-            r["rtol"],
-            r["atol"],
-            ok,
-            max_abs,
-            max_rel,
-            r["right"].shape,
-            flat,
-            left,
-            right,
-            abs_err,
-            rel_err,
-        )
-        if bounded[k]:
-            record["error_bound"] = {"max": _finite_or_none(extra_max[k]), "at_worst": _finite_or_none(extra_at[k])}
-        records.append(record)
-    return records
-
-
-def _compare_floats(
-    name, input_name, left: list, right: list, shape, *, left_label, right_label, rtol, atol, extra=None
-) -> dict:
-    """The plain-Python path: the torch path's operations, element by element, in doubles."""
-    if len(left) == 1 and extra is None:  # one element is its own worst and its own maximum
-        a, b = left[0], right[0]
-        e = abs(a - b)
-        r = 0.0 if e == 0 else (_INF if b == 0 else e / abs(b))
-        passed = (_INF if e != e else e - (atol + rtol * abs(b))) <= 0
-        return _record(name, input_name, left_label, right_label, rtol, atol, passed, e, r, shape, 0, a, b, e, r)
-    errors = [abs(a - b) for a, b in zip(left, right)]
-    if extra is None:
-        excess = [_INF if e != e else e - (atol + rtol * abs(b)) for e, b in zip(errors, right)]
-    else:
-        excess = [_INF if e != e else e - (atol + rtol * abs(b) + x) for e, b, x in zip(errors, right, extra)]
-    passed = all(x <= 0 for x in excess)
-    if passed:
-        worst_flat = _argmax([_INF if e != e else (_MAX_FINITE if e == _INF else e) for e in errors])
-    else:
-        worst_flat = _argmax(excess)
-    # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
-    relative = [0.0 if e == 0 else (_INF if b == 0 else e / abs(b)) for e, b in zip(errors, right)]
-    result = _record(
-        name,
-        input_name,
-        left_label,
-        right_label,
-        rtol,
-        atol,
-        passed,
-        _max(errors),
-        _max(relative),
-        shape,
-        worst_flat,
-        left[worst_flat],
-        right[worst_flat],
-        errors[worst_flat],
-        relative[worst_flat],
-    )
-    if extra is not None:
-        result["error_bound"] = {"max": _finite_or_none(_max(extra)), "at_worst": _finite_or_none(extra[worst_flat])}
-    return result
-
-
-def _argmax(values: list) -> int:
-    """`torch.argmax` of a flat list: the first NaN if there is one, else the first maximum."""
-    best = 0
-    for index, value in enumerate(values):
-        if value != value:
-            return index
-        if value > values[best]:
-            best = index
-    return best
-
-
-def _max(values: list) -> float:
-    """`Tensor.max()` of a flat list: NaN when any element is NaN."""
-    return values[_argmax(values)]
-
-
-def _plain_number(value) -> bool:
-    """A float, or an int that a double holds exactly (torch and Python then agree on it)."""
-    return type(value) is float or (type(value) is int and abs(value) <= 2**53)
-
-
-def _plain_values(tensor) -> list[float] | None:
-    """The elements of a small real CPU tensor as Python floats, else None."""
-    real, strided, _ = _real_dtypes()
-    if not (
-        tensor.is_cpu and 0 < tensor.numel() <= SMALL_ELEMENTS and tensor.dtype in real and tensor.layout is strided
-    ):
-        return None
-    if tensor.dim() == 0:
-        return [tensor.item()]
-    values = tensor.tolist()
-    while values and isinstance(values[0], list):  # flatten a nested list, row-major as reshape(-1)
-        values = [item for row in values for item in row]
-    return values
-
-
-def _real_dtypes() -> tuple:
-    """(torch's real floating dtypes, the dense layout, float64), looked up once torch is imported."""
-    global _REAL_DTYPES
-    if _REAL_DTYPES is None:
-        import torch
-
-        _REAL_DTYPES = (
-            frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16)),
-            torch.strided,
-            torch.float64,
-        )
-    return _REAL_DTYPES
-
-
-def _float64():
-    return _real_dtypes()[2]
-
-
-def _finite_or_none(value):
-    value = float(value)
-    return value if math.isfinite(value) else None

@@ -1,4 +1,4 @@
-"""Forward mode and batched gradients of a custom Function with several outputs (policy 7), as gradcheck
+"""Forward mode and batched gradients of a custom Function with several outputs, as gradcheck
 checks a tuple of outputs (`check_forward_ad`, `check_batched_grad`): one forward-mode comparison per
 differentiable output, one batched comparison per input."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.engine import run_check
+from jupyterlab_gradcheck.core.check.record.rules import RULES
 from support.functions import save_inputs_for_both_modes
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
@@ -69,7 +69,7 @@ def test_each_output_is_observed_in_forward_mode_and_each_input_batched():
     grad_output pairs equals them one at a time for x and for y; and the check passes."""
     result = check(_both, x=X, y=Y, ledger=False)
     modes = result.record["function_modes"]
-    assert result.passed and result.record["policy"] == 7
+    assert result.passed and result.record["rules"] == RULES
     forward = _rows(result.record, "forward_ad")
     assert [(row["name"], row["left"]) for row in forward] == [
         ("forward_ad_vs_finite_difference", "finite_difference_along_u (output 0)"),
@@ -137,26 +137,6 @@ def test_a_function_without_a_jvp_is_skipped_in_forward_mode_and_still_batched()
     assert modes["forward_ad"]["status"] == "skipped"
     assert modes["forward_ad"]["reason"].startswith("forward-mode AD does not apply:")
     assert modes["batched_grad"]["status"] == "observed"
-
-
-def test_a_record_of_policy_6_keeps_both_skipped():
-    """Given the two-output Function declared with policy 6 (as a ledger of that time holds it), when it is
-    run, then forward mode and batched gradients are recorded as skipped, as they were then, and undefined
-    gradients are observed: a replay reproduces what was recorded."""
-    held = {
-        "outputs": [
-            {"x": lambda **_: torch.cos(X) * Y, "y": lambda **_: torch.sin(X)},
-            {"x": lambda **_: 2 * X, "y": lambda **_: torch.zeros_like(Y)},
-        ]
-    }
-    declared = {"function": _both, "inputs": {"x": X, "y": Y}, "analytical_gradient": held}
-    before, current = run_check({**declared, "policy": 6}, sweep=False), run_check(declared, sweep=False)
-    reason = "observed for a function of one output; this one has 2 outputs"
-    assert before["function_modes"]["forward_ad"] == {"status": "skipped", "reason": reason}
-    assert before["function_modes"]["batched_grad"] == {"status": "skipped", "reason": reason}
-    assert before["function_modes"]["undefined_grad"]["status"] == "observed"
-    assert current["function_modes"]["forward_ad"]["status"] == "observed"
-    assert before["passed"] and current["passed"]
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])

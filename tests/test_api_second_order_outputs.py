@@ -1,4 +1,4 @@
-"""The second order of a function of several outputs (policy 7), as gradgradcheck checks a tuple of outputs:
+"""The second order of a function of several outputs, as gradgradcheck checks a tuple of outputs:
 the Hessian of sum_k sum(v_k * f_k) over the inputs, three ways, with gradgradcheck on the whole function."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.engine import run_check
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
 Y = torch.linspace(0.5, 2.0, 4, dtype=torch.float64)
@@ -81,18 +80,3 @@ def test_a_complex_output_leaves_the_second_order_skipped_saying_why():
         "failures": [],
         "reason": "the second order of several outputs is checked for real outputs",
     }
-
-
-def test_a_record_of_policy_6_keeps_the_second_order_skipped():
-    """Given the two-output function declared with policy 6 and a wrong Hessian, when it runs, then the second
-    order is skipped as it was then and the record passes, while the current policy fails it."""
-    held = {"outputs": [{n: (lambda g: lambda **_: g)(g) for n, g in part.items()} for part in GRAD]}
-    declared = {
-        "function": sine_and_square,
-        "inputs": {"x": X, "y": Y},
-        "analytical_gradient": held,
-        "hessian": lambda x, y: hessian(x, y, square_term=0.0),
-    }
-    before, current = run_check({**declared, "policy": 6}, sweep=False), run_check(declared, sweep=False)
-    assert before["second_order"]["status"] == "skipped" and before["passed"]
-    assert not current["passed"] and current["second_order"]["failures"]

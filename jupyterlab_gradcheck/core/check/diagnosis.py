@@ -45,8 +45,6 @@ class DiagnosisContext:
     fd_structure: dict = field(default_factory=dict)
     #: input name -> what re-estimating its failing elements tried (core/check/fd/refinement.py)
     refinement: dict = field(default_factory=dict)
-    #: the policy version the check ran under (core/check/policy.py)
-    policy: int = 1
 
 
 def _digits(value, other) -> str:

@@ -24,11 +24,10 @@ from .autograd.expectation_tensors import analytical_tensors
 from .autograd.forward_and_batched import MODES, function_modes
 from .autograd.observations import observe_autograd
 from .autograd.second_order import second_order, second_order_of_outputs
-from .autograd.torch_gradcheck import torch_gradcheck
+from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
 from .autograd.undefined_grad import UNDEFINED_REASON
-from .compare.comparison import Operand
+from .compare.comparison import Operand, compare_rows
 from .compare.forward_pass import SeveralOutputs
-from .compare.stacked_rows import compare_rows
 from .compare.tensors import describe, to_tensor, to_value
 from .diagnosis import DiagnosisContext, diagnose
 from .environment import capture_environment
@@ -36,9 +35,9 @@ from .fd import projected, time_budget
 from .fd.error_bound import BOUND_FACTOR, element_tolerance
 from .fd.finite_difference import fd_gradients
 from .fd.refinement import refine_inputs
+from .fd.shifts import STEP_SCALE_CAP
 from .fd.step_sweep import guarded_step_sweep
 from .fd.sweep_riders import Riding, found, sweep_riders
-from .policy import STEP_SCALE_CAP, gradcheck_fast, gradcheck_undefined_grad, policy
 from .record import defaults
 from .record.complex_values import with_complex_kept
 from .record.devices import resolve_device
@@ -135,7 +134,7 @@ def _comparisons(
                 )
             ]
         )
-        # one input's rows computed together (core/check/compare/stacked_rows.py compare_rows); the sort below orders them
+        # one input's rows computed together (core/check/compare/comparison.py compare_rows); the sort below orders them
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
     return rows
@@ -300,14 +299,13 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
         parts[k] = _first_order(part_spec, part_function, leaves, device, observed, whole=False)
     first = parts[min(parts)]
     record = spec.to_dict()
-    rules = policy(spec.policy)
     verdict = torch_gradcheck(
         function,
         leaves,
         spec.dtype,
         device,
-        fast=gradcheck_fast(rules, _elements(leaves.values()), _elements(found)),
-        undefined_grad=gradcheck_undefined_grad(rules, only_built_in_formulas(found)),
+        fast=gradcheck_fast(_elements(leaves.values()), _elements(found)),
+        undefined_grad=not only_built_in_formulas(found),
     )
     record.update(
         {
@@ -317,14 +315,12 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
             "environment": capture_environment(device),
         }
     )
-    # each differentiable output's grad_output, for the blocks policy 7 observes over several outputs
-    weights = {k: p.v.detach() for k, p in parts.items()} if rules.several_output_modes else None
-    if spec.hessian is not None and weights:
+    # each differentiable output's grad_output, for the blocks observed over several outputs
+    weights = {k: p.v.detach() for k, p in parts.items()}
+    if spec.hessian is not None:
         block = second_order_of_outputs(function, leaves, weights, spec.hessian, spec.tolerance)
         record["second_order"] = block
         _join(record, block["failures"], passed=block["passed"])
-    elif spec.hessian is not None:
-        record["second_order"] = several_outputs.second_order_skipped(len(found))
     _add_function_modes(
         record,
         function_modes(function, leaves, None, None, graph_functions(found), outputs=len(found), weights=weights),
@@ -357,7 +353,7 @@ def _first_order(
 ) -> _Part:
     """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
-    once on the whole function instead). `sweep` says the record will have a step sweep: under policy 5
+    once on the whole function instead). `sweep` says the record will have a step sweep:
     its series for a passing check are evaluated with the finite differences (core/check/fd/sweep_riders.py)."""
     import torch
 
@@ -368,17 +364,16 @@ def _first_order(
     fd_values = {n: _as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
     fd_v = with_complex_kept(v.detach(), getattr(torch, fd_dtype))  # a complex output's grad_output stays complex
     fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
-    rules = policy(spec.policy)
     # The error bound widens only the default tolerance at the default step: an explicit tolerance
     # or a chosen step is applied as written (a step too small for the dtype stays a failure).
-    bounded = rules.error_bound and not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
+    bounded = not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
     rounding = {} if bounded else None
     # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
     projection, projected_rows = projected.requested(spec.finite_difference), None
     names = list(spec.inputs)
     riders = (
         sweep_riders(function, fd_values, fd_v, names[0], 0)
-        if (sweep and rules.sweep_rides and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex())
+        if (sweep and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex())
         else []
     )
     if not projection:
@@ -391,9 +386,8 @@ def _first_order(
                 scheme=fd_scheme,
                 step=fd_step,
                 work_elements=spec.work_elements,
-                policy=rules,
                 rounding=rounding,
-                budget_s=time_budget.budget(spec.finite_difference) if rules.auto_budget else None,
+                budget_s=time_budget.budget(spec.finite_difference),
                 chains=raw.get("chain_possible"),
                 riders={names[0]: Riding(riders)} if riders else None,
             )
@@ -418,7 +412,7 @@ def _first_order(
             f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
             "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width"
         )
-    if bounded and rules.refine and fd_scheme == "central":
+    if bounded and fd_scheme == "central":
         refined = refine_inputs(
             function,
             fd_values,
@@ -431,8 +425,6 @@ def _first_order(
             atol=spec.finite_difference["atol"],
             work_elements=spec.work_elements,
             structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
-            equal_bounded=rules.equal_evaluations_bounded,
-            wide=rules.wide_step_outputs,
         )
         if refined:
             fd_info["refinement"] = refined
@@ -455,8 +447,8 @@ def _first_order(
             leaves,
             spec.dtype,
             device,
-            fast=gradcheck_fast(rules, _elements(leaves.values()), v.numel()),
-            undefined_grad=gradcheck_undefined_grad(rules, raw["built_in_only"]),
+            fast=gradcheck_fast(_elements(leaves.values()), v.numel()),
+            undefined_grad=not raw["built_in_only"],
         )
     raw["finite_difference"] = fd
 
@@ -474,7 +466,6 @@ def _first_order(
         nondeterminism=_nondeterminism(function, leaves) if any(not r["passed"] for r in comparisons) else "",
         fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
         refinement=fd_info.get("refinement", {}),
-        policy=spec.policy,
     )
     failures = [_failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
     verdict = observations["torch_gradcheck"]["status"] if whole else None
@@ -505,7 +496,7 @@ def _first_order(
             0,
         )
         x_i = float(fd_values[name].reshape(-1)[flat].abs())
-        scale = min(max(1.0, x_i), STEP_SCALE_CAP) if rules.bounded_step else max(1.0, x_i)
+        scale = min(max(1.0, x_i), STEP_SCALE_CAP)
         chosen = (
             {spec.dtype: fd_info["step"] * scale if fd_step is None else fd_info["step"]}
             if fd_step != "adaptive"
@@ -520,7 +511,6 @@ def _first_order(
             flat,
             chosen=chosen,
             reference=reference,
-            bounded=rules.bounded_step,
             batching=_batching(fd_info["inputs"][name]),
             together=found(riders, name, flat),
         )

@@ -2,10 +2,12 @@
 
 Hashing proves a ledger was not changed after it was written; it cannot prove that what was
 written is what the code computes, because whoever edits a value can recompute the chain.
-Replay closes that gap: each observation's check is run again in its recorded dtype and on
-its recorded device (on the CPU, with a note, when that device is absent here), and every
-recorded gradient, error and verdict is compared with the new run within the tolerance the
-record itself used.
+Replay closes that gap: each observation's check is run again, under today's numerical rules, in
+its recorded dtype and on its recorded device (on the CPU, with a note, when that device is absent
+here), and every recorded gradient, error and verdict is compared with the new run within the
+tolerance the record itself used. A record made under earlier rules whose finite differences or
+verdict come out otherwise because its recorded decisions are not today's gets a note instead
+(core/ledger/replay_rules.py).
 
 A record of a Python callable (the API's `check(fn, ...)`) is listed as skipped, saying so
 plainly: the callable existed only in the kernel that ran it, and replay runs only the
@@ -20,13 +22,13 @@ import math
 import re
 from collections.abc import Iterable
 
-from ..check.policy import policy_version
 from ..check.record.callable_source import FIELD as FUNCTION_SOURCE
 from ..check.record.callable_source import source_hash
 from ..check.record.spec import INPUT_FIELDS
 from ..errors import DeviceUnavailable, SpecError
 from ..i18n import Message
 from .line_format import LineError, read_entry
+from .replay_rules import default_tolerance_bounded, ruled_row, rules_changed, rules_note
 
 AUTOGRAD_OBSERVATIONS = ("backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad")
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -93,7 +95,9 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
     from ..check.engine import run_check
 
     spec = {key: record[key] for key in INPUT_FIELDS if key in record and key not in ("observed_gradient", "executed")}
-    spec["policy"] = policy_version(record)  # the finite-difference policy that made the recorded verdict
+    fd = spec.get("finite_difference")
+    if isinstance(fd, dict) and default_tolerance_bounded(record):  # the default, as the record's decisions say
+        spec["finite_difference"] = {key: value for key, value in fd.items() if key not in ("rtol", "atol")}
     spec["device"] = recorded_device(record)
     # Neither the step sweep nor SymPy's opinion is compared, so neither is recomputed.
     try:
@@ -106,92 +110,93 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
         return run_check(spec, sweep=False, devices=devices, symbolic=False), [note]
 
 
-def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> list[str]:
-    """Every way the replayed record fails to reproduce the recorded one."""
+def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> list[tuple[Message, bool]]:
+    """Every way the replayed record fails to reproduce the recorded one, each with whether the numerical rules decide
+    it (finite differences, their comparisons, the verdict they move: core/ledger/replay_rules.py)."""
     differences = []
     tol = recorded.get("tolerance") or {}
     fd = recorded.get("finite_difference") or {}
     rtol, atol = float(tol.get("rtol", 0.0)), float(tol.get("atol", 0.0))
     if not values_agree(recorded.get("observed_gradient"), replayed.get("observed_gradient"), rtol, atol):
-        differences.append(
-            Message(
-                "observed_gradient: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
-                recorded=recorded.get("observed_gradient"),
-                replayed=replayed.get("observed_gradient"),
-                rtol=rtol,
-                atol=atol,
-            )
+        message = Message(
+            "observed_gradient: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
+            recorded=recorded.get("observed_gradient"),
+            replayed=replayed.get("observed_gradient"),
+            rtol=rtol,
+            atol=atol,
         )
+        differences.append((message, False))
     old_obs, new_obs = recorded.get("observations") or {}, replayed.get("observations") or {}
     for name in (*AUTOGRAD_OBSERVATIONS, "finite_difference"):
-        o_rtol, o_atol = (
-            (float(fd.get("rtol", 0)), float(fd.get("atol", 0))) if name == "finite_difference" else (rtol, atol)
-        )
+        ruled = name == "finite_difference"
+        o_rtol, o_atol = (float(fd.get("rtol", 0)), float(fd.get("atol", 0))) if ruled else (rtol, atol)
         old_grads = (old_obs.get(name) or {}).get("gradients") or {}
         new_grads = (new_obs.get(name) or {}).get("gradients") or {}
         for input_name in sorted(set(old_grads) | set(new_grads)):
             old, new = old_grads.get(input_name) or {}, new_grads.get(input_name) or {}
             where = f"{name}[{input_name}]"
             if not values_agree(old.get("value"), new.get("value"), o_rtol, o_atol):
-                differences.append(
-                    Message(
-                        "{where}: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
-                        where=where,
-                        recorded=old.get("value"),
-                        replayed=new.get("value"),
-                        rtol=o_rtol,
-                        atol=o_atol,
-                    )
+                message = Message(
+                    "{where}: recorded {recorded!r}, replayed {replayed!r} (rtol={rtol:g}, atol={atol:g})",
+                    where=where,
+                    recorded=old.get("value"),
+                    replayed=new.get("value"),
+                    rtol=o_rtol,
+                    atol=o_atol,
                 )
+                differences.append((message, ruled))
             for key in ("shape", "dtype") + (("device",) if same_device else ()):
                 if old.get(key) != new.get(key):
-                    differences.append(
-                        Message(
-                            "{where}.{key}: recorded {recorded!r}, replayed {replayed!r}",
-                            where=where,
-                            key=key,
-                            recorded=old.get(key),
-                            replayed=new.get(key),
-                        )
+                    message = Message(
+                        "{where}.{key}: recorded {recorded!r}, replayed {replayed!r}",
+                        where=where,
+                        key=key,
+                        recorded=old.get(key),
+                        replayed=new.get(key),
                     )
+                    differences.append((message, False))
+    differences += _compare_rows(recorded, replayed, rtol, atol)
+    if bool(recorded.get("passed")) != bool(replayed.get("passed")):
+        message = Message(
+            "verdict: recorded passed={recorded}, replayed passed={replayed}",
+            recorded=recorded.get("passed"),
+            replayed=replayed.get("passed"),
+        )
+        # the verdict is the rules' where what moved it is theirs alone: a verdict edited by itself is no rule's
+        differences.append((message, bool(differences) and all(ruled for _, ruled in differences)))
+    return differences
+
+
+def _compare_rows(recorded: dict, replayed: dict, rtol: float, atol: float) -> list[tuple[Message, bool]]:
+    """The differences of the recorded comparison rows, each with whether the rules decide it."""
+    differences = []
     new_rows = {(r.get("name"), r.get("input")): r for r in replayed.get("comparisons") or []}
     for row in recorded.get("comparisons") or []:
-        key = (row.get("name"), row.get("input"))
+        key, ruled = (row.get("name"), row.get("input")), ruled_row(row)
         new = new_rows.get(key)
         if new is None:
-            differences.append(
-                Message("comparison {name}[{input}] was not produced by the replay", name=key[0], input=key[1])
-            )
+            message = Message("comparison {name}[{input}] was not produced by the replay", name=key[0], input=key[1])
+            differences.append((message, ruled))
             continue
-        if bool(row.get("passed")) != bool(new.get("passed")):
-            differences.append(
-                Message(
-                    "comparison {name}[{input}]: recorded passed={recorded}, replayed passed={replayed}",
-                    name=key[0],
-                    input=key[1],
-                    recorded=row.get("passed"),
-                    replayed=new.get("passed"),
-                )
-            )
         c_rtol, c_atol = float(row.get("rtol", rtol)), float(row.get("atol", atol))
-        if not values_agree(row.get("max_abs_err"), new.get("max_abs_err"), c_rtol, c_atol):
-            differences.append(
-                Message(
-                    "comparison {name}[{input}]: recorded max_abs_err {recorded!r}, replayed {replayed!r}",
+        for field, shown, differ in (
+            ("passed", "passed=", bool(row.get("passed")) != bool(new.get("passed"))),
+            (
+                "max_abs_err",
+                "max_abs_err ",
+                not values_agree(row.get("max_abs_err"), new.get("max_abs_err"), c_rtol, c_atol),
+            ),
+        ):
+            if differ:
+                message = Message(
+                    "comparison {name}[{input}]: recorded {field}{recorded!r}, replayed {field}{replayed!r}",
                     name=key[0],
                     input=key[1],
-                    recorded=row.get("max_abs_err"),
-                    replayed=new.get("max_abs_err"),
+                    field=shown,
+                    recorded=row.get(field),
+                    replayed=new.get(field),
                 )
-            )
-    if bool(recorded.get("passed")) != bool(replayed.get("passed")):
-        differences.append(
-            Message(
-                "verdict: recorded passed={recorded}, replayed passed={replayed}",
-                recorded=recorded.get("passed"),
-                replayed=replayed.get("passed"),
-            )
-        )
+                differences.append((message, ruled))
     return differences
 
 
@@ -260,8 +265,9 @@ def callable_skip(record: dict) -> dict:
 
 
 def replay_record(record: dict, *, devices=None) -> dict:
-    """`{"status": reproduced|differs|skipped, "differences", "notes", "device"}` for one record;
-    a skipped one adds its `reason` (and, for a Python callable, its recorded `source`)."""
+    """`{"status": reproduced|rules_changed|differs|skipped, "differences", "notes", "device"}` for one record; a
+    skipped one adds its `reason` (and, for a Python callable, its recorded `source`), one whose rules changed its
+    `rules_changed` (core/ledger/replay_rules.py), the note of which is among its notes."""
     try:
         replayed, notes = _rerun(record, devices)
     except SpecError as exc:
@@ -275,19 +281,29 @@ def replay_record(record: dict, *, devices=None) -> dict:
             "reason": Message("cannot be re-run here: {reason}", reason=exc.message),
         }
     same_device = not notes
-    differences = compare_records(record, replayed, same_device=same_device)
+    found = compare_records(record, replayed, same_device=same_device)
+    change = rules_changed(record, replayed, [message for message, ruled in found if ruled])
+    differences = [message for message, ruled in found if not (ruled and change)]
     device = "cpu" if notes else recorded_device(record)
-    return {
-        "status": "differs" if differences else "reproduced",
-        "differences": differences,
-        "notes": notes,
-        "device": device,
-    }
+    result = {"status": "reproduced", "differences": differences, "notes": notes, "device": device}
+    if change:
+        result.update(status="rules_changed", rules_changed=change, notes=[*notes, rules_note(change)])
+    if differences:
+        result["status"] = "differs"
+    return result
 
 
 def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> dict:
     """Replay every observation in a ledger's lines; `ok` when all that ran reproduce."""
-    report = {"ok": True, "observations": 0, "reproduced": 0, "differs": [], "skipped": [], "notes": []}
+    report = {
+        "ok": True,
+        "observations": 0,
+        "reproduced": 0,
+        "differs": [],
+        "skipped": [],
+        "notes": [],
+        "rules_changed": [],
+    }
     for number, raw, complete in lines:
         if not complete:
             continue
@@ -312,12 +328,15 @@ def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> d
         result = replay_record(record, devices=devices)
         for note in result["notes"]:
             report["notes"].append({"line": number, "check_id": check_id, "note": note})
+        if result.get("rules_changed"):
+            change = {key: value for key, value in result["rules_changed"].items() if key != "differences"}
+            report["rules_changed"].append({"line": number, "check_id": check_id, **change})
         if result["status"] == "reproduced":
             report["reproduced"] += 1
         elif result["status"] == "skipped":
             skipped = {"line": number, "check_id": check_id, "reason": result["reason"]}
             report["skipped"].append({**skipped, "source": result["source"]} if result.get("source") else skipped)
-        else:
+        elif result["status"] == "differs":
             report["differs"].append({"line": number, "check_id": check_id, "differences": result["differences"]})
     report["ok"] = not report["differs"]
     return report

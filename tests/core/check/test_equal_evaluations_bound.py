@@ -1,8 +1,8 @@
-"""Policy 6: two equal evaluations of an output the element moves count in its rounding bound.
+"""Two equal evaluations of an output the element moves count in its rounding bound.
 
 Equal values of f(x + h) and f(x - h) say only that the change of f over the step is below f's
-rounding, not that the derivative is 0. Under policy 5 such an element had a bound of 0, so a
-correct function whose output is large beside its slope was failed and its backward blamed.
+rounding, not that the derivative is 0. With a bound of 0 for such an element, a correct function
+whose output is large beside its slope would be failed and its backward blamed.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.policy import CURRENT
-from jupyterlab_gradcheck.core.ledger.replay import replay_record
+from jupyterlab_gradcheck.core.check.record.rules import RULES
 from support.checks import check_against_autograd, fd_comparison
 
 
@@ -61,18 +60,6 @@ def test_an_elementwise_chain_counts_each_elements_own_equal_evaluations():
     assert 1.4e-5 < fd_comparison(record)["error_bound"]["max"] < 1.6e-5
 
 
-def test_policy_5_still_fails_it_and_its_replay_reproduces_that():
-    """Given the same check declared under policy 5,
-    when it runs and is replayed,
-    then it fails as it did (the equal evaluations gave the element a bound of 0, so 1e-7 against a
-    finite difference of 0 failed, diagnosed a probable bug), and the replay reproduces that verdict."""
-    record = run_check({"function": "x*1e-7 + 1e5", "x": 0.3, "analytical_gradient": "1e-7", "policy": 5}, sweep=False)
-    assert record["policy"] == 5 and record["passed"] is False
-    assert record["failure"]["diagnosis"] == "probable_bug"
-    assert fd_comparison(record)["error_bound"]["at_worst"] == 0.0
-    assert replay_record(record)["status"] == "reproduced"
-
-
 def test_a_backward_wrong_by_more_than_the_bound_is_still_caught():
     """Given the same forward in a custom Function whose backward returns 1e-3 (the slope is 1e-7),
     when it is checked with its own backward as the expectation,
@@ -86,54 +73,51 @@ def test_a_backward_wrong_by_more_than_the_bound_is_still_caught():
     assert record["failure"]["diagnosis"] == "probable_bug"
 
 
-def test_an_output_rounded_to_a_narrower_dtype_keeps_the_policy_5_rule():
+def test_an_output_rounded_to_a_narrower_dtype_counts_its_equal_evaluations_0():
     """Given a float64 input whose output is rounded to bfloat16 (a cast inside the function),
-    when it is checked under the current policy (6 or later) and 5,
-    then the finite-difference comparisons are the same: bfloat16's rounding at a float64 step would
-    allow about 10^4, more than any derivative it could check, so equal evaluations still count 0."""
+    when it is checked,
+    then the finite-difference comparison has a bound of 0: bfloat16's rounding at a float64 step would
+    allow about 10^4, more than any derivative it could check, so its equal evaluations count 0."""
 
     def cast(x):
         return (x.to(torch.bfloat16) * 3).sum()
 
     declared = {"function": cast, "inputs": {"x": [0.3, 0.7]}, "analytical_gradient": [3.0, 3.0]}
-    current, before = run_check(declared, sweep=False), run_check({**declared, "policy": 5}, sweep=False)
-    assert current["policy"] == CURRENT
-    assert fd_comparison(current) == fd_comparison(before)
+    current = run_check(declared, sweep=False)
+    assert current["rules"] == RULES
     assert fd_comparison(current)["error_bound"]["max"] == 0.0
 
 
 def test_several_outputs_count_a_row_that_came_out_all_equal():
     """Given a function of two elements with two outputs, x0 * 1e-7 + 1e5 and 2 x1 (the general path),
-    when it is checked under the current policy (6 or later) and 5,
-    then under 6 it passes: x0 moves no output by more than its rounding, so its row of evaluations
-    is all equal and all of it counts (about 1.5e-5, from the first output's 1e5); under 5 that row
-    counted 0 and the check failed. x1's row, where the second output moved, counts as before."""
+    when it is checked,
+    then it passes: x0 moves no output by more than its rounding, so its row of evaluations is all
+    equal and all of it counts (about 1.5e-5, from the first output's 1e5); x1's row, where the second
+    output moved, counts the outputs that differ."""
 
     def two(x):
         return torch.stack([x[0] * 1e-7 + 1e5, x[1] * 2.0])
 
     declared = {"function": two, "inputs": {"x": [0.3, 0.5]}, "analytical_gradient": [1e-7, 2.0]}
-    current, before = run_check(declared, sweep=False), run_check({**declared, "policy": 5}, sweep=False)
+    current = run_check(declared, sweep=False)
     assert current["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "general"
-    assert current["passed"] is True and before["passed"] is False
+    assert current["passed"] is True
     # 1.47e-5 from 4 eps (1e5 + 1e5 + 2 * 2 * 0.3) / 1.2e-5; the first output's 1e5 is all of it
     assert 1.4e-5 < fd_comparison(current)["error_bound"]["at_worst"] < 1.6e-5
 
 
 def test_the_coloured_path_counts_the_rows_its_pattern_gives_an_element():
     """Given a banded loss over 300 elements, sum(x[1:] * x[:-1] * 1e-7 + 1e5), whose every body row is
-    about 1e5 and moves by less than its last bit over the step (the coloured path, policy 3 on),
-    when it is checked under policies 6 and 5 with autograd's gradient as the expectation,
-    then under 6 it passes, each element's bound counting the two rows its learned pattern gives it;
-    under 5 those equal rows counted 0 and the elements failed."""
+    about 1e5 and moves by less than its last bit over the step (the coloured path),
+    when it is checked with autograd's gradient as the expectation,
+    then it passes, each element's bound counting the two rows its learned pattern gives it."""
     x = torch.linspace(-1.0, 1.0, 300, dtype=torch.float64)
 
     def banded(x):
         return (x[1:] * x[:-1] * 1e-7 + 1e5).sum()
 
     current = check_against_autograd(banded, {"x": x}, sweep=False)
-    before = check_against_autograd(banded, {"x": x}, policy=5, sweep=False)
     assert current["observations"]["finite_difference"]["inputs"]["x"]["structure"] == "coloured"
-    assert current["passed"] is True and before["passed"] is False
+    assert current["passed"] is True
     # two rows of about 1e5 each: 2 x 1.47e-5 for an inner element
     assert 2.8e-5 < fd_comparison(current)["error_bound"]["max"] < 3.1e-5

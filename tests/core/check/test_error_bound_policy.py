@@ -1,5 +1,5 @@
-"""Tolerances from the error bound (policy 2): a correct op is not failed as precision_limited at
-the default settings, a small wrong backward is still caught, and an old record keeps its verdict.
+"""Tolerances from the error bound: a correct op is not failed as precision_limited at the default
+settings, a small wrong backward is still caught, and a record names the rules it was made under.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.policy import CURRENT
-from jupyterlab_gradcheck.core.ledger.replay import replay_record
+from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.record.rules import RULES
 from support.checks import WrongAtOneElement, check_against_autograd, fd_comparison
 
 #: tan near pi/2: f''' ~ 6 / cos^4 is ~1e7 at x = 1.52, so a central difference at the default
@@ -36,34 +36,13 @@ def test_truncation_near_a_pole_is_resolved_before_failing_and_the_record_says_h
     assert "Richardson" in refinement["tried"]
 
 
-def test_policy_1_fails_the_same_correct_op_and_its_replay_reproduces_that():
-    """Given the same check declared under policy 1 (one scalar tolerance, no re-estimation),
-    when it runs and is then replayed, and when the same record without its policy field (as
-    written before policies were versioned) is replayed,
-    then policy 1 fails it, diagnosed precision_limited as it always was, and both replays
-    reproduce that verdict instead of passing it under the current policy."""
-    record = run_check(
-        {"function": "sum(tan(x))", "x": NEAR_POLE, "analytical_gradient": "1/cos(x)**2", "policy": 1}, sweep=False
-    )
-    assert record["policy"] == 1
-    assert record["passed"] is False
-    assert record["failure"]["diagnosis"] == "precision_limited"
-    assert replay_record(record)["status"] == "reproduced"
-    unversioned = {key: value for key, value in record.items() if key != "policy"}
-    assert replay_record(unversioned)["status"] == "reproduced"
-    current = run_check({key: record[key] for key in ("function", "inputs", "analytical_gradient")}, sweep=False)
-    assert current["policy"] == CURRENT and current["passed"] is True
-
-
-def test_an_unknown_policy_is_refused_as_bad_input():
-    """Given a record naming policy 8 (after the last one),
-    when it is run,
-    then it is refused before anything runs, naming the field."""
-    from jupyterlab_gradcheck.core.errors import SpecError
-
-    with pytest.raises(SpecError) as refused:
-        run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": 8})
-    assert refused.value.field == "policy"
+def test_a_declaration_naming_a_policy_runs_under_todays_rules():
+    """Given the seed record declared with a policy of 0.1.0 (1, the first) and with one that never existed (8),
+    when each is run, then neither is refused: the field is accepted and not acted on, and both records name
+    today's rules instead and pass, as the seed record does."""
+    for policy in (1, 8):
+        record = run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": policy}, sweep=False)
+        assert (record["rules"], "policy" in record, record["passed"]) == (RULES, False, True)
 
 
 @pytest.mark.parametrize("kind", ["+1e-4 of scale", "x1.01"])
@@ -118,49 +97,48 @@ def test_a_step_that_vanishes_in_rounding_gives_zero_not_nan():
     assert record["failure"]["diagnosis"] == "precision_limited"
 
 
-def test_a_policy_2_record_replays_on_the_general_path_it_was_made_on():
-    """Given a banded loss over 300 elements (its general path costs 90,000 element evaluations,
-    enough for policy 3's coloured path), checked under policy 2 and under the current policy,
-    when each runs,
-    then policy 2 takes the general path of 600 shifted copies as it did when such records were
-    made, the current one (from 3 on) the coloured one in a handful of evaluations, and both pass with estimates
-    that agree within the general path's rounding."""
+def test_a_large_banded_loss_takes_the_coloured_path_and_agrees_with_the_general_one():
+    """Given a banded loss over 300 elements (its general path costs 90,000 element evaluations, above
+    COLOURED_FROM_WORK), when it is checked, and its finite differences are also taken on the general path of 600
+    shifted copies, then the check takes the coloured path in a handful of evaluations and passes, with estimates
+    that agree with the general path's within that path's rounding."""
     x = torch.linspace(-1.0, 1.0, 300, dtype=torch.float64)
 
     def banded(x):
         return torch.tanh(x[1:] * x[:-1]).sum()
 
-    old = check_against_autograd(banded, {"x": x}, policy=2)
     new = check_against_autograd(banded, {"x": x})
-    old_fd, new_fd = (r["observations"]["finite_difference"] for r in (old, new))
-    assert (old["policy"], old_fd["inputs"]["x"]["structure"], old_fd["inputs"]["x"]["forward_evaluations"]) == (
-        2,
-        "general",
-        600,
-    )
-    assert (new["policy"], new_fd["inputs"]["x"]["structure"]) == (CURRENT, "coloured")
+    new_fd = new["observations"]["finite_difference"]
+    assert (new["rules"], new_fd["inputs"]["x"]["structure"]) == (RULES, "coloured")
     assert new_fd["inputs"]["x"]["forward_evaluations"] < 20
-    assert old["passed"] and new["passed"]
+    assert new["passed"]
+    general, info = fd_gradients(
+        banded,
+        {"x": x},
+        torch.ones((), dtype=torch.float64),
+        dtype="float64",
+        scheme="central",
+        step=None,
+        structured=False,
+    )
+    assert (info["inputs"]["x"]["structure"], info["inputs"]["x"]["forward_evaluations"]) == ("general", 600)
     # 2e-8: the general path differences the whole sum, |phi| ~ 88 here, so its rounding is
     # ~eps * |phi| / h ~ 2.2e-16 * 88 / 6e-6 ~ 3e-9 per element (measured 1.2e-9); the coloured path
     # differences each body element alone and rounds 100x less. 2e-8 is still 500x below the 1e-5
     # a real error would have to beat.
     assert torch.allclose(
-        torch.tensor(old_fd["gradients"]["x"]["value"], dtype=torch.float64),
-        torch.tensor(new_fd["gradients"]["x"]["value"], dtype=torch.float64),
-        atol=2e-8,
-        rtol=0,
+        general["x"], torch.tensor(new_fd["gradients"]["x"]["value"], dtype=torch.float64), atol=2e-8, rtol=0
     )
 
 
 def test_a_small_input_stays_on_the_general_path_without_learning_a_pattern():
     """Given the same banded loss over 100 elements (10,000 element evaluations on the general path,
     below COLOURED_FROM_WORK),
-    when it is checked under the current policy,
+    when it is checked,
     then no pattern is traced (learning it would cost more than the 200 batched copies it saves)
     and the general path runs."""
     x = torch.linspace(-1.0, 1.0, 100, dtype=torch.float64)
     record = check_against_autograd(lambda x: torch.tanh(x[1:] * x[:-1]).sum(), {"x": x}, sweep=False)
     info = record["observations"]["finite_difference"]["inputs"]["x"]
-    assert (record["policy"], info["structure"], info["forward_evaluations"]) == (CURRENT, "general", 200)
+    assert (record["rules"], info["structure"], info["forward_evaluations"]) == (RULES, "general", 200)
     assert "pattern_evaluations" not in info and record["passed"]

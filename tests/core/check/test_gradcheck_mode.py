@@ -1,14 +1,14 @@
-"""Which mode of torch.autograd.gradcheck a check embeds: fast mode (policies 2 and 3, and from 4 above one
-Jacobian entry), and from policy 4 slow mode for a scalar function of one scalar, whose one Jacobian
-entry slow mode compares exactly for less time than fast mode's projection; and from policy 5 whether its
-undefined-gradient test runs (only where the graph holds more than PyTorch's own derivative formulas)."""
+"""Which mode of torch.autograd.gradcheck a check embeds: fast mode above one Jacobian entry, slow mode for a
+scalar function of one scalar, whose one Jacobian entry slow mode compares exactly for less time than fast mode's
+projection; and whether its undefined-gradient test runs (only where the graph holds more than PyTorch's own
+derivative formulas)."""
 
 from __future__ import annotations
 
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.policy import CURRENT
+from jupyterlab_gradcheck.core.check.record.rules import RULES
 from support.functions import Cube
 
 
@@ -16,14 +16,15 @@ def _settings(record: dict) -> dict:
     return record["observations"]["torch_gradcheck"]["settings"]
 
 
-def test_the_seed_record_gets_gradcheck_in_slow_mode_under_the_current_policy():
-    """Given the mission's seed record x*x at 3, when it runs, then it is made by policy 7 and PyTorch's
-    verdict comes from slow mode, with its usual eps, atol and rtol, without the undefined-gradient test
+def test_the_seed_record_gets_gradcheck_in_slow_mode():
+    """Given the mission's seed record x*x at 3, as written, when it runs, then it names today's rules (0.2.0) and
+    PyTorch's verdict comes from slow mode, with its usual eps, atol and rtol, without the undefined-gradient test
     (x*x's graph is one of PyTorch's formulas; the record says why it was left out), and it passes."""
     record = run_check(
         {"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None, "executed": False}
     )
-    assert record["policy"] == CURRENT == 7
+    assert record["rules"] == RULES == "0.2.0"
+    assert "policy" not in record
     assert _settings(record) == {
         "eps": 1e-6,
         "atol": 1e-5,
@@ -33,26 +34,19 @@ def test_the_seed_record_gets_gradcheck_in_slow_mode_under_the_current_policy():
     }
     assert "PyTorch's own derivative formulas" in record["observations"]["torch_gradcheck"]["left_out"]
     assert record["observations"]["torch_gradcheck"]["status"] == "passed"
+    assert record["passed"] is True
 
 
 def test_a_custom_function_keeps_the_undefined_gradient_test():
-    """Given a function going through a custom Function, and the same function asked for under policy 4,
-    when each runs, then gradcheck's undefined-gradient test runs for both: the settings carry no
-    check_undefined_grad, so torch's default (on) applied, and nothing is said to be left out."""
+    """Given a function going through a custom Function, when it runs, then gradcheck's undefined-gradient test
+    runs: the settings carry no check_undefined_grad, so torch's default (on) applied, and nothing is said to be
+    left out."""
     declared = {"function": lambda x: Cube.apply(x).sum(), "x": [0.5, 1.5], "analytical_gradient": lambda x: 3 * x**2}
-    current, old = run_check(dict(declared)), run_check({**declared, "policy": 4})
-    for record in (current, old):
-        assert "check_undefined_grad" not in _settings(record)
-        assert "left_out" not in record["observations"]["torch_gradcheck"]
-        assert record["observations"]["torch_gradcheck"]["status"] == "passed"
-    assert (current["policy"], old["policy"]) == (CURRENT, 4)
-
-
-def test_a_policy_4_record_replays_with_the_undefined_gradient_test():
-    """Given the seed record asking for policy 4, when it runs, then its gradcheck settings are policy 4's:
-    slow mode, with the undefined-gradient test (torch's default)."""
-    record = run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": 4})
-    assert _settings(record) == {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "fast_mode": False}
+    record = run_check(declared)
+    assert "check_undefined_grad" not in _settings(record)
+    assert "left_out" not in record["observations"]["torch_gradcheck"]
+    assert record["observations"]["torch_gradcheck"]["status"] == "passed"
+    assert record["rules"] == RULES
 
 
 def test_more_than_one_jacobian_entry_keeps_fast_mode():
@@ -69,10 +63,3 @@ def test_more_than_one_jacobian_entry_keeps_fast_mode():
         {"function": lambda x: x * torch.arange(1.0, 4.0, dtype=torch.float64), "x": 0.5, "analytical_gradient": 6.0}
     )
     assert _settings(loss)["fast_mode"] is True and _settings(spread)["fast_mode"] is True
-
-
-def test_a_policy_3_record_replays_with_the_fast_mode_it_was_made_with():
-    """Given the seed record asking for policy 3 (as a record made before policy 4 does on replay), when it
-    runs, then gradcheck runs in fast mode as it did when the record was made."""
-    record = run_check({"function": "x*x", "x": 3, "analytical_gradient": 6, "policy": 3})
-    assert record["policy"] == 3 and _settings(record)["fast_mode"] is True

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.fd.finite_difference import Probe, step_vector
-from jupyterlab_gradcheck.core.check.policy import CURRENT
+from jupyterlab_gradcheck.core.check.fd.shifts import STEP_SCALE_CAP
 from jupyterlab_gradcheck.core.check.record import defaults
 from support.checks import check_against_autograd, fd_comparison
 
@@ -60,28 +60,10 @@ def test_large_x_step_is_bounded_and_the_check_passes():
     record = check_against_autograd(function, {"x": x})
     assert record["failures"] == []
     assert record["passed"] is True
-    from jupyterlab_gradcheck.core.check.policy import STEP_SCALE_CAP
-
     assert "16" in record["observations"]["finite_difference"]["inputs"]["x"]["step_kind"]
     probe = Probe(function, {"x": x}, torch.ones(()), "x")
-    h = step_vector(probe, None, "float64", "central", bounded=True)
+    h = step_vector(probe, None, "float64", "central")
     assert float(h.max()) == pytest.approx(defaults.fd_step("float64", "central") * STEP_SCALE_CAP, rel=1e-12)
-
-
-def test_a_policy_1_record_keeps_its_unbounded_step_and_its_verdict():
-    """Given the same logcumsumexp check declared under policy 1 (the unbounded step),
-    when it runs,
-    then its finite-difference comparison fails as it did when policy 1 was current, and the
-    record names policy 1: a replayed old record reproduces its verdict."""
-    x = 1e4 + torch.linspace(0.0, 3.0, 8, dtype=torch.float64)
-
-    def function(x):
-        return (torch.logcumsumexp(x, 0) * torch.linspace(1.0, 2.0, 8, dtype=x.dtype)).sum()
-
-    old = check_against_autograd(function, {"x": x}, policy=1)
-    assert old["policy"] == 1
-    assert fd_comparison(old)["passed"] is False
-    assert check_against_autograd(function, {"x": x})["policy"] == CURRENT
 
 
 def test_rounding_of_a_large_sum_is_within_each_elements_bound():

@@ -1,9 +1,9 @@
-"""Policy 7: a failing element's bound counts the outputs it moves at a wide step where they came out equal.
+"""A failing element's bound counts the outputs it moves at a wide step where they came out equal.
 
 In a row where some outputs moved, an equal output is either one the element does not touch or one it
-moved by less than its rounding. Policy 6 counted it 0 either way, so a correct function with a large,
-slowly moving output beside a fast one was failed and its backward blamed. Policy 7 tells the two apart
-for the elements that fail, at WIDE times their step, before refining them.
+moved by less than its rounding. Counted 0 either way, a correct function with a large, slowly moving
+output beside a fast one would be failed and its backward blamed. The refinement tells the two apart
+for the elements that fail, at WIDE times their step, before refining them (docs/tolerances.md).
 """
 
 from __future__ import annotations
@@ -26,15 +26,10 @@ def _declared(gradient: float, function=_offset_beside_double, x: float = 0.3, *
 
 
 def test_an_output_moved_below_its_rounding_beside_one_that_moved_is_not_blamed_on_the_backward():
-    """Given cat([x * 1e-7 + 1e5, 2 x]) at 0.3 with its correct gradient 2.0000001, when it is checked under the
-    current policy and under 6, then under 6 the finite difference (2, the first output unseen) fails as a probable
-    bug, and under the current one the element's refinement finds both outputs moving at the wide step, counts the
-    first in its bound, and the check passes."""
-    current, before = (
-        run_check(_declared(2.0000001), sweep=False),
-        run_check(_declared(2.0000001, policy=6), sweep=False),
-    )
-    assert before["failure"]["diagnosis"] == "probable_bug"
+    """Given cat([x * 1e-7 + 1e5, 2 x]) at 0.3 with its correct gradient 2.0000001, when it is checked, then the
+    element (whose default finite difference, 2, leaves the first output unseen) is refined, its refinement finds
+    both outputs moving at the wide step, counts the first in its bound, and the check passes."""
+    current = run_check(_declared(2.0000001), sweep=False)
     assert current["passed"] is True
     refinement = current["observations"]["finite_difference"]["refinement"]["x"]
     assert refinement["wide_step"] == {"multiple": WIDE, "outputs_moved": 2, "forward_evaluations": 2}
@@ -56,7 +51,7 @@ def test_an_output_that_is_not_finite_at_the_wide_step_adds_nothing():
     """Given cat([sqrt(x) * 1e-8 + 1e5, 2 x]) at x = 1e-3 (the first output moves by 1.9e-12 over the step, below
     1e5's last bit), where the wide step (about 6e-3) leaves sqrt's domain,
     when it is checked, then only 2 x counts as moved at the wide step, the first output adds nothing to the bound,
-    and the element fails as it did under policy 6: nothing is excused on a value that is not there."""
+    and the element fails as a probable bug: nothing is excused on a value that is not there."""
 
     def root_beside_double(x):
         return torch.cat([torch.sqrt(x) * 1e-8 + 1e5, 2 * x])
@@ -71,7 +66,7 @@ def test_an_output_that_is_not_finite_at_the_wide_step_adds_nothing():
 def test_a_function_that_raises_at_the_wide_step_is_refined_as_before_and_the_record_says_why():
     """Given the offset-beside-double function refusing any x above 0.31 (0.3 + the wide step, about 6e-3, reaches
     it), when it is checked, then the refinement records that the wide step could not be evaluated and added
-    nothing, and the element fails as it did under policy 6."""
+    nothing, and the element fails as a probable bug."""
 
     def refusing_above(x):
         if bool((x > 0.305).any()):

@@ -15,7 +15,7 @@ A custom `torch.autograd.Function` is used by more than `backward()`: forward-mo
 
 Forward mode and batched gradients are observed for a function of one output, with any number of
 inputs (each input gets its own direction, drawn in the inputs' order, and its own batched
-comparison), and from policy 7 for a function of several outputs (core/check/autograd/forward_and_batched_outputs.py);
+comparison), and for a function of several outputs (core/check/autograd/forward_and_batched_outputs.py);
 undefined gradients for any.
 
 Each is skipped, with the reason PyTorch gives, where it does not apply (a Function without a
@@ -176,9 +176,8 @@ def function_modes(
     """{"forward_ad", "batched_grad", "undefined_grad"} for a function whose graph holds custom Functions
     (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
     are observed for one output, whatever the inputs; for a tuple or list of `outputs` (their count)
-    they are observed over its differentiable outputs where `weights` maps each one's index to its
-    grad_output (policy 7, core/check/autograd/forward_and_batched_outputs.py), and recorded as skipped, with that reason,
-    otherwise."""
+    they are observed over its differentiable outputs, `weights` mapping each one's index to its
+    grad_output (core/check/autograd/forward_and_batched_outputs.py)."""
     if not classes:
         return None
     block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
@@ -190,7 +189,7 @@ def function_modes(
                 "batched_grad": batched_grad(function, leaves, v),
             }
         )
-    elif weights:
+    else:
         forward = forward_ad_outputs(function, leaves, _directions(leaves), weights, (DIFFERENCES, EXACT))
         if forward["status"] == "observed":
             forward["direction"] = _direction_text(leaves)
@@ -201,13 +200,5 @@ def function_modes(
                 "batched_grad": batched_grad_outputs(function, leaves, sorted(weights), SEED, EXACT),
             }
         )
-    else:
-        for key in ("forward_ad", "batched_grad"):
-            block[key] = {
-                "status": "skipped",
-                "reason": Message(
-                    "observed for a function of one output; this one has {outputs} outputs", outputs=outputs
-                ),
-            }
     block["undefined_grad"] = undefined_grad(function, leaves)
     return block

@@ -1,4 +1,4 @@
-"""Forward mode and batched gradients of a custom Function with several outputs (policy 7).
+"""Forward mode and batched gradients of a custom Function with several outputs.
 
 `torch.autograd.gradcheck` checks a tuple of outputs in forward mode and batched, as it checks one
 (`check_forward_ad`, `check_batched_grad`): a Function that returns `(y, aux)` has a `jvp` giving a
@@ -12,9 +12,6 @@ output's part alone. For each differentiable output k (core/check/autograd/sever
 - `batched_grad`: `vmap` of `autograd.grad` over three grad_output tuples (one draw per output, in
   the outputs' order, seed 17) against the same three computed one at a time, one comparison per
   input.
-
-Under policies 1-6 both were recorded as skipped for a function of several outputs, and a replay of
-such a record keeps them skipped (core/check/policy.py).
 """
 
 from __future__ import annotations

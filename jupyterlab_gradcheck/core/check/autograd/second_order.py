@@ -316,7 +316,7 @@ def _failure(row: dict, label: str, layout: list[dict] | None) -> dict:
 
 
 def second_order_of_outputs(function, leaves: dict, weights: dict, written, tolerance: dict) -> dict:
-    """The `second_order` block of a function of several outputs (policy 7): the Hessian of
+    """The `second_order` block of a function of several outputs: the Hessian of
     phi = sum_k sum(v_k * f_k) over its differentiable outputs k, each weighted by the check's grad_output
     v_k (`weights`), with gradgradcheck run on the whole function, as it checks a tuple of outputs."""
     if any(w.is_complex() for w in weights.values()):

@@ -20,7 +20,6 @@ import functools
 from collections.abc import Callable
 
 from ...errors import SpecError
-from ...i18n import Message
 from ..record.complex_values import per_output_values
 from ..record.spec import CheckSpec
 
@@ -258,15 +257,3 @@ def sweep_output(record: dict, parts: dict) -> int:
     """The output whose step sweep the record shows: the first failing one, else the first checked."""
     failing = [failure["output"] for failure in record["failures"] if failure.get("output") in parts]
     return failing[0] if failing else min(parts)
-
-
-def second_order_skipped(count: int) -> dict:
-    """The second-order block of a several-output check: not run, and why."""
-    return {
-        "status": "skipped",
-        "passed": True,
-        "failures": [],
-        "reason": Message(
-            "the second order is checked for a function with one output; this one returns {count}", count=count
-        ),
-    }

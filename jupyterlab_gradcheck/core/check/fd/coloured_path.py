@@ -115,7 +115,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     batching = [probe.batched and plan_.count >= defaults.LOOP_BELOW]
     checked = []  # whether the batched evaluation was held against a separate one (once per estimate)
     sums, sizes = None, None  # per pair: each column's weighted differences and rounding sizes (+ a spare slot)
-    counted_equal = None  # whether equal evaluations count in the rounding bound (policy 6), once the dtype is seen
+    counted_equal = None  # whether equal evaluations count in the rounding bound, once the dtype is seen
     for first in range(0, plan_.count, size):
         last = min(first + size, plan_.count)
         copies = buffer[: last - first]
@@ -128,7 +128,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
                 return None
             values.append(found)
         if sums is None:
-            counted_equal = equal_evaluations_count(probe.equal_bounded, values[0].dtype, flat.dtype)
+            counted_equal = equal_evaluations_count(values[0].dtype, flat.dtype)
             sums = [values[0].new_zeros(count + 1) for _ in pairs]
             sizes = [values[0].new_zeros(count + 1) for _ in pairs] if probe.track_rounding else None
         part = target[first * groups : last * groups]
@@ -177,7 +177,7 @@ def _share(
     """Adds each column's share of the (colours x rows) differences first - second to `total`, and their
     rounding sizes to `sizes` (None: not tracked); group g's share under colour k goes to target[k, g].
     A row counts in its column's rounding where its two values differ, or always with `equal_bounded`
-    (policy 6): the learned pattern gives a column only the rows its element moves, so equal values
+    (outputs in the differences' own dtype, error_bound.equal_evaluations_count): the learned pattern gives a column only the rows its element moves, so equal values
     there are a change below their rounding (core/check/fd/error_bound.py `moved_outputs`).
 
     An output's rows are weighted one by one; a loss's single weight multiplies the columns' sums at the

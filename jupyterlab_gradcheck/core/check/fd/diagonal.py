@@ -260,7 +260,7 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
     v = probe.v.reshape(-1)
     weight = v if base.kind == "elementwise" else v[0] * base.factor.real
     track = probe.track_rounding
-    bounding = (probe.equal_bounded, probe.values[probe.name].dtype)  # error_bound.moved_outputs
+    precision = probe.values[probe.name].dtype  # error_bound.moved_outputs
     try:
         if scheme == "complex_step":
             value, _ = body(1.0, imaginary=True)
@@ -270,18 +270,18 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
             value, taken = body(1.0)
             centre = base.body.reshape(-1)
             result = _weighted(weight, value - centre) / taken
-            rounding = _rounding(weight, value, centre, taken, *bounding) if track else None
+            rounding = _rounding(weight, value, centre, taken, precision) if track else None
         else:
             (plus, up), (minus, down) = body(1.0), body(-1.0)
             width = up - down
             result = _weighted(weight, plus - minus) / width
-            rounding = _rounding(weight, plus, minus, width, *bounding) if track else None
+            rounding = _rounding(weight, plus, minus, width, precision) if track else None
             if scheme == "richardson":
                 (half_plus, half_up), (half_minus, half_down) = body(0.5), body(-0.5)
                 half = _weighted(weight, half_plus - half_minus) / (half_up - half_down)
                 result = (4 * half - result) / 3
                 if track:
-                    half_rounding = _rounding(weight, half_plus, half_minus, half_up - half_down, *bounding)
+                    half_rounding = _rounding(weight, half_plus, half_minus, half_up - half_down, precision)
                     rounding = (4 * half_rounding + rounding) / 3
     except _NotDiagonal:
         return None
@@ -302,17 +302,17 @@ def _weighted(weight, difference):
     )
 
 
-def _rounding(weight, first, second, width, equal_bounded=False, precision=None):
-    """eps |w_i| (|first_i| + |second_i|) / |width_i| where they differ (|first_i| alone for the complex step);
-    `equal_bounded` (policy 6) also where they are equal, for body values in `precision`: element i moves
-    its own body value, so equal values mean a change below their rounding (error_bound.moved_outputs)."""
+def _rounding(weight, first, second, width, precision=None):
+    """eps |w_i| (|first_i| + |second_i|) / |width_i| where they differ (|first_i| alone for the complex step),
+    and also where they are equal, for body values in `precision`: element i moves its own body value, so equal
+    values mean a change below their rounding (error_bound.moved_outputs)."""
     import torch
 
     eps = torch.finfo(first.dtype).eps
     if second is None:
         magnitude = first.abs()
     else:
-        magnitude = (first.abs() + second.abs()) * moved_outputs(first, second, equal_bounded, precision)
+        magnitude = (first.abs() + second.abs()) * moved_outputs(first, second, precision)
     return eps * weight.abs() * magnitude / width.abs()
 
 

@@ -8,11 +8,11 @@ output by output. Each evaluated output carries a rounding error of a few units 
 
 summed over the outputs that element i changed (outputs it does not touch are evaluated
 identically and cancel exactly). Two equal evaluations of an output the element does move say only
-that the change is below the output's rounding: from policy 6 a row whose outputs all came out equal
-counts them all (`moved_outputs`). This grows with the magnitude that is differenced and with
+that the change is below the output's rounding: a row whose outputs all came out equal counts them
+all (`moved_outputs`). This grows with the magnitude that is differenced and with
 1/h, which is what a fixed absolute tolerance ignores: at |x| = 1e4, or for a sum of a thousand
-outputs, eps * |f| / h alone exceeds 3.7e-9. Under policy 2 each element's tolerance adds
-BOUND_FACTOR * rounding_i to `atol + rtol * |autograd_i|` (core/check/policy.py).
+outputs, eps * |f| / h alone exceeds 3.7e-9. So each element's default tolerance adds
+BOUND_FACTOR * rounding_i to `atol + rtol * |autograd_i|` (docs/tolerances.md).
 
 The truncation error (~h^2 |f'''| / 6 for central differences) is not estimated for every
 element, which would double the evaluations: an element that fails is re-estimated at smaller
@@ -44,12 +44,8 @@ def rounding_of(probe, first, second, width):
         magnitude = first.abs()
     else:
         precision = probe.values[probe.name].dtype
-        moved = moved_outputs(first, second, probe.equal_bounded, precision)
-        if (
-            probe.touched is not None
-            and probe.rows_of is not None
-            and equal_evaluations_count(probe.equal_bounded, first.dtype, precision)
-        ):
+        moved = moved_outputs(first, second, precision)
+        if probe.touched is not None and probe.rows_of is not None and equal_evaluations_count(first.dtype, precision):
             moved = moved | touched_rows(probe.touched, probe.rows_of).reshape(moved.shape)
         magnitude = (first.abs() + second.abs()) * moved
     weights = probe.v.abs().reshape(-1).to(magnitude.dtype)
@@ -57,17 +53,17 @@ def rounding_of(probe, first, second, width):
     return eps * total / width.abs()
 
 
-def equal_evaluations_count(equal_bounded: bool, dtype, precision) -> bool:
-    """Whether two equal evaluations in `dtype` may count in a bound (policy 6's `equal_bounded`): only
-    for outputs computed in `precision`, the finite differences' dtype. An output rounded to a narrower
-    dtype keeps policy 5's rule: its rounding at a step chosen for the wider dtype would make a bound
-    larger than any derivative it could check (a cast to bfloat16: about 10^4)."""
+def equal_evaluations_count(dtype, precision) -> bool:
+    """Whether two equal evaluations in `dtype` may count in a bound: only for outputs computed in
+    `precision`, the finite differences' dtype. An equal pair of an output rounded to a narrower dtype
+    counts 0: its rounding at a step chosen for the wider dtype would make a bound larger than any
+    derivative it could check (a cast to bfloat16: about 10^4)."""
     import torch
 
-    return equal_bounded and torch.finfo(dtype).eps == torch.finfo(precision).eps
+    return torch.finfo(dtype).eps == torch.finfo(precision).eps
 
 
-def moved_outputs(first, second, equal_bounded: bool, precision):
+def moved_outputs(first, second, precision):
     """Which outputs of each row (one row per shifted element) count in its bound: those whose two
     evaluations differ and, where `equal_evaluations_count`, every output of a row whose evaluations
     are all equal. Equal values mean a change below their rounding, not a derivative of 0, and an
@@ -75,7 +71,7 @@ def moved_outputs(first, second, equal_bounded: bool, precision):
     gives a quotient of exactly 0 that only this bound can qualify. In a row where some outputs
     differ, an equal one may be an output the element does not touch, and it still counts 0."""
     differs = first != second
-    if not equal_evaluations_count(equal_bounded, first.dtype, precision):
+    if not equal_evaluations_count(first.dtype, precision):
         return differs
     rows = differs.shape[0]
     all_equal = ~differs.reshape(rows, -1).any(1)
@@ -88,7 +84,7 @@ def element_tolerance(rounding):
 
 
 def touched_rows(touched: dict, elements):
-    """The outputs each row's element moved at a wide step (policy 7), one row per element of `elements`: where such
+    """The outputs each row's element moved at a wide step, one row per element of `elements`: where such
     an output came out equal at the step differenced, its change there was below its rounding, and it counts (for
     outputs in the differences' own precision, as `equal_evaluations_count` says)."""
     import torch

@@ -30,10 +30,14 @@ import time
 from dataclasses import dataclass, field
 
 from ...errors import SpecError
-from ..policy import COLOURED_FROM_WORK, CURRENT, POLICIES, STEP_SCALE_CAP, Policy
 from ..record import complex_values, defaults
 from . import adaptive_step, coloured_path, diagonal, error_bound, shifts, time_budget
-from .shifts import signed_steps, step_vector
+from .shifts import STEP_SCALE_CAP, signed_steps, step_vector
+
+#: Element evaluations (elements x the larger of input and output numel) from which the coloured path is tried:
+#: below, the general path's 2n batched copies cost less than learning the pattern (about 1.5 ms; the general path
+#: of a 1-D banded loss crosses it between 128 and 256 elements).
+COLOURED_FROM_WORK = 1 << 15
 
 #: Elements (stacked copies x the larger of input and output numel) per vmap call: this
 #: bounds the memory a chunk needs, and so the peak, independently of n.
@@ -76,10 +80,10 @@ class Probe:
     #: Seconds the general path may take for this input before projected.ExhaustiveOverBudget (None: no limit).
     budget_s: float | None = None
     #: The coloured path's plan once learned (core/check/fd/coloured_path.py); False when it does not apply
-    #: (the policy has no coloured path, or the input is too small for it to pay: COLOURED_FROM_WORK).
+    #: (the input is too small for it to pay: COLOURED_FROM_WORK, or complex).
     colouring: object = None
     stats: dict = field(default_factory=lambda: {"forward_evaluations": 0})
-    #: Check the first batched evaluation against a separate evaluation of one copy (policy 2).
+    #: Check the first batched evaluation against a separate evaluation of one copy.
     guard: bool = False
     #: Why the batched path was refused for this input ("" while it is used or never tried).
     refused: str = ""
@@ -87,13 +91,11 @@ class Probe:
     track_rounding: bool = False
     #: Per element of the last difference_quotient: the rounding bound of its quotient.
     rounding: object = None
-    #: The bound counts an output the element moves even where its two evaluations are equal (policy 6).
-    equal_bounded: bool = False
     #: For a complex input: shift the imaginary part of each element instead of the real part.
     imaginary_shift: bool = False
     #: Step-sweep series to evaluate in the same call as this input's copies (a core/check/fd/sweep_riders.py Riding).
     riders: object = None
-    #: Flat element -> the outputs it moved at a wide step (policy 7, core/check/fd/refinement.py), and the elements of
+    #: Flat element -> the outputs it moved at a wide step (core/check/fd/refinement.py), and the elements of
     #: the rows being differenced, so that their bound counts those outputs where they came out equal.
     touched: dict | None = None
     rows_of: object = None
@@ -312,7 +314,6 @@ def fd_gradients(
     step,
     work_elements: int = 1,
     structured: bool = True,
-    policy: Policy | None = None,
     rounding: dict | None = None,
     budget_s: float | None = None,
     chains: dict | None = None,
@@ -320,8 +321,7 @@ def fd_gradients(
 ) -> tuple[dict, dict]:
     """Finite-difference gradient per input (in the values' dtype) and what was done.
 
-    `policy` (default: the current one) decides the step's bound, exact steps and the batch
-    guard (core/check/policy.py). A `rounding` dict is filled with each input's per-element
+    A `rounding` dict is filled with each input's per-element
     rounding bound (flat tensors). `structured=False` forces the general path (one shifted
     copy per element) even where the function is an elementwise chain; the benchmarks use it
     to show both costs. `chains` (core/check/autograd/chain_paths.py) names the inputs the graph shows are no
@@ -334,7 +334,6 @@ def fd_gradients(
     """
     import torch
 
-    policy = policy or POLICIES[CURRENT]
     complex_seen = v.is_complex() or any(x.is_complex() for x in values.values())
     if complex_seen and scheme == "complex_step":
         raise SpecError(
@@ -347,7 +346,6 @@ def fd_gradients(
         scheme=scheme,
         step=step,
         work_elements=work_elements,
-        policy=policy,
         structured=structured,
         track=rounding is not None,
         budget_s=None if complex_seen else budget_s,
@@ -423,7 +421,6 @@ def _estimate(
     scheme: str,
     step,
     work_elements: int,
-    policy: Policy,
     structured: bool,
     track: bool,
     budget_s,
@@ -440,31 +437,22 @@ def _estimate(
         name,
         work=work_elements,
         structured=structured,
-        guard=policy.batch_guard,
+        guard=True,
         track_rounding=track,
         budget_s=budget_s,
         imaginary_shift=imaginary,
         chain_possible=chain,
         riders=riders,
-        equal_bounded=policy.equal_evaluations_bounded,
     )
-    if not policy.coloured or x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
+    if x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
         probe.colouring = False
     if x.is_complex() or v.is_complex():
         probe.colouring, probe.structure_refused = False, COMPLEX_GENERAL
     if step == "adaptive":
         flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)
         return flat, used, "adaptive", telemetry, probe
-    h = step_vector(probe, step, dtype, scheme, bounded=policy.bounded_step)
-    flat = difference_quotient(probe, scheme, h, exact=policy.bounded_step)
+    h = step_vector(probe, step, dtype, scheme)
+    flat = difference_quotient(probe, scheme, h, exact=True)
     used = defaults.fd_step(dtype, scheme) if step is None else float(step)
-    kind = (
-        "fixed"
-        if step is not None
-        else (
-            f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact"
-            if policy.bounded_step
-            else "relative to max(1, |x|)"
-        )
-    )
+    kind = "fixed" if step is not None else f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact"
     return flat, used, kind, None, probe

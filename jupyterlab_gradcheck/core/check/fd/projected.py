@@ -53,7 +53,7 @@ class _Direction:
         generator = torch.Generator(device="cpu").manual_seed(SEED)
         signs = torch.randint(0, 2, (n,), generator=generator).to(x.device, x.dtype) * 2 - 1
         self.probe, self.n = probe, n
-        self.h = step_vector(probe, None, dtype, "central", bounded=True)
+        self.h = step_vector(probe, None, dtype, "central")
         self.s = signs * self.h / math.sqrt(n)
         self.g = autograd.detach().reshape(-1).to(x.dtype)
         self.rtol, self.atol = rtol, atol
@@ -105,7 +105,7 @@ def _element(direction: _Direction, index: int, name: str, shape, rtol: float, a
     shift = torch.zeros(x.numel(), dtype=x.dtype, device=x.device)
     shift[index] = h
     value = x.reshape(-1)[index]
-    width = float((value + h) - (value - h))  # the steps the arithmetic really takes (policy 2)
+    width = float((value + h) - (value - h))  # the steps the arithmetic really takes
     difference, _ = direction._difference(shift)
     estimate = 2 * difference / width
     row = compare(

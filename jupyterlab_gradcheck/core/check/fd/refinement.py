@@ -3,7 +3,7 @@
 A central difference at the default step has a truncation error ~h^2 |f'''| / 6 that no
 tolerance written in advance can cover near a singularity (tan near pi/2, digamma near a
 pole, logit near 0 or 1), and a rounding error that grows with the magnitude differenced. So
-under policy 2 the elements of a finite-difference comparison that fail are estimated again,
+the elements of a finite-difference comparison that fail are estimated again,
 and only fail if the better estimate fails too:
 
 1. central differences of each such element at seven steps, 4h, 2h, h, h/2, ..., h/16
@@ -33,7 +33,7 @@ MULTIPLES = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 MAX_ELEMENTS = 256
 #: Multiple of the refined estimate's own error estimate allowed in its tolerance.
 REFINED_MARGIN = 2.0
-#: Multiple of the default step at which policy 7 looks for the outputs a failing element moves (about 6e-3
+#: Multiple of the default step at which refinement looks for the outputs a failing element moves (about 6e-3
 #: max(1, |x_i|) in float64): an output that moves there but not at the steps differenced changed by less than its
 #: rounding at those steps, and counts in their bound; one that does not move even there has a derivative below
 #: eps |f_j| / (WIDE h), a thousandth of what its rounding at h would allow.
@@ -60,14 +60,14 @@ def touched_outputs(probe: Probe, h, failing) -> dict | None:
     return {int(i): row for i, row in zip(failing, moved)}
 
 
-def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float, wide: bool = False):
+def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float):
     """(estimate, bound, info) with the failing elements of one input re-estimated.
 
     `h` is the default step vector (flat, per element), `autograd`, `estimate` and `bound` flat
     tensors of the reference, the default estimate and its rounding allowance. Returns the flat
     tensors with the refined elements replaced, and the record's description of the refinement.
-    With `wide` (policy 7), the general path's bounds also count the outputs each element moves at
-    WIDE times its step (`touched_outputs`).
+    On the general path the bounds also count the outputs each element moves at WIDE times its step
+    (`touched_outputs`).
     """
     import torch
 
@@ -91,7 +91,7 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
             widths.append(taken[0] - taken[1])
         central, rounding, widths = torch.stack(rows), torch.stack(roundings), torch.stack(widths)
     else:
-        probe.touched = touched_outputs(probe, h, failing) if wide else None
+        probe.touched = touched_outputs(probe, h, failing)
         indices = failing.repeat(k)
         steps = torch.cat([h[failing] * m for m in MULTIPLES])
         central = difference_quotient(probe, "central", steps, indices, exact=True).reshape(k, count)
@@ -134,7 +134,7 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
         "chosen_multiples": sorted({MULTIPLES[int(b) + 2] for b in best[:64]}),
         "forward_evaluations": (2 * k) if probe.structured else 2 * k * int(count),
     }
-    if wide and not probe.structured:
+    if not probe.structured:
         info["wide_step"] = {
             "multiple": WIDE,
             "forward_evaluations": 2 * int(count),
@@ -166,14 +166,11 @@ def refine_inputs(
     atol: float,
     structures: dict,
     work_elements: int = 1,
-    equal_bounded: bool = False,
-    wide: bool = False,
 ) -> dict:
     """Refine every input's failing elements in place (flat views of `estimates`, `bounds`); info by input.
 
     `structures` names the path each input's estimate took ("general" or a diagonal chain). A complex
-    input is refined part by part (refine_complex). `equal_bounded` is the policy's
-    `equal_evaluations_bounded` (core/check/fd/error_bound.py `moved_outputs`), `wide` its `wide_step_outputs`.
+    input is refined part by part (refine_complex).
     """
     from .finite_difference import step_vector
 
@@ -195,8 +192,6 @@ def refine_inputs(
                 rtol=rtol,
                 atol=atol,
                 work_elements=work_elements,
-                equal_bounded=equal_bounded,
-                wide=wide,
             )
             if info is not None:
                 report[name] = info
@@ -208,14 +203,11 @@ def refine_inputs(
             name,
             work=work_elements,
             structured=structures.get(name, "general") != "general",
-            equal_bounded=equal_bounded,
         )
-        h = step_vector(probe, None, dtype, "central", bounded=True)
+        h = step_vector(probe, None, dtype, "central")
         flat_estimate, flat_bound = estimate.reshape(-1), bounds[name].reshape(-1)
         reference = reference.reshape(-1)
-        new_estimate, new_bound, info = refine(
-            probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol, wide=wide
-        )
+        new_estimate, new_bound, info = refine(probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol)
         if info is not None:
             estimates[name] = new_estimate.reshape(estimate.shape)
             bounds[name] = new_bound.reshape(estimate.shape)
@@ -236,8 +228,6 @@ def refine_complex(
     rtol: float,
     atol: float,
     work_elements: int = 1,
-    equal_bounded: bool = False,
-    wide: bool = False,
 ) -> dict | None:
     """Refine a complex input's failing elements part by part; its report, or None when nothing failed.
 
@@ -263,12 +253,11 @@ def refine_complex(
             work=work_elements,
             structured=False,
             imaginary_shift=imaginary,
-            equal_bounded=equal_bounded,
         )
-        h = step_vector(probe, None, dtype, "central", bounded=True)
+        h = step_vector(probe, None, dtype, "central")
         pick = (lambda t: t.imag) if imaginary else (lambda t: t.real)
         new_part, new_bound, info = refine(
-            probe, h, pick(reference), pick(flat_estimate), flat_bound, rtol=rtol, atol=atol, wide=wide
+            probe, h, pick(reference), pick(flat_estimate), flat_bound, rtol=rtol, atol=atol
         )
         parts.append(
             (

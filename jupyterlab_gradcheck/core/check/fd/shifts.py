@@ -1,16 +1,20 @@
 """The shifted copies a finite difference evaluates, and the steps it shifts by.
 
 A difference quotient of input element i evaluates phi at copies of the input shifted at i by
-signed multiples of a step (`defaults.SHIFTS`). The step is relative to max(1, |x_i|) by default, and under
-policy 2 the shift is the one the arithmetic really takes, (x_i + s) - x_i. For a complex input
+signed multiples of a step (`defaults.SHIFTS`). The step is relative to min(max(1, |x_i|), STEP_SCALE_CAP) by
+default, and the shift is the one the arithmetic really takes, (x_i + s) - x_i. For a complex input
 the probe shifts one part at a time, its real or its imaginary part (`imaginary`), and the step
 is sized by that part (core/check/record/complex_values.py).
 """
 
 from __future__ import annotations
 
-from ..policy import STEP_SCALE_CAP
 from ..record import defaults
+
+#: Largest |x| the default step grows with: beyond it the step stays eps^(1/3) * STEP_SCALE_CAP, because a step that
+#: grows with |x| without bound (0.06 at 1e4) measures curvature instead of slope; the rounding it costs is in each
+#: element's bound (core/check/fd/error_bound.py).
+STEP_SCALE_CAP = 16.0
 
 
 def shifted(x, steps, *, imaginary: bool = False, indices=None):
@@ -49,18 +53,16 @@ def complex_of(dtype):
     return {torch.float64: torch.complex128, torch.float32: torch.complex64}[dtype]
 
 
-def step_vector(probe, step, dtype: str, scheme: str, indices=None, *, bounded: bool = False):
+def step_vector(probe, step, dtype: str, scheme: str, indices=None):
     """Absolute step per element: relative to max(1, |x|) by default (that scale capped at
-    STEP_SCALE_CAP when `bounded`, policy 2), else the fixed step."""
+    STEP_SCALE_CAP), else the fixed step."""
     import torch
 
     flat = probe.component().reshape(-1)
     if indices is not None:
         flat = flat[indices]
     if step is None:
-        scale = torch.clamp(flat.abs(), min=1.0)
-        if bounded:
-            scale = torch.clamp(scale, max=STEP_SCALE_CAP)
+        scale = torch.clamp(flat.abs(), min=1.0, max=STEP_SCALE_CAP)
         return defaults.fd_step(dtype, scheme) * scale
     return torch.full_like(flat, float(step))
 

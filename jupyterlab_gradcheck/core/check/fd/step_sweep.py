@@ -23,10 +23,9 @@ from __future__ import annotations
 from functools import cache
 
 from ...errors import exception_line
-from ..policy import STEP_SCALE_CAP
 from ..record import defaults
 from .finite_difference import Probe, difference_quotient, quotient, tiled
-from .shifts import signed_steps
+from .shifts import STEP_SCALE_CAP, signed_steps
 
 #: Decades of step swept: 10^0 down to 10^-16.
 DECADES = tuple(range(0, 17))
@@ -73,14 +72,13 @@ def step_sweep(
     scheme: str = "central",
     chosen: dict | None = None,
     reference=None,
-    bounded: bool = False,
     batching: str | None = None,
     together=None,
 ) -> dict:
     """Error of `scheme` at one element for each decade of step, for each dtype.
 
     `reference` is autograd's float64 gradient of the input (computed here when absent);
-    `bounded` caps the step's scale as policy 2 does (core/check/policy.py). `batching` is what
+    The rounding floor's step scale is capped as the check's is (STEP_SCALE_CAP). `batching` is what
     the check's finite differences found about batching this input: "" faithful (their batch
     guard passed), a reason when it was refused, None when not tried (the sweep's own batch
     then runs the same guard, core/check/fd/finite_difference.py). `together` is what `_together` would give,
@@ -91,7 +89,7 @@ def step_sweep(
     reference = float(reference.reshape(-1)[flat_index])
     x_i = float(values[name].reshape(-1)[flat_index])
     scale = max(1.0, abs(x_i))
-    floor_scale = min(scale, STEP_SCALE_CAP) if bounded else scale
+    floor_scale = min(scale, STEP_SCALE_CAP)
     relative = abs(reference) > 0
     series, notes = [], []
     together, refused, promoted = (

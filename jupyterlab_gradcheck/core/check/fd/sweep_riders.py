@@ -1,7 +1,7 @@
 """The step sweep's series, evaluated in the same batched call as the finite differences they illustrate.
 
 A passing check draws its step sweep at the first input's first element (core/check/engine.py).
-Policy 5 knows that before the finite differences run, so the sweep's shifted copies ride along
+That is known before the finite differences run, so the sweep's shifted copies ride along
 in the vmap call that evaluates that input's shifted copies: the float64 copies are appended to
 the same stack, and the float32 copies, which need the function evaluated in float32, form a
 second stack padded with unshifted copies to the same length. One call then serves both, instead

@@ -20,7 +20,6 @@ from ...expr.limits import DEFAULT_LIMITS, Limits
 from ...expr.parser import Expression, parse_expression
 from ...expr.shapes import broadcast, infer_shapes
 from ...jsonio import encodable
-from ..policy import CURRENT, policy_version
 from . import defaults
 from .callable_source import FIELD as FUNCTION_SOURCE
 from .callable_source import function_source
@@ -36,6 +35,8 @@ from .fixed_arguments import parse_fixed
 from .hessian_field import parse_hessian
 from .per_output_fields import grad_output_shape, per_output
 from .record_values import numel, shape_of
+from .rules import FIELD as RULES_FIELD
+from .rules import LEGACY_FIELD, RULES
 from .tolerance_fields import finite_difference_field, tolerance_field
 
 INPUT_FIELDS = (
@@ -52,12 +53,14 @@ INPUT_FIELDS = (
     "destination",
     "observed_gradient",
     "executed",
-    "policy",
     "fixed",
     "hessian",
 )
-#: Fields a completed record carries; accepted on input (a record can be re-run) and ignored.
+#: Fields a completed record carries; accepted on input (a record can be re-run) and ignored. The rules a record
+#: names (or a record of 0.1.0's policy) are among them: a check always runs under today's (core/check/record/rules.py).
 OUTPUT_FIELDS = (
+    RULES_FIELD,
+    LEGACY_FIELD,
     "passed",
     "observations",
     "comparisons",
@@ -99,8 +102,6 @@ class CheckSpec:
     #: Elements of the largest tensor one evaluation builds (inputs or, for an expression,
     #: any intermediate): finite differences size their batches by it.
     work_elements: int = 1
-    #: The finite-difference policy version this check runs under (core/check/policy.py).
-    policy: int = CURRENT
     #: A Python callable's arguments held fixed, as JSON values (core/check/record/fixed_arguments.py).
     fixed: dict = field(default_factory=dict)
     #: The expected Hessian (core/check/autograd/second_order.py), or None: no second-order check.
@@ -136,7 +137,7 @@ class CheckSpec:
             "destination": self.destination,
             "observed_gradient": None,
             "executed": False,
-            "policy": self.policy,
+            RULES_FIELD: RULES,
             **({"fixed": self.fixed} if self.fixed else {}),
             **(
                 {"hessian": _callable_text(self.hessian) if callable(self.hessian) else self.hessian}
@@ -453,7 +454,6 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         tolerance_explicit=tolerance_explicit,
         fd_tolerance_explicit=fd_explicit,
         work_elements=work,
-        policy=policy_version(record),
         fixed=fixed,
         hessian=parse_hessian(record.get("hessian"), list(inputs), sum(numel(s) for s in shapes.values())),
         outputs_analytical=outputs_analytical,

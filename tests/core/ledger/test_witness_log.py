@@ -121,12 +121,13 @@ def _seen(tmp_path, *reports):
 
 def test_an_intact_ledger_agrees_with_everything_the_witness_saw(tmp_path):
     """Given a witness that saw seq 1 and 2 of ledger L1, when the submitted L1 holds those
-    hashes, then there is no error and the submission counts as witnessed."""
+    hashes, then there is no error and the submission counts as witnessed, for the student the
+    witness saw (ana)."""
     receipts = _seen(tmp_path, _report(1, HEAD_A), _report(2, HEAD_B))
     found = witness_findings(
         receipts, notebook="lab1.ipynb", user=None, ledger_id="L1", hashes={1: HEAD_A, 2: HEAD_B}, times=None
     )
-    assert found == {"witnessed": True, "errors": [], "flags": [], "seen": 2}
+    assert found == {"witnessed": True, "errors": [], "flags": [], "seen": 2, "student": "ana"}
 
 
 @pytest.mark.parametrize(
@@ -174,7 +175,8 @@ def test_an_older_run_swapped_in_and_an_edited_time_are_errors(tmp_path):
 def test_private_runs_and_unwitnessed_entries_are_flags_not_errors(tmp_path):
     """Given a witness that saw seq 1 of L1 and two runs made with ledger=False,
     when L1 is submitted with seq 1 and a seq 2 the witness never saw,
-    then there is no error, and both the private runs and the unwitnessed entry are flagged."""
+    then there is no error, and both the private runs and the unwitnessed entry (its count and
+    first seq) are flagged."""
     private = {
         "private": True,
         "notebook": "lab1.ipynb",
@@ -189,7 +191,7 @@ def test_private_runs_and_unwitnessed_entries_are_flags_not_errors(tmp_path):
         receipts, notebook="lab1.ipynb", user=None, ledger_id="L1", hashes={1: HEAD_A, 2: HEAD_B}, times=None
     )
     assert found["errors"] == []
-    assert [(f["flag"], f["count"]) for f in found["flags"]] == [
-        ("private_runs_witnessed", 2),
-        ("entries_not_witnessed", 1),
+    assert [(f["flag"], f["count"], f.get("first_seq")) for f in found["flags"]] == [
+        ("private_runs_witnessed", 2, None),
+        ("unwitnessed", 1, 2),
     ]

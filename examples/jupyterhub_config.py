@@ -119,8 +119,9 @@ WITNESS = {
 # log, and one who could read the key could re-sign it.
 os.makedirs(WITNESS_DIR, mode=0o700, exist_ok=True)
 if WITNESS_USER:
-    WITNESS["user"] = WITNESS_USER  # the hub (root) starts the witness as this user
-    shutil.chown(WITNESS_DIR, user=WITNESS_USER, group=WITNESS_USER)
+    WITNESS["user"] = WITNESS_USER  # the hub, as root, starts the witness as this user
+    if os.getuid() == 0:
+        shutil.chown(WITNESS_DIR, user=WITNESS_USER)
 if os.getuid() == 0 or os.stat(WITNESS_DIR).st_uid == os.getuid():
     os.chmod(WITNESS_DIR, 0o700)
 c.JupyterHub.services = [WITNESS]

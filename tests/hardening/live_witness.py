@@ -88,9 +88,9 @@ class LiveWitness:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
     @contextlib.contextmanager
-    def student(self, name: str, url: str | None = "", *, drain: bool = True):
-        """`name`'s kernel environment: this witness and their own token (`url` another witness,
-        None none); on leaving, every queued report has been taken when `drain`."""
+    def student(self, name: str, url: str | None = "", *, token: str | None = None, drain: bool = True):
+        """`name`'s kernel environment: this witness and their own token (`url` and `token`:
+        another witness, None none); on leaving, every queued report has been taken when `drain`."""
         keys = ("JUPYTERHUB_USER", witness_client.URL_VARIABLE, witness_client.TOKEN_VARIABLE, "JPY_SESSION_NAME")
         saved = {key: os.environ.get(key) for key in keys}
         os.environ["JUPYTERHUB_USER"] = name
@@ -98,7 +98,7 @@ class LiveWitness:
         target = self.url if url == "" else url
         if target:
             os.environ[witness_client.URL_VARIABLE] = target
-            os.environ[witness_client.TOKEN_VARIABLE] = self.tokens.get(name, "none")
+            os.environ[witness_client.TOKEN_VARIABLE] = token or self.tokens.get(name, "none")
         else:
             os.environ.pop(witness_client.URL_VARIABLE, None)
         try:

@@ -163,8 +163,8 @@ def kill_nine(folder: Path, size: int, before: float, down: float, after: float)
         time.sleep(before)
         fed.clear()
         fed.wait()
-        _until_acknowledged(clients, sum(len(c.receipts) for c in clients.values()) + size // 4)
-        # the kill comes while this second's heads are being sent: a quarter answered, the rest not
+        _until_acknowledged(clients, sum(len(c.receipts) for c in clients.values()) + size // 10 + 1)
+        # the kill comes while this second's heads are being sent: a tenth answered, the rest not
         acknowledged_before = sum(len(c.receipts) for c in clients.values())
         waiting_at_kill = sum(c.pending() for c in clients.values())
         witness.process.kill()  # SIGKILL, mid-load

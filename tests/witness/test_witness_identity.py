@@ -8,6 +8,7 @@ import stat
 import subprocess
 
 from jupyterlab_gradcheck.core.ledger.witness_log import read_log
+from jupyterlab_gradcheck.witness.students import Students, mint_tokens
 from support.witness import JUPYTER, TOKEN, Witness, call, free_port
 
 HEAD = "a" * 64
@@ -142,3 +143,20 @@ def test_a_witness_restarted_on_its_log_keeps_its_chain_and_its_students(tmp_pat
     finally:
         running.kill()
     assert (second["log_seq"], second["prev"]) == (2, first["hash"])
+
+
+def test_a_class_list_that_turns_unreadable_keeps_the_list_in_force(tmp_path):
+    """Given a class list read by the witness, when the file is made readable by others, then the
+    students it held keep their tokens and the reason is kept; when it is fixed with a new student,
+    the new student's token is taken."""
+    path = tmp_path / "students.json"
+    mint_tokens(path, ["ana"])
+    students = Students(path)
+    ana = next(iter(json.loads(path.read_text())))
+    path.chmod(0o644)
+    path.write_text(json.dumps({ana: "ana", "x" * 32: "mallory"}))
+    assert students.user_for_token(ana) == "ana" and students.user_for_token("x" * 32) is None
+    assert "can be read by others" in students.problem
+    path.chmod(0o600)
+    path.write_text(json.dumps({ana: "ana", "y" * 32: "erin"}))
+    assert students.user_for_token("y" * 32) == "erin" and students.problem is None

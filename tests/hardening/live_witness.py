@@ -114,7 +114,7 @@ class LiveWitness:
                     os.environ[key] = value
 
 
-def _environment() -> dict:
+def environment() -> dict:
     return {**os.environ, witness_client.TOKEN_VARIABLE: INSTRUCTOR, "LANGUAGE": "en", "LC_ALL": "C.UTF-8"}
 
 
@@ -125,11 +125,22 @@ def verify(path: Path, witness: LiveWitness, *extra: str) -> tuple[int, dict]:
         capture_output=True,
         text=True,
         timeout=300,
-        env=_environment(),
+        env=environment(),
     )
     assert done.returncode in (0, 1), done.stderr
     [report] = json.loads(done.stdout)["reports"]
     return done.returncode, report
+
+
+def verify_log(path: Path, log: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`jupyter gradcheck verify PATH --witness LOG --json ...` against a witness log file."""
+    return subprocess.run(
+        [str(SCRIPT), "verify", str(path), "--witness", str(log), "--json", *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment(),
+    )
 
 
 def grade_row(folder: Path, witness: LiveWitness, *extra: str) -> dict:
@@ -139,7 +150,7 @@ def grade_row(folder: Path, witness: LiveWitness, *extra: str) -> dict:
         capture_output=True,
         text=True,
         timeout=300,
-        env=_environment(),
+        env=environment(),
     )
     assert done.returncode == 0, done.stderr
     [row] = list(csv.DictReader(io.StringIO(done.stdout)))

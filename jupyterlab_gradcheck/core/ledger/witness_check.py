@@ -219,7 +219,7 @@ def witness_findings(
                 )
             )
         return {**found, "witnessed": bool(ledgered) or None}
-    entries = sorted(seq for seq in hashes if seq >= 1 and seq not in unreported)
+    entries = sorted(seq for seq in hashes if seq >= 1)
     if not mine:
         if ledgered:
             errors.append(
@@ -232,7 +232,7 @@ def witness_findings(
                     at=_at(ledgered[-1]),
                 )
             )
-        flags += _entry_flags([], entries, max_delay)
+        flags += _entry_flags([], [seq for seq in entries if seq not in unreported], max_delay)
         return {**found, "witnessed": False}
     if ledgered and ledgered[-1].get("ledger_id") != ledger_id:
         errors.append(
@@ -259,7 +259,8 @@ def witness_findings(
     for seq in entries:
         seen = by_seq.get(seq)
         if not seen:
-            unwitnessed.append(seq)
+            if seq not in unreported:  # a note no client reports on its own is covered by the next head
+                unwitnessed.append(seq)
             continue
         matching = [r for r in seen if r.get("head") == hashes[seq]]
         entry_time = (times or {}).get(seq)

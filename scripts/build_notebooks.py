@@ -10,10 +10,10 @@ comments, printed words and the notebook's own file name.
 
 Executing runs each notebook on a copy in a temporary folder (so no ledger is left behind
 from a half-finished run), then writes the executed notebook into examples/. The English
-edition ships with the ledger it produced (bound to it in `metadata.gradcheck`), and its
-HTML export (in English and in Spanish) and a headless-Chromium screenshot of the English
-export go to docs/. The Spanish edition ships executed, without a ledger: running it writes
-one beside it; it sets its language to Spanish, so its messages and tables are Spanish.
+and the Spanish editions each ship with the ledger they produced beside them (bound to it in
+`metadata.gradcheck`), so both verify on a fresh clone; the English ledger's HTML export (in
+English and in Spanish) and a headless-Chromium screenshot of it go to docs/. The Spanish
+edition sets its language to Spanish, so its messages and tables are Spanish.
 """
 
 from __future__ import annotations
@@ -166,13 +166,11 @@ def main(argv=None) -> int:
             if leaks:
                 raise SystemExit(f"machine paths in the outputs: {leaks}")
             ledger = Ledger.for_notebook(path)
+            notebook.metadata[METADATA_KEY] = binding_for(ledger, path)
+            shutil.copyfile(ledger.path, target.parent / ledger.path.name)
+            nbformat.write(notebook, target)
             if lang == "en":
-                notebook.metadata[METADATA_KEY] = binding_for(ledger, path)
-                shutil.copyfile(ledger.path, target.parent / ledger.path.name)
-                nbformat.write(notebook, target)
                 _export_report(target)
-            else:
-                nbformat.write(notebook, target)
         print(f"wrote {target.relative_to(ROOT)} (executed)")
     return 0
 

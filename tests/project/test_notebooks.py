@@ -323,16 +323,29 @@ def test_both_editions_have_the_same_structure():
     assert english != spanish  # translated, not copied
 
 
-def test_the_committed_english_ledger_verifies_with_its_binding():
-    """Given the committed English notebook and its ledger, when `verify --replay` runs on them
-    in place, then it exits 0, the notebook's binding matches the ledger's head, and every
-    observation reproduces."""
-    notebook = EDITIONS["en"]
+@pytest.mark.parametrize("lang", sorted(EDITIONS))
+def test_each_committed_notebook_verifies_with_its_binding(lang):
+    """Given a committed edition and the ledger committed beside it (as a fresh clone has them),
+    when `jupyter gradcheck verify --replay` runs on the notebook in place, then it exits 0 with
+    no error, the notebook's binding matches the ledger's head, and every observation
+    reproduces."""
+    notebook = EDITIONS[lang]
+    assert notebook.with_name(notebook.stem + ".gradcheck.jsonl").is_file()
     done = _jupyter_gradcheck("verify", notebook.name, "--replay", "--json", cwd=notebook.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)["reports"][0]
-    assert report["binding"]["ok"] is True
+    assert (report["ok"], report["errors"], report["binding"]["ok"]) == (True, [], True)
     assert report["replay"]["reproduced"] == report["replay"]["observations"] > 0
+
+
+@pytest.mark.parametrize("lang", sorted(EDITIONS))
+def test_plain_verify_of_each_committed_notebook_exits_zero(lang):
+    """Given a committed edition, when a grader runs plain `jupyter gradcheck verify` on it,
+    then it exits 0 and says OK for it."""
+    notebook = EDITIONS[lang]
+    done = _jupyter_gradcheck("verify", notebook.name, cwd=notebook.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"OK   {notebook.name}"), done.stdout
 
 
 def test_the_example_report_is_the_committed_ledgers_export():

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 from figures import record
+from live_witness import LiveWitness, environment
 
 from jupyterlab_gradcheck.core.ledger.binding import binding_for
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from support.course import Notebook, rebind, rewrite, working_as
 from support.ledger import forge_passed, seal_junk
-from support.witness import TOKEN, Witness
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")
 RIGHT = {"function": "x*x", "x": 3, "analytical_gradient": 6}  # d/dx x^2 at 3 is 6
@@ -84,12 +84,12 @@ def _failed(entry: dict) -> bool:
     return entry["kind"] == "observation" and entry["data"]["passed"] is False
 
 
-def _work(folder: Path, witness: Witness) -> dict[str, Notebook]:
+def _work(folder: Path, witness: LiveWitness) -> dict[str, Notebook]:
     """Every student's honest work, witnessed; returns their notebooks."""
     books = {}
     for student in ("honest", *CHEATS):
         book = books[student] = Notebook(folder / student / "lab1" / "lab1.ipynb")
-        with working_as(student, witness.url, TOKEN):
+        with working_as(student, witness.url, witness.tokens[student]):
             if student == "private_runs":
                 for _ in range(2):
                     assert not book.run(WRONG, ledger=False).passed  # trial runs, kept out of the ledger
@@ -119,7 +119,7 @@ def _work(folder: Path, witness: Witness) -> dict[str, Notebook]:
 def _cheat(folder: Path, books: dict[str, Notebook]) -> None:
     """Each cheater's offline edits (no witness is told of them)."""
     ledger = {student: _ledger(book) for student, book in books.items()}
-    with working_as("offline", None, TOKEN):
+    with working_as("offline", None, ""):
         lines = ledger["truncate_rebind"].read_text().splitlines(keepends=True)
         ledger["truncate_rebind"].write_text("".join(lines[:3]))  # genesis and the first passing check
         for student in ("delete_failed_check", "delete_failure_and_widening"):
@@ -191,18 +191,16 @@ def _cheat(folder: Path, books: dict[str, Notebook]) -> None:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """(submitted folder, witness log) after the class worked, witnessed, and cheated offline."""
+    """(submitted folder, the live witness) after the class worked, witnessed, and cheated offline."""
     root = tmp_path_factory.mktemp("witnessed-course")
-    witness = Witness(root / "witness" / "w.jsonl")
-    witness.log.parent.mkdir()
-    witness.start()
+    witness = LiveWitness(root / "witness", ("honest", *CHEATS)).start()
     try:
         folder = root / "submitted"
         books = _work(folder, witness)
         _cheat(folder, books)
+        yield folder, witness
     finally:
-        witness.kill()
-    return folder, witness.log
+        witness.stop()
 
 
 def _export(folder: Path, *extra: str) -> dict[str, list[dict]]:
@@ -211,6 +209,7 @@ def _export(folder: Path, *extra: str) -> dict[str, list[dict]]:
         capture_output=True,
         text=True,
         timeout=600,
+        env=environment(),
     )
     assert done.returncode == 0, done.stderr
     by_student: dict[str, list[dict]] = {}
@@ -234,11 +233,11 @@ def _flagged(rows: list[dict]) -> bool:
 
 
 def test_one_export_with_the_witness_flags_every_cheat_and_not_the_honest_work(course):
-    """Given the class, when it is exported once with --replay --witness W.jsonl,
+    """Given the class, when it is exported once with --replay --witness URL,
     then every one of the nineteen cheaters has a flagged row, and the honest student's rows
     say ok, witnessed, with no flag."""
-    folder, log = course
-    rows = _export(folder, "--witness", str(log))
+    folder, witness = course
+    rows = _export(folder, "--witness", witness.url)
     flagged = sorted(s for s, r in rows.items() if _flagged(r))
     assert "honest" not in flagged, rows["honest"]
     assert [(r["status"], r["witnessed"], r["witness_flags"]) for r in rows["honest"]] == [("ok", "true", "")] * 2
@@ -251,7 +250,7 @@ def test_without_the_witness_exactly_the_documented_cheats_are_flagged(course):
     """Given the same class, when it is exported with --replay but no witness,
     then the cheats flagged are exactly those docs/ledger.md marks as caught without one,
     and the rest (a consistent rewrite with the outputs cleared) pass: only the witness sees them."""
-    folder, _log = course
+    folder, _witness = course
     rows = _export(folder)
     flagged = {s for s, r in rows.items() if _flagged(r)}
     record("integrity cheats flagged without a witness", f"{len(flagged & set(CHEATS))} of {len(CHEATS)}")

@@ -5,7 +5,7 @@
  */
 import { ISignal } from '@lumino/signaling';
 
-import { IMetadataOwner } from './binding';
+import { IMetadataOwner, followRename } from './binding';
 import { IActiveNotebook, IGradcheckModel } from './tokens';
 
 /** The part of a `NotebookPanel` the model needs. */
@@ -42,15 +42,16 @@ export function activeNotebook(panel: INotebookPanelLike): IActiveNotebook {
 
 /**
  * Follow the tracker's current notebook. The model takes the current one now,
- * without reloading (the panel reloads when it is shown); later changes of
- * notebook and renames reload it. Returns a function that stops following.
+ * without reloading (the panel reloads when it is shown); a later change of
+ * notebook reloads it, and a rename reloads it and binds the moved ledger.
+ * Returns a function that stops following.
  */
 export function followActiveNotebook(
   tracker: INotebookTrackerLike,
   model: IGradcheckModel
 ): () => void {
   let watched: INotebookPanelLike | null = null;
-  const onPathChanged = () => void model.refresh();
+  const onPathChanged = () => void model.notebookRenamed();
   const watch = (panel: INotebookPanelLike | null) => {
     watched?.context.pathChanged.disconnect(onPathChanged);
     watched = panel;
@@ -68,6 +69,23 @@ export function followActiveNotebook(
     watched?.context.pathChanged.disconnect(onPathChanged);
     watched = null;
   };
+}
+
+/**
+ * Keep one notebook's binding on its ledger through renames: when the notebook
+ * is renamed (the server moves its ledger along), the binding in its model
+ * names the moved ledger at once, before a first-save rename's save writes the
+ * model. Every open notebook is watched, the active one or not. Returns a
+ * function that stops watching.
+ */
+export function watchRenames(panel: INotebookPanelLike): () => void {
+  const onPathChanged = (_sender: unknown, path: string) => {
+    if (panel.model) {
+      followRename(panel.model, path);
+    }
+  };
+  panel.context.pathChanged.connect(onPathChanged);
+  return () => panel.context.pathChanged.disconnect(onPathChanged);
 }
 
 /** The MIME type of the attestation a check run in a kernel displays (core.ledger.attestation). */

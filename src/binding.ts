@@ -124,3 +124,61 @@ export function applyBinding(
   model.setMetadata(BINDING_KEY, { ...binding });
   return true;
 }
+
+/**
+ * How the saved notebook's binding stands, judged as `jupyter gradcheck verify`
+ * judges it: `broken` only when verify would fail on it (the ledger lost or
+ * changed a bound entry, or the notebook binds another ledger); `behind` when
+ * the ledger holds entries the saved notebook does not bind yet (a check made
+ * since the last save, which saving writes), which verify calls OK with a
+ * warning; `current` otherwise; null without a verify report.
+ */
+export type BindingState = 'broken' | 'behind' | 'current';
+
+export function bindingState(answer: ILedgerAnswer): BindingState | null {
+  const chain = answer.chain;
+  if (!chain) {
+    return null;
+  }
+  if (chain.binding_ok === false && chain.ok === false) {
+    return 'broken';
+  }
+  const current = answer.binding?.current;
+  if (
+    isBinding(current) &&
+    current.entries > 0 &&
+    !sameBinding(answer.binding?.recorded, current)
+  ) {
+    return 'behind';
+  }
+  return 'current';
+}
+
+/** The ledger file that sits beside a notebook: `lab1.ipynb` -> `lab1.gradcheck.jsonl`. */
+export function ledgerNameFor(notebookPath: string): string {
+  return basename(notebookPath).replace(/\.ipynb$/, '') + '.gradcheck.jsonl';
+}
+
+/**
+ * After the notebook was renamed (the server moved its ledger along): the
+ * binding in the notebook model names the moved ledger. Done at once, before
+ * the save that follows a first-save rename writes the model. Returns whether
+ * it wrote.
+ */
+export function followRename(model: IMetadataOwner, newPath: string): boolean {
+  const bound = model.getMetadata(BINDING_KEY);
+  if (!bound || typeof bound !== 'object') {
+    return false;
+  }
+  const binding = bound as Partial<IBinding>;
+  const ledger = ledgerNameFor(newPath);
+  if (
+    typeof binding.ledger !== 'string' ||
+    binding.ledger === ledger ||
+    !binding.ledger.endsWith('.gradcheck.jsonl')
+  ) {
+    return false;
+  }
+  model.setMetadata(BINDING_KEY, { ...binding, ledger });
+  return true;
+}

@@ -15,7 +15,11 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 /* eslint-disable jupyter/prefer-lazy-imports -- activation needs these at once: it builds the
    panel, registers the commands and follows the active notebook from the start. */
-import { followActiveNotebook, watchKernelChecks } from './activeNotebook';
+import {
+  followActiveNotebook,
+  watchKernelChecks,
+  watchRenames
+} from './activeNotebook';
 import { requester } from './api';
 import { addCommands } from './commands';
 import { useTranslator } from './i18n';
@@ -54,7 +58,9 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
         () => tracker.currentWidget === notebook,
         model
       );
+      const stopRenames = watchRenames(notebook);
       notebook.disposed.connect(stop);
+      notebook.disposed.connect(stopRenames);
     };
     tracker.forEach(watchKernel);
     tracker.widgetAdded.connect((_tracker, notebook) => watchKernel(notebook));

@@ -381,6 +381,10 @@ export class GradcheckModel implements IGradcheckModel {
     await this._afterAction();
   }
 
+  async notebookRenamed(): Promise<void> {
+    await this._afterAction();
+  }
+
   private async _afterAction(): Promise<void> {
     await this.refresh();
     const metadata = this._notebook?.metadata;

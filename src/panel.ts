@@ -10,7 +10,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { badge } from './badge';
-import { basename } from './binding';
+import { basename, bindingState } from './binding';
 import { DeclareForm } from './declareForm';
 import { editToleranceDialog, reviseExpectationDialog } from './dialogs';
 import { Child, append, el, replaceChildren } from './dom';
@@ -285,9 +285,7 @@ export class GradcheckPanel extends Widget {
             'div',
             { class: 'jp-gradcheck-chain', testid: 'gradcheck-chain' },
             chainBadge(chain, entries),
-            chain?.binding_ok === false
-              ? badge('failed', trans.__('binding broken'))
-              : null,
+            bindingNote(ledger),
             el(
               'span',
               { class: 'jp-gradcheck-meta' },
@@ -370,6 +368,32 @@ function download(file: IExportFile): void {
   link.click();
   link.remove();
   window.setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+/**
+ * The binding's word in the header, as `verify` judges the saved notebook: a
+ * red badge only when verify would fail on it; a quiet note when the ledger
+ * is only ahead of the saved notebook (saving writes the binding).
+ */
+function bindingNote(ledger: ILedgerAnswer): HTMLElement | null {
+  const state = bindingState(ledger);
+  if (state === 'broken') {
+    return badge('failed', trans.__('binding broken'));
+  }
+  if (state === 'behind') {
+    return el(
+      'span',
+      {
+        class: 'jp-gradcheck-meta jp-gradcheck-binding-behind',
+        testid: 'gradcheck-binding-behind',
+        title: trans.__(
+          'The saved notebook does not bind the newest entries yet; saving the notebook writes its binding.'
+        )
+      },
+      ' ' + trans.__('binding not saved yet')
+    );
+  }
+  return null;
 }
 
 function chainBadge(

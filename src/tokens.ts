@@ -123,6 +123,12 @@ export interface IGradcheckModel {
    * notebook's `metadata.gradcheck` through the notebook model.
    */
   kernelAppended(): Promise<void>;
+  /**
+   * The active notebook was renamed, and the server moved its ledger along:
+   * reload, and write the moved ledger's name and head into the notebook's
+   * `metadata.gradcheck` through the notebook model.
+   */
+  notebookRenamed(): Promise<void>;
   /** Validate the declare form's values, run the check, then reload and rebind. */
   run(values: IFormValues): Promise<void>;
   /** Record a justified tolerance change, then reload and rebind. */

@@ -7,7 +7,8 @@ import { Signal } from '@lumino/signaling';
 import {
   INotebookPanelLike,
   activeNotebook,
-  followActiveNotebook
+  followActiveNotebook,
+  watchRenames
 } from '../activeNotebook';
 import { GradcheckModel } from '../model';
 import { FakeMetadata, fakeRequester } from './fakes';
@@ -75,13 +76,15 @@ describe('followActiveNotebook', () => {
     expect(refresh).toHaveBeenCalledTimes(2);
   });
 
-  it('reloads when the active notebook is renamed, and no longer for one that was left', () => {
+  it('reloads and rebinds when the active notebook is renamed, and no longer for one that was left', () => {
     const lab1 = new FakePanel('work/lab1.ipynb');
     const { tracker, model, refresh, stop } = setup(lab1);
     // When lab1 is renamed, its new path is read live
     lab1.context.localPath = 'work/renamed.ipynb';
+    const rebind = jest.spyOn(model, 'notebookRenamed');
     lab1.context.pathChanged.emit('work/renamed.ipynb');
     expect(model.notebookPath).toBe('work/renamed.ipynb');
+    expect(rebind).toHaveBeenCalledTimes(1);
     expect(refresh).toHaveBeenCalledTimes(1);
     // When another notebook is active, renaming lab1 does nothing
     tracker.activate(new FakePanel('work/lab2.ipynb'));
@@ -92,6 +95,33 @@ describe('followActiveNotebook', () => {
     tracker.activate(lab1);
     expect(model.notebookPath).toBe('work/lab2.ipynb');
     expect(refresh).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe('watchRenames', () => {
+  it("names the moved ledger in a renamed notebook's binding, until it stops", () => {
+    // Given an open notebook bound to Untitled's ledger
+    const panel = new FakePanel('Untitled.ipynb');
+    panel.model!.setMetadata('gradcheck', {
+      ledger: 'Untitled.gradcheck.jsonl',
+      entries: 2,
+      head: 'h2'
+    });
+    const stop = watchRenames(panel);
+    // When it is renamed on its first save
+    panel.context.pathChanged.emit('lab1.ipynb');
+    // Then its binding names the ledger the server moved beside lab1.ipynb
+    expect(panel.model!.getMetadata('gradcheck')).toEqual({
+      ledger: 'lab1.gradcheck.jsonl',
+      entries: 2,
+      head: 'h2'
+    });
+    // And once stopped, a rename changes nothing
+    stop();
+    panel.context.pathChanged.emit('final.ipynb');
+    expect(
+      (panel.model!.getMetadata('gradcheck') as { ledger: string }).ledger
+    ).toBe('lab1.gradcheck.jsonl');
   });
 });
 

@@ -1,8 +1,14 @@
 /**
  * The notebook binding kept in `metadata.gradcheck`.
  */
-import { IMetadataOwner, applyBinding, bindingFromLedger } from '../binding';
-import { ILedgerEntry } from '../types';
+import {
+  IMetadataOwner,
+  applyBinding,
+  bindingFromLedger,
+  bindingState,
+  followRename
+} from '../binding';
+import { ILedgerAnswer, ILedgerEntry } from '../types';
 
 function entries(n: number): ILedgerEntry[] {
   return Array.from({ length: n }, (_, i) => ({
@@ -143,5 +149,92 @@ describe('applyBinding', () => {
       entries: 3,
       head: 'def'
     });
+  });
+});
+
+describe('bindingState', () => {
+  const current = {
+    ledger: 'lab1.gradcheck.jsonl',
+    ledger_id: 'a1',
+    entries: 4,
+    head: 'hash4'
+  };
+  function answer(
+    chain: ILedgerAnswer['chain'],
+    recorded: unknown
+  ): ILedgerAnswer {
+    return {
+      ledger: 'work/lab1.gradcheck.jsonl',
+      entries: entries(4),
+      chain,
+      binding: { recorded, current }
+    };
+  }
+
+  it('is broken only when verify fails on the binding', () => {
+    // Given a ledger truncated under the saved binding: verify's ok and binding_ok are false
+    const truncated = answer(
+      { ok: false, chain_ok: true, binding_ok: false },
+      { ...current, entries: 5, head: 'hash5' }
+    );
+    // Then the header calls it broken
+    expect(bindingState(truncated)).toBe('broken');
+  });
+
+  it('is behind, not broken, for a notebook never saved since a kernel check', () => {
+    // Given the state after a check in a fresh notebook: verify says OK with a warning
+    // (binding_ok false: nothing saved to compare yet), and the saved notebook binds nothing
+    const fresh = answer({ ok: true, chain_ok: true, binding_ok: false }, null);
+    // Then it is only behind
+    expect(bindingState(fresh)).toBe('behind');
+  });
+
+  it('is behind when the saved binding is older than the ledger, and current once saved', () => {
+    const older = { ...current, entries: 2, head: 'hash2' };
+    expect(
+      bindingState(
+        answer({ ok: true, chain_ok: true, binding_ok: true }, older)
+      )
+    ).toBe('behind');
+    expect(
+      bindingState(
+        answer({ ok: true, chain_ok: true, binding_ok: true }, { ...current })
+      )
+    ).toBe('current');
+  });
+
+  it('says nothing without a verify report', () => {
+    expect(bindingState(answer(null, null))).toBeNull();
+  });
+});
+
+describe('followRename', () => {
+  it("names the moved ledger in the model's binding at once, keeping the rest", () => {
+    // Given Untitled.ipynb bound to its ledger
+    const model = new FakeModel();
+    model.metadata.gradcheck = {
+      ledger: 'Untitled.gradcheck.jsonl',
+      ledger_id: 'a1',
+      entries: 2,
+      head: 'hash2'
+    };
+    // When it is renamed to work/lab1.ipynb
+    expect(followRename(model, 'work/lab1.ipynb')).toBe(true);
+    // Then the binding names lab1.gradcheck.jsonl, with the same id, count and head
+    expect(model.metadata.gradcheck).toEqual({
+      ledger: 'lab1.gradcheck.jsonl',
+      ledger_id: 'a1',
+      entries: 2,
+      head: 'hash2'
+    });
+    // And a second notice of the same path writes nothing
+    expect(followRename(model, 'work/lab1.ipynb')).toBe(false);
+    expect(model.writes).toBe(1);
+  });
+
+  it('leaves a notebook without a binding alone', () => {
+    const model = new FakeModel();
+    expect(followRename(model, 'lab1.ipynb')).toBe(false);
+    expect(model.writes).toBe(0);
   });
 });

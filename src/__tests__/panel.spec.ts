@@ -115,6 +115,38 @@ describe('GradcheckPanel', () => {
     ]);
   });
 
+  it('notes quietly a binding only behind the ledger, and shows red only one verify fails on', async () => {
+    // Given a kernel check in a notebook not saved since: verify says OK with a warning
+    const { requester, model, byId } = setup();
+    const fresh = ledgerAnswer('work/lab1.ipynb', checkEntries(1, 'sq', true));
+    fresh.chain = { ok: true, chain_ok: true, binding_ok: false };
+    fresh.binding = {
+      recorded: null,
+      current: { ledger: 'lab1.gradcheck.jsonl', entries: 2, head: 'h2' }
+    };
+    requester.getLedger.mockResolvedValue(fresh);
+    await model.refresh();
+    // Then the header has a quiet note and no red badge
+    const header = byId('gradcheck-chain');
+    expect(byId('gradcheck-binding-behind').textContent).toBe(
+      ' binding not saved yet'
+    );
+    expect(header.querySelector('.jp-gradcheck-badge-failed')).toBeNull();
+    // When the ledger lost an entry the saved notebook binds: verify fails on the binding
+    const truncated = ledgerAnswer(
+      'work/lab1.ipynb',
+      checkEntries(1, 'sq', true)
+    );
+    truncated.chain = { ok: false, chain_ok: true, binding_ok: false };
+    requester.getLedger.mockResolvedValue(truncated);
+    await model.refresh();
+    // Then the header says so in red
+    expect(
+      byId('gradcheck-chain').querySelector('.jp-gradcheck-badge-failed')
+        ?.textContent
+    ).toBe('binding broken');
+  });
+
   it('says when there is no notebook, and when its ledger is empty or unreadable', async () => {
     const none = setup(null);
     await none.model.refresh();

@@ -189,8 +189,9 @@ def _backward_as_expectation(record: dict, inputs: dict):
     from .core.check.autograd.backward_expectation import backward_expectation, backward_name
     from .core.check.autograd.custom_functions import custom_functions
     from .core.check.autograd.several_outputs import differentiable_outputs
+    from .core.check.autograd.signature import check_signature
+    from .core.check.environment import available_devices
     from .core.check.record.devices import resolve_device
-    from .core.check.record.signature import check_signature
     from .core.check.record.spec import parse_spec
     from .core.errors import SpecError
 
@@ -201,7 +202,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
             raise
     function, names = record["function"], list(inputs)
     check_signature(function, names)
-    device = resolve_device(record["device"])
+    device = resolve_device(record["device"], available_devices())
     classes = custom_functions(function, inputs, record["dtype"], device)
     if not classes:
         return None, record["origin"]
@@ -219,7 +220,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
 
 def _held(fn, input_names: list[str], fixed: dict):
     """`fn` (or a Function's `apply`) called with the inputs by name and the `fixed` objects themselves."""
-    from .core.check.record.signature import check_signature
+    from .core.check.autograd.signature import check_signature
 
     if isinstance(fn, str) or not isinstance(fixed, dict) or any(name in input_names for name in fixed):
         return _as_checkable(fn, input_names)  # the record's own check names the problem

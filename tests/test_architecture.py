@@ -1,5 +1,6 @@
-"""The layout stays as it was made: rooms that import one way, no cycles, no private names
-across modules, short modules, and tests that never import each other.
+"""The layout stays as it was made: rooms that import one way (the core's, and core/check's own
+sub-rooms), no cycles, no private names across modules, short modules, a torch-free record room that
+is all the server process loads of core/check, and tests that never import each other.
 
 The graph is read from the source with `ast` (tests/support/imports.py), so an import inside a
 function counts as much as one at the top of a file.
@@ -11,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from support.imports import cycles, imports_of_test_modules, private_imports, private_uses_in_tests, read_package
+from support.imports import (
+    cycles,
+    imports_of_test_modules,
+    loaded_by,
+    private_imports,
+    private_uses_in_tests,
+    read_package,
+    room_imports_against_direction,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jupyterlab_gradcheck"
@@ -20,6 +29,10 @@ ROOMS = ("expr", "check", "ledger", "report")  # each may import only those befo
 SURFACES = ("cli", "server", "widget", "api")
 FRAMEWORKS = {"tornado", "jupyter_server", "jupyter_client", "ipywidgets", "IPython", "ipykernel", "nbclient"}
 MAX_LINES = 400
+CHECK = "jupyterlab_gradcheck.core.check"
+#: core/check's rooms in import order: the entry points at its top ("": engine, numerical_verdict,
+#: environment, diagnosis), then autograd/, fd/, compare/, record/; each imports only its own and later ones.
+CHECK_ROOMS = ("", "autograd", "fd", "compare", "record")
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +84,35 @@ def test_the_rooms_of_the_core_import_one_way(package):
         for outside in module.outside & FRAMEWORKS:
             wrong.append(f"{module.name} imports {outside}")
     assert wrong == []
+
+
+def test_the_rooms_of_check_import_one_way(package):
+    """Given core/check's rooms, the entry points -> autograd/ -> fd/ -> compare/ -> record/,
+    then no module imports from a room before its own (imports inside functions count)."""
+    assert room_imports_against_direction(package, CHECK, CHECK_ROOMS) == []
+
+
+def test_the_record_room_imports_no_torch(package):
+    """Given every module of core/check/record/ (the check's declaration and its fields),
+    then none imports torch, not even inside a function: the server process loads this room."""
+    record = [m.name for m in package.values() if m.name.startswith(f"{CHECK}.record") and "torch" in m.outside]
+    assert record == []
+
+
+def test_the_server_process_loads_only_the_record_room_of_check(package):
+    """Given every module of the server extension, when it is imported (its imports at import time,
+    followed through every module they load), then of core/check it loads only record/ (and the
+    packages above it), and torch is never loaded: the checks run in worker processes."""
+    wrong = {}
+    for start in (m.name for m in package.values() if m.name.startswith("jupyterlab_gradcheck.server")):
+        loaded = loaded_by(package, start)
+        numeric = sorted(
+            name for name in loaded if name.startswith(f"{CHECK}.") and not name.startswith(f"{CHECK}.record")
+        )
+        torch = sorted(name for name in loaded if "torch" in package[name].loads_outside)
+        if numeric or torch:
+            wrong[start] = numeric + torch
+    assert wrong == {}
 
 
 def test_surfaces_import_the_core_never_each_other(package):
@@ -169,6 +211,36 @@ def test_a_module_that_imports_the_package_root_closes_a_cycle_through_its_hooks
     ]
     files["jupyterlab_gradcheck/server/service.py"] = "VERSION = '1'\n"
     assert cycles(read_package(_write(tmp_path / "without", files))) == []
+
+
+def test_an_import_against_the_rooms_direction_and_a_module_loaded_at_import_are_found(tmp_path):
+    """Given a record module that imports fd/ inside a function, and an fd module that imports record/
+    at its top, then only the first is against the direction; a server module that imports the fd
+    module at its top loads it (and record/ through it), and one that imports it in a function does not."""
+    root = _write(
+        tmp_path,
+        {
+            "jupyterlab_gradcheck/__init__.py": "",
+            "jupyterlab_gradcheck/server/__init__.py": "",
+            "jupyterlab_gradcheck/server/eager.py": "from ..core.check.fd.steps import STEP\n",
+            "jupyterlab_gradcheck/server/lazy.py": "def run():\n    from ..core.check.fd.steps import STEP\n",
+            "jupyterlab_gradcheck/core/__init__.py": "",
+            "jupyterlab_gradcheck/core/check/__init__.py": "",
+            "jupyterlab_gradcheck/core/check/fd/__init__.py": "",
+            "jupyterlab_gradcheck/core/check/fd/steps.py": "import torch\nfrom ..record.spec import FIELDS\nSTEP = 1\n",
+            "jupyterlab_gradcheck/core/check/record/__init__.py": "",
+            "jupyterlab_gradcheck/core/check/record/spec.py": "FIELDS = ()\ndef cost():\n"
+            "    from ..fd.steps import STEP\n",
+        },
+    )
+    modules = read_package(root)
+    assert room_imports_against_direction(modules, CHECK, CHECK_ROOMS) == [
+        "jupyterlab_gradcheck.core.check.record.spec imports jupyterlab_gradcheck.core.check.fd.steps"
+    ]
+    eager = loaded_by(modules, "jupyterlab_gradcheck.server.eager")
+    assert {f"{CHECK}.fd.steps", f"{CHECK}.record.spec"} <= eager
+    assert "torch" in modules[f"{CHECK}.fd.steps"].loads_outside
+    assert not any(name.startswith(CHECK) for name in loaded_by(modules, "jupyterlab_gradcheck.server.lazy"))
 
 
 def test_a_test_that_imports_another_or_reaches_a_private_name_is_reported(tmp_path):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..core.check.record.devices import available_devices, resolve_device
+from ..core.check.environment import available_devices
+from ..core.check.record.devices import resolve_device
 from ..core.check.record.spec import parse_spec
 from ..core.i18n import _, localize
 from ..core.jsonio import loads_records

@@ -10,6 +10,7 @@ input raises before anything is written.
 from __future__ import annotations
 
 from ..core.check.engine import run_check
+from ..core.check.environment import available_devices
 from ..core.check.record.devices import resolve_device
 from ..core.check.record.spec import parse_spec
 from ..core.ledger import witness_client
@@ -29,7 +30,7 @@ def run_attested(
     `notebook` names the notebook a run without a ledger belongs to, for the witness (default:
     the session's notebook)."""
     spec = parse_spec(record)
-    resolve_device(spec.device)
+    resolve_device(spec.device, available_devices())
     if ledger is None:
         completed = run_check(spec)
         notebook = notebook or session_notebook()

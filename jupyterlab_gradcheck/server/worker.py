@@ -62,7 +62,7 @@ def serve(conn, options: dict) -> None:
 
         import torch
 
-        from ..core.check.record.devices import available_devices
+        from ..core.check.environment import available_devices
 
         options = {**options, "devices": available_devices()}
         hello = {

@@ -15,8 +15,9 @@ from html import escape
 
 import ipywidgets as widgets
 
+from ..core.check.environment import available_devices
 from ..core.check.record import defaults
-from ..core.check.record.devices import available_devices, resolve_device
+from ..core.check.record.devices import resolve_device
 from ..core.check.record.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
 from ..core.i18n import _, checked, language, localize

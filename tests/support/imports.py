@@ -26,6 +26,10 @@ class Module:
     private_names: list[tuple[str, str, int]] = field(default_factory=list)
     #: top-level names bound by `import`s of outside packages (tornado, ipywidgets, ...)
     outside: set[str] = field(default_factory=set)
+    #: the imports that run when the module is imported (not those inside a function): package modules
+    loads: set[str] = field(default_factory=set)
+    #: ... and outside packages
+    loads_outside: set[str] = field(default_factory=set)
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -50,6 +54,7 @@ def read_package(root: Path) -> dict[str, Module]:
     for module in modules.values():
         tree = ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
         package = module.name if module.is_package else module.name.rpartition(".")[0]
+        _read_loads(module, modules, tree, package, top)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -71,6 +76,76 @@ def read_package(root: Path) -> dict[str, Module]:
                     if _is_private(alias.name) and target != module.name:
                         module.private_names.append((target, alias.name, node.lineno))
     return modules
+
+
+def _at_import_time(tree: ast.AST):
+    """The nodes that run when the module is imported: everything outside function bodies."""
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _read_loads(module: Module, modules: dict[str, Module], tree: ast.AST, package: str, top: str) -> None:
+    for node in _at_import_time(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == top:
+                    module.loads.add(alias.name)
+                else:
+                    module.loads_outside.add(alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(node, package)
+            if target.split(".")[0] != top:
+                module.loads_outside.add(target.split(".")[0])
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                module.loads.add(submodule if submodule in modules else target)
+
+
+def loaded_by(modules: dict[str, Module], start: str) -> set[str]:
+    """Every package module that importing `start` loads: the imports that run at import time, followed
+    through each module they load (importing `a.b.c` loads `a` and `a.b` first)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in modules:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        stack.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        stack.extend(modules[name].loads)
+    return seen
+
+
+def room_imports_against_direction(modules: dict[str, Module], package: str, rooms: tuple, leaving=()) -> list[str]:
+    """`importer imports target` for each import inside `package` that runs against `rooms`' order.
+
+    `rooms` names the sub-packages of `package` in order, "" standing for the modules at its top: a
+    module may import from its own room and the rooms after it. `leaving` lists modules exempt as
+    targets (on their way out)."""
+
+    def room(name: str) -> str | None:
+        if not name.startswith(package + "."):
+            return None
+        first = name[len(package) + 1 :].split(".")[0]
+        return first if first in rooms else ""
+
+    wrong = []
+    for module in modules.values():
+        mine = room(module.name)
+        if mine is None:
+            continue
+        for target in module.imports:
+            theirs = room(target)
+            if theirs is not None and target not in leaving and rooms.index(theirs) < rooms.index(mine):
+                wrong.append(f"{module.name} imports {target}")
+    return sorted(wrong)
 
 
 def _resolve(node: ast.ImportFrom, package: str) -> str:

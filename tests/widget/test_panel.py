@@ -13,7 +13,7 @@ import re
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.record.devices import available_devices
+from jupyterlab_gradcheck.core.check.environment import available_devices
 from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger.store import Ledger

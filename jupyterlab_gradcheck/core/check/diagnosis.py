@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from ..i18n import Message
 from .fd import diagonal
 from .fd.error_bound import BOUND_FACTOR
@@ -69,8 +71,6 @@ def _one_sided(probe: Probe, flat_index: int, h: float) -> tuple[float, float, f
     Outputs the element does not touch cancel exactly, as in the estimate itself; the rounding
     bound is eps * sum_j |v_j| (|f_j(x+)| + |f_j(x)| + |f_j(x-)|) / h over the outputs that moved.
     """
-    import torch
-
     x = probe.values[probe.name]
     index = torch.tensor([flat_index, flat_index], device=x.device)
     step = torch.tensor([h, -h], dtype=x.dtype, device=x.device)
@@ -112,8 +112,6 @@ def _rounding_floor(
     ctx: DiagnosisContext, input_name: str, flat_index: int, gradient: float
 ) -> tuple[float, float, float]:
     """(floor, rounding part, truncation part) of the finite difference at one element."""
-    import torch
-
     eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
     probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
     x = ctx.fd_values[input_name]

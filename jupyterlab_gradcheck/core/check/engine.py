@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ..errors import SpecError
 from ..expr.evaluator import compile_expression
 from ..expr.symbolic import symbolic_opinion
@@ -24,13 +26,16 @@ from .autograd.expectation_tensors import analytical_tensors
 from .autograd.forward_and_batched import MODES, function_modes
 from .autograd.observations import observe_autograd
 from .autograd.second_order import second_order, second_order_of_outputs
+from .autograd.signature import check_signature
 from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
 from .autograd.undefined_grad import UNDEFINED_REASON
-from .compare.comparison import Operand, compare_rows
+from .compare.comparison import Operand
+from .compare.complex_tensors import with_complex_kept
 from .compare.forward_pass import SeveralOutputs
+from .compare.stacked_rows import compare_rows
 from .compare.tensors import describe, to_tensor, to_value
 from .diagnosis import DiagnosisContext, diagnose
-from .environment import capture_environment
+from .environment import available_devices, capture_environment
 from .fd import projected, time_budget
 from .fd.error_bound import BOUND_FACTOR, element_tolerance
 from .fd.finite_difference import fd_gradients
@@ -39,9 +44,7 @@ from .fd.shifts import STEP_SCALE_CAP
 from .fd.step_sweep import guarded_step_sweep
 from .fd.sweep_riders import Riding, found, sweep_riders
 from .record import defaults
-from .record.complex_values import with_complex_kept
 from .record.devices import resolve_device
-from .record.signature import check_signature
 from .record.spec import CheckSpec, parse_spec
 
 #: Input elements above which the step sweep is left out of the record by default.
@@ -57,8 +60,6 @@ _COMPARISON_ORDER = (
 
 
 def _nondeterminism(function, leaves: dict) -> str:
-    import torch
-
     with torch.no_grad():
         detached = {n: t.detach() for n, t in leaves.items()}
         first, second = function(**detached), function(**detached)
@@ -134,7 +135,7 @@ def _comparisons(
                 )
             ]
         )
-        # one input's rows computed together (core/check/compare/comparison.py compare_rows); the sort below orders them
+        # one input's rows computed together (core/check/compare/stacked_rows.py compare_rows); the sort below orders them
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: _COMPARISON_ORDER.index(row["name"]))
     return rows
@@ -238,7 +239,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     (core/check/autograd/several_outputs.py).
     """
     spec = parse_spec(spec)
-    device = resolve_device(spec.device, devices)
+    device = resolve_device(spec.device, available_devices() if devices is None else devices)
     if not spec.expression:
         check_signature(spec.function, list(spec.inputs))
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
@@ -355,8 +356,6 @@ def _first_order(
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
     once on the whole function instead). `sweep` says the record will have a step sweep:
     its series for a passing check are evaluated with the finite differences (core/check/fd/sweep_riders.py)."""
-    import torch
-
     observations, raw, v = observed
     analytical = analytical_tensors(spec, leaves)
 

@@ -1,9 +1,12 @@
-"""The environment a check ran in, recorded beside every observation (principle 6)."""
+"""The environment a check runs in: the devices torch reports here, and what is recorded beside every
+observation (principle 6)."""
 
 from __future__ import annotations
 
 import platform
 import sys
+
+from ..i18n import Message
 
 
 def capture_environment(device: str) -> dict:
@@ -27,3 +30,46 @@ def capture_environment(device: str) -> dict:
         "cuda": cuda,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
     }
+
+
+def available_devices() -> list[dict]:
+    """Every device kind with whether it is available, its name, and why not when absent.
+
+    torch is imported here, not at the top: the CLI and the panel import this module at start."""
+    import torch
+
+    devices = [{"id": "cpu", "name": _cpu_name(), "available": True, "reason": ""}]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            devices.append(
+                {
+                    "id": f"cuda:{index}",
+                    "name": torch.cuda.get_device_name(index),
+                    "available": True,
+                    "reason": "",
+                }
+            )
+    else:
+        reason = (
+            Message("this torch build has no CUDA support")
+            if torch.version.cuda is None
+            else Message("torch.cuda.is_available() is False: no CUDA device is visible")
+        )
+        devices.append({"id": "cuda", "name": "", "available": False, "reason": reason})
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append({"id": "mps", "name": "Apple Metal (MPS)", "available": True, "reason": ""})
+    else:
+        devices.append(
+            {
+                "id": "mps",
+                "name": "",
+                "available": False,
+                "reason": Message("torch.backends.mps.is_available() is False: not an Apple GPU"),
+            }
+        )
+    return devices
+
+
+def _cpu_name() -> str:
+    return platform.processor() or platform.machine() or "cpu"

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+
 from ..errors import SpecError
 from .compare.comparison import compare
+from .compare.complex_tensors import with_complex_kept
 from .compare.forward_pass import forward, grad_output_for
 from .fd.finite_difference import fd_gradients
 from .record import defaults
-from .record.complex_values import with_complex_kept
 
 
 def _dtype_name(tensor) -> str:
@@ -49,8 +51,6 @@ def numerical_verdict(
     `structured=False` forces the general finite-difference path even for an elementwise chain
     (core/check/fd/diagonal.py).
     """
-    import torch
-
     if scheme not in defaults.SCHEMES:
         raise SpecError(
             "scheme {scheme!r} is not one of {choices}",

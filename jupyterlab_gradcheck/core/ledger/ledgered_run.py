@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..check.autograd.several_outputs import check_outputs_fit
-from ..check.record.signature import check_signature
 from ..check.record.spec import CheckSpec, parse_spec
 from ..errors import GradcheckError, SpecError
 from .binding import refresh_binding
@@ -92,10 +90,13 @@ def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
 def refuse_bad_callable(spec, devices: list | None = None):
     """The parsed spec, or SpecError before anything is written: a callable that cannot take the
     inputs, or whose outputs the expectation or grad_output does not fit, is bad input, not a failed run."""
+    from ..check.autograd.several_outputs import check_outputs_fit
+    from ..check.autograd.signature import check_signature
+    from ..check.environment import available_devices
     from ..check.record.devices import resolve_device
 
     parsed = parse_spec(spec)
-    device = resolve_device(parsed.device, devices)
+    device = resolve_device(parsed.device, available_devices() if devices is None else devices)
     if not parsed.expression:
         check_signature(parsed.function, list(parsed.inputs))
         check_outputs_fit(parsed, device)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from html import escape
 
-from ..check.autograd.observations import DESCRIPTIONS
 from ..check.record.complex_values import complex_text, is_complex_value
+from ..check.record.observation_names import DESCRIPTIONS
 from ..i18n import N_, _, localize
 
 #: Theme variables with fallbacks for pages outside JupyterLab.

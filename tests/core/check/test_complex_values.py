@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.compare.comparison import compare
+from jupyterlab_gradcheck.core.check.compare.complex_tensors import with_complex_kept
 from jupyterlab_gradcheck.core.check.compare.tensors import describe, to_tensor
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.record import defaults
-from jupyterlab_gradcheck.core.check.record.complex_values import as_record_value, with_complex_kept
+from jupyterlab_gradcheck.core.check.record.complex_values import as_record_value
 from jupyterlab_gradcheck.core.check.record.record_values import shape_of
 from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError

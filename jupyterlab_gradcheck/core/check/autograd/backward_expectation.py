@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+
 from ..compare.forward_pass import grad_output_for
 from ..record.callable_source import callable_name, function_source
 from .several_outputs import differentiable
@@ -105,16 +107,12 @@ def _once_per_point(compute: Callable) -> Callable:
 
 def _zeros(output):
     """Zeros shaped like an output: the grad_output of every output but the one checked."""
-    import torch
-
     return torch.zeros_like(output)
 
 
 def _through_backward(function: Callable, names: list[str], values: dict, weights: Callable) -> dict:
     """d sum_k(v_k * f_k) / d input for each input, by a fresh forward and `torch.autograd.grad`; `weights`
     gives the v_k of the (index, detached output) pairs of the differentiable outputs (of the one output)."""
-    import torch
-
     with torch.enable_grad():
         leaves = {n: t.detach().clone().requires_grad_(True) for n, t in values.items()}
         found = function(**leaves)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import torch
+
 #: The class name of a node PyTorch's own derivative formulas make (SinBackward0, MmBackward0), and of a leaf's.
 _BUILT_IN = re.compile(r"^([A-Z][A-Za-z0-9]*Backward\d*|AccumulateGrad)$")
 
@@ -18,8 +20,6 @@ _BUILT_IN = re.compile(r"^([A-Z][A-Za-z0-9]*Backward\d*|AccumulateGrad)$")
 def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list:
     """The custom autograd Function classes one forward pass of `function` at `inputs` (numbers, lists or
     tensors, in `dtype` on `device`) goes through, in graph order."""
-    import torch
-
     leaves = {
         n: torch.as_tensor(v, dtype=getattr(torch, dtype), device=device).detach().clone().requires_grad_(True)
         for n, v in inputs.items()

@@ -7,6 +7,8 @@ to its input's shape, and one that cannot be is refused naming both shapes.
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import SpecError
 from ...expr.evaluator import compile_expression
 from ...expr.parser import Expression
@@ -16,8 +18,6 @@ from ..record.spec import CheckSpec
 
 def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
     """The expectation as a tensor per input, broadcast to that input's shape."""
-    import torch
-
     result = {}
     detached = None
     for name, written in spec.analytical.items():

@@ -24,10 +24,12 @@ Each is skipped, with the reason PyTorch gives, where it does not apply (a Funct
 
 from __future__ import annotations
 
+import torch
+
 from ...i18n import Message
 from ..compare.comparison import compare
+from ..compare.complex_tensors import real_inner
 from ..compare.tensors import describe
-from ..record.complex_values import real_inner
 from .forward_and_batched_outputs import (
     along_u,
     batched_grad_outputs,
@@ -54,8 +56,6 @@ DIFFERENCES = {"rtol": 1e-6, "atol": 1e-6}
 def _directions(leaves: dict) -> dict:
     """A standard normal direction per input, drawn in the inputs' order from one seeded generator
     (one input gets the draw it always got)."""
-    import torch
-
     generator = torch.Generator().manual_seed(SEED)
     return {n: torch.randn(x.shape, dtype=x.dtype, generator=generator).to(x.device) for n, x in leaves.items()}
 
@@ -77,8 +77,6 @@ def _direction_text(leaves: dict) -> str:
 def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
     """The `forward_ad` observation and its comparisons (or skipped, with the reason): J u with one
     direction per input, u = (u_x, u_w, ...), against central differences along u and sum_i grad_i . u_i."""
-    import torch
-
     directions = _directions(leaves)
     try:
         ((_, tangent),) = dual_pairs(function, leaves, directions)
@@ -120,8 +118,6 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
 
 def batched_grad(function, leaves: dict, v) -> dict:
     """The `batched_grad` observation and its comparisons, one per input (or skipped, with the reason)."""
-    import torch
-
     names = list(leaves)
     several = len(names) > 1
     with torch.enable_grad():

@@ -16,17 +16,17 @@ output's part alone. For each differentiable output k (core/check/autograd/sever
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import exception_line
 from ...i18n import Message
 from ..compare.comparison import compare
+from ..compare.complex_tensors import real_inner
 from ..compare.tensors import describe
-from ..record.complex_values import real_inner
 
 
 def _flat(tensors: list):
     """The tensors flattened and side by side, as one observation shows them."""
-    import torch
-
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
 
@@ -49,7 +49,6 @@ def vmap_skipped(exc) -> dict:
 def dual_pairs(function, leaves: dict, directions: dict) -> list:
     """(primal, tangent) of each output of forward-mode AD along `directions` (one pair for a tensor output, a list
     for a tuple), a tangent forward AD leaves undefined as zeros; raises what forward AD raises."""
-    import torch
     import torch.autograd.forward_ad as fwad
 
     with fwad.dual_level():
@@ -61,8 +60,6 @@ def dual_pairs(function, leaves: dict, directions: dict) -> list:
 
 def along_u(function, leaves: dict, directions: dict) -> tuple:
     """(f(x + h u), f(x - h u), 2h): central differences along u at h = eps^(1/3) max(1, max |x|)."""
-    import torch
-
     dtype = next(iter(leaves.values())).dtype
     h = torch.finfo(dtype).eps ** (1 / 3) * max(
         1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values())
@@ -76,8 +73,6 @@ def along_u(function, leaves: dict, directions: dict) -> tuple:
 def _gradient(function, leaves: dict, indices: list, weights: dict) -> dict:
     """The backward's gradient of sum_k sum(v_k * f_k) over the outputs `indices`, per input (zeros
     where an input reaches none of them)."""
-    import torch
-
     with torch.enable_grad():
         inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
         found = function(**inputs)
@@ -146,8 +141,6 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
 def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, tolerance: dict) -> dict:
     """The `batched_grad` observation of a function of several outputs, one comparison per input (or
     skipped, with the reason): three grad_output tuples over the differentiable outputs `indices`."""
-    import torch
-
     names = list(leaves)
     with torch.enable_grad():
         inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}

@@ -9,26 +9,16 @@
 
 from __future__ import annotations
 
-from ...i18n import N_
+import torch
+
 from ..compare.forward_pass import forward, grad_output_for
 from ..compare.tensors import describe
+from ..record.observation_names import DESCRIPTIONS
 from .chain_paths import chain_possible
 from .custom_functions import graph_functions, only_built_in_formulas
 
-DESCRIPTIONS = {
-    "backward_pass_1": N_("x.grad after one forward pass and one backward()"),
-    "backward_pass_2_accumulated": N_(
-        "x.grad after a second forward pass and backward() with no clearing in between: "
-        "backward() adds into .grad, so a pure function gives twice pass 1"
-    ),
-    "after_clear_none": N_("x.grad after the deliberate clearing x.grad = None and a fresh pass"),
-    "autograd_grad": N_("return value of torch.autograd.grad(y, x, grad_output); it does not write .grad"),
-}
-
 
 def _grads(leaves: dict) -> dict:
-    import torch
-
     return {
         name: (_copy(leaf.grad) if leaf.grad is not None else torch.zeros_like(leaf)) for name, leaf in leaves.items()
     }
@@ -40,8 +30,6 @@ def _copy(gradient):
     autograd's immutable zero placeholder (a ZeroTensor, which cannot be read element by
     element) becomes ordinary zeros of the same shape, dtype and device.
     """
-    import torch
-
     if gradient._is_zerotensor():
         return torch.zeros(gradient.shape, dtype=gradient.dtype, device=gradient.device)
     return gradient.detach().clone() if gradient.requires_grad else gradient.clone()
@@ -59,8 +47,6 @@ def _observation(name: str, grads: dict, note: str = "", **extra) -> dict:
 
 def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, object]:
     """Run the four passes; return (observations, raw gradient tensors by observation, v)."""
-    import torch
-
     for leaf in leaves.values():
         leaf.grad = None
     output = forward(function, leaves)

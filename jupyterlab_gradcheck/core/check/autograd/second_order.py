@@ -22,6 +22,8 @@ not a crash.
 
 from __future__ import annotations
 
+import torch
+
 from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.tensors import describe, to_tensor
@@ -36,8 +38,6 @@ FD_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
 
 def _gradients(function, values: dict, v, *, create_graph: bool):
     """(leaves, each input's gradient of phi flattened) at `values`; zeros for an input phi does not reach."""
-    import torch
-
     with torch.enable_grad():
         leaves = {n: x.detach().clone().requires_grad_(True) for n, x in values.items()}
         output = function(**leaves)
@@ -51,8 +51,6 @@ def _gradients(function, values: dict, v, *, create_graph: bool):
 def autograd_hessian(function, values: dict, v):
     """(N x N Hessian by double backward, or None, and a note: why it is None, or which inputs' gradients
     carry no graph and were taken as constant)."""
-    import torch
-
     with torch.enable_grad():
         leaves, parts = _gradients(function, values, v, create_graph=True)
         flat_leaves = list(leaves.values())
@@ -93,8 +91,6 @@ def autograd_hessian(function, values: dict, v):
 
 def finite_difference_hessian(function, values: dict, v):
     """N x N: column j is the central difference of autograd's gradient along element j of z."""
-    import torch
-
     columns = []
     for name, x in values.items():
         eps = torch.finfo(x.dtype).eps
@@ -112,8 +108,6 @@ def finite_difference_hessian(function, values: dict, v):
 
 
 def _gradgradcheck(function, values: dict) -> dict:
-    import torch
-
     settings = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
     names = list(values)
     if any(x.dtype != torch.float64 for x in values.values()):
@@ -143,8 +137,6 @@ def _gradgradcheck(function, values: dict) -> dict:
 
 def expected_hessian(written, function, values: dict, v, autograd):
     """The expectation as an N x N tensor (None with `autograd` None for "double_backward")."""
-    import torch
-
     x = next(iter(values.values()))
     n = sum(t.numel() for t in values.values())
     if written == DOUBLE_BACKWARD:

@@ -19,6 +19,8 @@ import dataclasses
 import functools
 from collections.abc import Callable
 
+import torch
+
 from ...errors import SpecError
 from ..record.complex_values import per_output_values
 from ..record.spec import CheckSpec
@@ -34,8 +36,6 @@ class Plan:
 
 def differentiable(output) -> bool:
     """Whether an output is one whose gradient is checked: a float or complex tensor requiring grad."""
-    import torch
-
     return (
         isinstance(output, torch.Tensor)
         and (output.is_floating_point() or output.is_complex())
@@ -45,8 +45,6 @@ def differentiable(output) -> bool:
 
 def forward_outputs(function, leaves: dict):
     """The outputs of one forward pass of a function whose expectation is written per output."""
-    import torch
-
     found = function(**leaves)
     if isinstance(found, torch.Tensor):
         raise SpecError(
@@ -62,8 +60,6 @@ def forward_outputs(function, leaves: dict):
 def differentiable_outputs(function, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list[bool] | None:
     """For a function returning a tuple or list at `inputs` (numbers, lists or tensors, in `dtype` on
     `device`): whether each output is differentiable; None for a function returning one tensor."""
-    import torch
-
     from ..compare.tensors import to_tensor
 
     leaves = {n: to_tensor(v, dtype, device, requires_grad=True) for n, v in inputs.items()}
@@ -73,8 +69,6 @@ def differentiable_outputs(function, inputs: dict, dtype: str = "float64", devic
 
 
 def _entry(index: int, output) -> dict:
-    import torch
-
     if not isinstance(output, torch.Tensor):
         return {"index": index, "shape": None, "dtype": type(output).__name__, "device": None, "differentiable": False}
     return {
@@ -108,7 +102,6 @@ def output_function(function: Callable, index: int) -> Callable:
 @functools.lru_cache(maxsize=1)
 def _zeros_to_others():
     """The autograd Function that returns its first argument and sends zeros back to the others."""
-    import torch
 
     class ZerosToOthers(torch.autograd.Function):
         @staticmethod
@@ -201,8 +194,6 @@ def plan(spec: CheckSpec, function: Callable, found) -> Plan:
 def check_outputs_fit(spec: CheckSpec, device: str) -> None:
     """For a Python function, one forward pass: SpecError when its outputs do not fit the expectation
     or grad_output as written (run before a ledger entry is written, so nothing is)."""
-    import torch
-
     from ..compare.tensors import to_tensor
     from ..record.complex_values import refuse_complex_grad_output
 

@@ -32,7 +32,6 @@ def torch_gradcheck(
     """
     import sys
 
-    import torch
     import torch.autograd.gradcheck  # noqa: F401  (registers the module below)
 
     GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError

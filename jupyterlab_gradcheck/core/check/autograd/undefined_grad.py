@@ -13,6 +13,8 @@ grad_outputs are undefined or zero, so any other gradient is wrong.
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import exception_line
 from ...i18n import Message
 from ..compare.comparison import compare
@@ -33,8 +35,6 @@ def _outputs(found) -> list:
 def _case(function, leaves: dict, undefined: list[int] | None):
     """One backward with the gradients of the outputs `undefined` (None: all) undefined and every
     other grad_output zeros: (input gradients or None for each input, the exception or None)."""
-    import torch
-
     fresh = {n: t.detach().clone().requires_grad_(True) for n, t in leaves.items()}
     with torch.enable_grad():
         wrapped = [
@@ -68,8 +68,6 @@ def _crash_reason(undefined: list[int] | None, several: bool, exc: Exception) ->
 def undefined_grad(function, leaves: dict) -> dict:
     """The `undefined_grad` observation: each case with its gradients (or its crash), comparisons of
     each returned gradient with zero, and the failures of the cases that crashed."""
-    import torch
-
     with torch.enable_grad():
         found = function(**{n: t.detach().clone().requires_grad_(True) for n, t in leaves.items()})
     several = isinstance(found, (tuple, list))

@@ -7,8 +7,10 @@ and take v from the record's grad_output (`grad_output_for`).
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import SpecError
-from ..record.complex_values import grad_output_tensor
+from .complex_tensors import grad_output_tensor
 
 
 class SeveralOutputs(SpecError):
@@ -24,8 +26,6 @@ class SeveralOutputs(SpecError):
 def forward(function, leaves: dict):
     """One forward pass, refusing outputs that cannot be differentiated (a tuple or list of
     outputs raises `SeveralOutputs`, which carries them)."""
-    import torch
-
     output = function(**leaves)
     if isinstance(output, (tuple, list)):
         raise SeveralOutputs(
@@ -47,8 +47,6 @@ def forward(function, leaves: dict):
 
 def grad_output_for(output, grad_output):
     """The vector v in v^T J: the record's grad_output, or ones shaped like the output."""
-    import torch
-
     if grad_output is None:
         return torch.ones_like(output)
     tensor = grad_output_tensor(grad_output, output)  # a complex value's form: core/check/record/complex_values.py

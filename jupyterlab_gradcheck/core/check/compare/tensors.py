@@ -6,32 +6,30 @@ is the one place that produces that description.
 
 from __future__ import annotations
 
-from ..record import complex_values
+import torch
+
+from . import complex_tensors
 
 
 def torch_dtype(name: str):
     """The torch dtype for a record's dtype name."""
-    import torch
-
     return getattr(torch, name)
 
 
 def to_tensor(value, dtype: str, device: str, *, requires_grad: bool = False):
     """A tensor holding a record value (number or nested list, or the complex form {"real", "imag"})."""
-    tensor = complex_values.to_tensor(value, torch_dtype(dtype), device)
+    tensor = complex_tensors.to_tensor(value, torch_dtype(dtype), device)
     return tensor.requires_grad_(requires_grad)
 
 
 def to_value(tensor):
     """A JSON value for a tensor: a float or nested list of floats, or for a complex tensor
     `{"real": ..., "imag": ...}` of those (core/check/record/complex_values.py)."""
-    import torch
-
     data = tensor.detach()
     if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
         data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)
     if data.is_complex():
-        return complex_values.to_value(data.cpu())
+        return complex_tensors.to_value(data.cpu())
     data = data.to("cpu", torch.float64)
     return data.item() if data.dim() == 0 else data.tolist()
 

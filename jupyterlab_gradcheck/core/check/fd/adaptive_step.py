@@ -5,6 +5,8 @@ Moved out of core/check/fd/finite_difference.py, which evaluates the quotients i
 
 from __future__ import annotations
 
+import torch
+
 from ..record import defaults
 
 
@@ -19,8 +21,6 @@ def adaptive(probe, scheme: str, dtype: str, difference_quotient):
     in by it (that module evaluates the quotients this one compares).
     """
     import math
-
-    import torch
 
     eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
     x = probe.values[probe.name]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ..record import defaults
 from . import column_colouring, sparsity
 from .error_bound import equal_evaluations_count
@@ -53,8 +55,6 @@ class Colouring:
     def chunk(self, first: int, last: int):
         """(the elements of colours first..last-1, their positions in that chunk's copies), or (None, all
         positions) when the chunk holds every colour."""
-        import torch
-
         if first == 0 and last == self.count:
             return None, self.moves
         if self.order is None:
@@ -90,8 +90,6 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
 
     The colours go a chunk at a time (chunk_colours): a chunk's copies are evaluated at every shift of
     the scheme and differenced, and their shares added to their columns' sums, before the next chunk's."""
-    import torch
-
     if scheme not in SCHEMES:
         return None
     x = probe.values[probe.name]
@@ -183,8 +181,6 @@ def _share(
     An output's rows are weighted one by one; a loss's single weight multiplies the columns' sums at the
     end rather than every difference, and the one (colours x rows) temporary is weighted in place. `room`
     (copies no longer needed) holds that temporary where it fits: no fresh array to page in."""
-    import torch
-
     if room is not None and first.numel() <= room.numel() and first.dtype == room.dtype:
         difference = torch.sub(first, second, out=room.view(-1)[: first.numel()].view(first.shape))
     else:
@@ -216,8 +212,6 @@ def _targets(plan_: Colouring, device):
     block-diagonal pattern), whose differences are summed along the rows before they reach their column,
     a reshape instead of an index_add over every row; otherwise each row is its own group. Built once
     per plan, with the flat positions the shifted copies take: an adaptive step or a refinement asks again."""
-    import torch
-
     if plan_.targets is None:
         rows, repeat = plan_.rows.to(device), plan_.repeat
         run = run_length(rows, repeat)
@@ -248,8 +242,6 @@ def run_length(pattern, repeat: int = 1) -> int:
     where the rows are full intervals (their highest columns then tell their sets), else entry by entry.
     `pattern` may give each set once for `repeat` consecutive rows that share it (column_colouring.compact):
     the runs are those of the rows spelled out, found on the rows as given."""
-    import torch
-
     given = pattern.shape[0]
     # a band's rows: told by the first two (equal where each row repeats)
     if given * repeat < 2 or (repeat == 1 and int(pattern[1, 0]) != int(pattern[0, 0])):
@@ -278,8 +270,6 @@ def _batched(probe, learned, copies, checked: list):
 
     The first time, the last copy is also evaluated on its own and must agree bit for bit within
     BATCH_AGREEMENT, as the general path's batch guard asks (core/check/fd/finite_difference.py)."""
-    import torch
-
     x = probe.values[probe.name]
     # shaped outside vmap: a reshape inside is one more operation
     values = sparsity.bodies_at(probe.function, probe.arguments, copies.reshape(copies.shape[0], *x.shape), learned)
@@ -300,8 +290,6 @@ def _batched(probe, learned, copies, checked: list):
 
 def _one_at_a_time(probe, learned, copies):
     """The bodies of the copies evaluated one by one (a function vmap cannot batch), or None if one differs."""
-    import torch
-
     x = probe.values[probe.name]
     values = []
     for copy in copies:

@@ -13,14 +13,14 @@ alone, so one finite difference per colour recovers every element (Curtis, Powel
 
 from __future__ import annotations
 
+import torch
+
 #: Cyclic colour counts tried above the widest row before the greedy colouring.
 CYCLIC_TRIES = 8
 
 
 def valid(pattern, colours) -> bool:
     """Whether no row of `pattern` (int64 rows x K, -1 padded) holds two columns of one colour."""
-    import torch
-
     if pattern.shape[-1] <= 1:
         return True
     mask = pattern >= 0
@@ -64,8 +64,6 @@ def compact(dependency):
 
 def greedy(pattern, columns: int):
     """Curtis-Powell-Reid: each column, in order, takes the smallest colour none of its row-mates has."""
-    import torch
-
     rows_of = [[] for _ in range(columns)]
     entries = torch.nonzero(pattern >= 0)
     for row, column in zip(entries[:, 0].tolist(), pattern[pattern >= 0].tolist()):
@@ -83,8 +81,6 @@ def greedy(pattern, columns: int):
 
 def colour_columns(pattern, columns: int):
     """(colours per column, how they were found) for a pattern of `columns` columns."""
-    import torch
-
     index = torch.arange(columns)
     if pattern.numel() == 0:
         return index % 1, "cyclic (column i takes colour i mod 1)"

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+import torch
+
 from .error_bound import moved_outputs
 
 #: aten operations (by overload packet) whose every overload maps element i to element i when
@@ -113,7 +115,6 @@ class Trace:
 @cache
 def _mode_class():
     """The recording mode, defined on first use so that importing the core never loads torch."""
-    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Recorder(TorchDispatchMode):
@@ -197,8 +198,6 @@ def _mode_class():
 
 def record(function, arguments: dict, name: str):
     """Evaluate function(**arguments) once; the Trace if it is an elementwise chain in `name`, else None."""
-    import torch
-
     x = arguments[name]
     recorder = _mode_class()(x)
     try:
@@ -229,8 +228,6 @@ def estimates(probe, scheme: str, h, *, exact: bool = False):
     `probe.track_rounding` is set, `probe.rounding` gets each element's rounding bound,
     eps |w_i| (|g_i(x+)| + |g_i(x-)|) / width (core/check/fd/error_bound.py).
     """
-    import torch
-
     x = probe.values[probe.name]
     base = record(probe.function, probe.arguments(x), probe.name)
     if base is None or base.factor.imag != 0:
@@ -306,8 +303,6 @@ def _rounding(weight, first, second, width, precision=None):
     """eps |w_i| (|first_i| + |second_i|) / |width_i| where they differ (|first_i| alone for the complex step),
     and also where they are equal, for body values in `precision`: element i moves its own body value, so equal
     values mean a change below their rounding (error_bound.moved_outputs)."""
-    import torch
-
     eps = torch.finfo(first.dtype).eps
     if second is None:
         magnitude = first.abs()

@@ -22,6 +22,8 @@ steps with Richardson extrapolation, whose successive values give its truncation
 
 from __future__ import annotations
 
+import torch
+
 #: Multiple of the rounding bound allowed per element: one evaluation of f_j may round by a
 #: few eps |f_j| (a libm function by ~1 ulp, a sum of k terms by up to k ulps of its largest
 #: term), so the bound from |f_j| alone is widened by this constant.
@@ -35,8 +37,6 @@ def rounding_of(probe, first, second, width):
     quotient's numerator, or `second` None for the complex step (no subtraction: the imaginary
     part's own rounding, eps * |Im f| / h).
     """
-    import torch
-
     real = first.real if first.is_complex() else first
     eps = torch.finfo(real.dtype).eps
     rows = first.shape[0]
@@ -58,8 +58,6 @@ def equal_evaluations_count(dtype, precision) -> bool:
     `precision`, the finite differences' dtype. An equal pair of an output rounded to a narrower dtype
     counts 0: its rounding at a step chosen for the wider dtype would make a bound larger than any
     derivative it could check (a cast to bfloat16: about 10^4)."""
-    import torch
-
     return torch.finfo(dtype).eps == torch.finfo(precision).eps
 
 
@@ -87,6 +85,4 @@ def touched_rows(touched: dict, elements):
     """The outputs each row's element moved at a wide step, one row per element of `elements`: where such
     an output came out equal at the step differenced, its change there was below its rounding, and it counts (for
     outputs in the differences' own precision, as `equal_evaluations_count` says)."""
-    import torch
-
     return torch.stack([touched[int(i)] for i in elements])

@@ -29,7 +29,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import torch
+
 from ...errors import SpecError
+from ..compare import complex_tensors
 from ..record import complex_values, defaults
 from . import adaptive_step, coloured_path, diagonal, error_bound, shifts, time_budget
 from .shifts import STEP_SCALE_CAP, signed_steps, step_vector
@@ -116,8 +119,6 @@ class Probe:
 
     def outputs(self, xs):
         """f for each x stacked along dimension 0, stacked the same way."""
-        import torch
-
         count = xs.shape[0]
         self.stats["forward_evaluations"] += count
         if self.batched and count >= LOOP_BELOW:
@@ -144,8 +145,6 @@ class Probe:
         with the batch, and so does a batching rule that is wrong: either way each copy is
         evaluated on its own instead.
         """
-        import torch
-
         self.guard = False  # once per input: the first batch shows whether batching is faithful
         copy = xs[-1]
         buffer = torch.cat([copy.reshape(-1) + 1, copy.reshape(-1)])  # other values first
@@ -178,7 +177,7 @@ class Probe:
         """sum(v * output) for each output stacked along dimension 0; sum(Re(conj(v) * output)) for a
         complex grad_output, the real loss of a complex output (core/check/record/complex_values.py)."""
         if self.v.is_complex():
-            return complex_values.contract_real(outputs, self.v)
+            return complex_tensors.contract_real(outputs, self.v)
         v = self.v.to(outputs.dtype) if outputs.is_complex() else self.v
         # A product and a row sum, not a matrix-vector product: BLAS picks its gemv kernel by the
         # number of rows, so a row's rounding would depend on the chunk it landed in.
@@ -208,8 +207,6 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
     When `probe.track_rounding` is set, `probe.rounding` holds each estimate's rounding bound
     afterwards (core/check/fd/error_bound.py says how it is counted).
     """
-    import torch
-
     x = probe.values[probe.name]
     if indices is None and probe.structured and x.numel() >= DIAGONAL_FROM:
         estimates = diagonal.estimates(probe, scheme, h, exact=exact) if probe.chain_possible else None
@@ -272,8 +269,6 @@ def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop
 def tiled(indices, times: int):
     """`indices.repeat(times)` of a flat index tensor, by cat: the same values, without repeat's ~10 us on a small
     tensor (it is called for every sweep and every indexed chunk)."""
-    import torch
-
     return torch.cat([indices] * times)
 
 
@@ -332,8 +327,6 @@ def fd_gradients(
     A complex input is differenced along its real and then its imaginary parts, combined as
     d_re + i d_im, and the record states the convention (core/check/record/complex_values.py).
     """
-    import torch
-
     complex_seen = v.is_complex() or any(x.is_complex() for x in values.values())
     if complex_seen and scheme == "complex_step":
         raise SpecError(

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from ...i18n import Message
 from ..compare.comparison import compare
 from ..record import defaults
@@ -44,8 +46,6 @@ class _Direction:
     """phi along one random direction restricted to a subset, compared with autograd."""
 
     def __init__(self, probe, autograd, rtol: float, atol: float, dtype: str):
-        import torch
-
         from .finite_difference import step_vector
 
         x = probe.values[probe.name]
@@ -61,8 +61,6 @@ class _Direction:
 
     def _difference(self, shift):
         """((phi(x+shift) - phi(x-shift)) / 2, its rounding bound)."""
-        import torch
-
         x = self.probe.values[self.probe.name]
         outputs = torch.stack(
             [self.probe.output(x + shift.reshape(x.shape)), self.probe.output(x - shift.reshape(x.shape))]
@@ -75,8 +73,6 @@ class _Direction:
 
     def test(self, subset=None) -> dict:
         """The direction (restricted to `subset`, flat indices) compared; with its excess over the tolerance."""
-        import torch
-
         s = self.s if subset is None else torch.zeros_like(self.s).index_copy_(0, subset, self.s[subset])
         difference, rounding = self._difference(s)
         reference = float((self.g * s).sum())
@@ -98,8 +94,6 @@ class _Direction:
 
 def _element(direction: _Direction, index: int, name: str, shape, rtol: float, atol: float) -> dict:
     """The one element's central difference against autograd, as the exhaustive comparison reports it."""
-    import torch
-
     probe, h = direction.probe, float(direction.h[index])
     x = probe.values[probe.name]
     shift = torch.zeros(x.numel(), dtype=x.dtype, device=x.device)
@@ -129,8 +123,6 @@ def _element(direction: _Direction, index: int, name: str, shape, rtol: float, a
 
 def localise(direction: _Direction) -> tuple[int, list]:
     """The flat index whose half kept the larger excess at every split, and the steps taken."""
-    import torch
-
     x = direction.probe.values[direction.probe.name]
     subset = torch.arange(direction.n, device=x.device)
     steps = []
@@ -234,8 +226,6 @@ def projected_verdict(
 
     Returns `{"passed", "dtype", "rtol", "atol", "comparisons", "worst", "finite_difference"}`.
     """
-    import torch
-
     from ..compare.forward_pass import forward, grad_output_for
 
     dtype = str(next(iter(inputs.values())).dtype).replace("torch.", "")

@@ -23,6 +23,8 @@ observation lists what was tried, for which elements, and what was kept.
 
 from __future__ import annotations
 
+import torch
+
 from ...i18n import Message
 from . import error_bound
 from .finite_difference import Probe, difference_quotient, signed_steps
@@ -43,8 +45,6 @@ WIDE = 1024.0
 def touched_outputs(probe: Probe, h, failing) -> dict | None:
     """Flat element -> the outputs it moves at WIDE times its step (one central pair per failing element), or None
     where that evaluation cannot be made. An output that is not finite at the wide step says nothing and is left out."""
-    import torch
-
     from .finite_difference import tiled
 
     steps = signed_steps(probe, "central", h[failing] * WIDE, failing, exact=True)
@@ -69,8 +69,6 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
     On the general path the bounds also count the outputs each element moves at WIDE times its step
     (`touched_outputs`).
     """
-    import torch
-
     excess = (estimate - autograd).abs() - (atol + rtol * autograd.abs() + bound)
     excess = torch.where(torch.isnan(excess), torch.full_like(excess, float("inf")), excess)
     failing = torch.nonzero(excess > 0).reshape(-1)
@@ -236,8 +234,6 @@ def refine_complex(
     autograd's part of the same element. The element's new error estimate is the sum of its parts'
     (|d| <= |d_re| + |d_im|), a part left as it was keeping the default rounding bound.
     """
-    import torch
-
     from .finite_difference import step_vector
 
     estimate, bound = estimates[name], bounds[name]

@@ -9,6 +9,8 @@ is sized by that part (core/check/record/complex_values.py).
 
 from __future__ import annotations
 
+import torch
+
 from ..record import defaults
 
 #: Largest |x| the default step grows with: beyond it the step stays eps^(1/3) * STEP_SCALE_CAP, because a step that
@@ -19,8 +21,6 @@ STEP_SCALE_CAP = 16.0
 
 def shifted(x, steps, *, imaginary: bool = False, indices=None):
     """Copies of x, copy k shifted by steps[k] at flat element indices[k]."""
-    import torch
-
     flat = x.reshape(-1)
     indices = torch.arange(flat.numel(), device=x.device) if indices is None else indices
     base = flat.to(complex_of(flat.dtype)) if imaginary else flat
@@ -46,8 +46,6 @@ def shifted_range(x, start: int, stop: int, steps, *, imaginary: bool = False):
 
 def complex_of(dtype):
     """The complex dtype of a real one's precision (a complex dtype is its own)."""
-    import torch
-
     if dtype.is_complex:
         return dtype
     return {torch.float64: torch.complex128, torch.float32: torch.complex64}[dtype]
@@ -56,8 +54,6 @@ def complex_of(dtype):
 def step_vector(probe, step, dtype: str, scheme: str, indices=None):
     """Absolute step per element: relative to max(1, |x|) by default (that scale capped at
     STEP_SCALE_CAP), else the fixed step."""
-    import torch
-
     flat = probe.component().reshape(-1)
     if indices is not None:
         flat = flat[indices]
@@ -74,8 +70,6 @@ def signed_steps(probe, scheme: str, h, indices=None, *, exact: bool = False):
     rounds to the grid around x_i, so the quotient divides by the step really taken and the
     rounding of the step itself (eps |x_i| / h, large where |x_i| is) leaves no error.
     """
-    import torch
-
     multiples = defaults.SHIFTS[scheme]
     if not exact or scheme == "complex_step":
         return torch.stack([h * m for m in multiples]) if len(multiples) > 1 else h.unsqueeze(0)

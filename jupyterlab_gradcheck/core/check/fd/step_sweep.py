@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from functools import cache
 
+import torch
+
 from ...errors import exception_line
 from ..record import defaults
 from .finite_difference import Probe, difference_quotient, quotient, tiled
@@ -174,8 +176,6 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
 def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, *, cast: bool, guard: bool):
     """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `downcast`;
     with `guard`, the batch is first checked against a separate evaluation (finite_difference.Probe)."""
-    import torch
-
     targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
     guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
     narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}
@@ -228,8 +228,6 @@ def _estimates(
     `promotes` says the function is already known to promote this dtype to its own tensors' float64
     (a batched evaluation showed it), so the series goes straight to the cast-at-every-call evaluation.
     """
-    import torch
-
     target = getattr(torch, defaults.FD_DTYPE[dtype])
     cast = {k: t.detach().to(target) for k, t in values.items()}
     cast_v = v.detach().to(target)
@@ -278,8 +276,6 @@ def _estimates(
 
 def _runs_in(probe: Probe, x, target) -> bool:
     """Whether the function runs at x itself with a result in `target` (then only some steps failed)."""
-    import torch
-
     try:
         with torch.no_grad():
             return probe.output(x).dtype == target
@@ -294,7 +290,6 @@ def _downcast_mode_class():
     It works at the level of torch functions, before composite operations check their operands'
     dtypes (prelu refuses mixed dtypes before any aten operation would be dispatched).
     """
-    import torch
     from torch.overrides import TorchFunctionMode
 
     narrower = {torch.float64: torch.float32, torch.complex128: torch.complex64}
@@ -320,7 +315,6 @@ def _downcast_mode_class():
 
 def downcast(function):
     """`function` evaluated under the downcast mode (float32 is the only narrower dtype swept)."""
-    import torch
 
     def narrowed(**inputs):
         with torch.no_grad(), _downcast_mode_class()():
@@ -331,8 +325,6 @@ def downcast(function):
 
 def _reference(function, values, v, name):
     """autograd's float64 gradient of phi = sum(v * f) with respect to input `name` (zeros if unused)."""
-    import torch
-
     leaves = {k: t.detach().to(torch.float64) for k, t in values.items()}
     leaves[name] = leaves[name].clone().requires_grad_(True)
     output = function(**leaves)
@@ -343,8 +335,6 @@ def _reference(function, values, v, name):
 def quotients_together(probes: list, scheme: str, steps: list, indices: list):
     """Each probe's `difference_quotient(probe, scheme, h, index)` from one vmap call, copies stacked as alone (the
     same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
-    import torch
-
     built = [
         (
             signed,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ..record import defaults
 
 #: Shifted copies of the finite differences above which no series rides along (the float32 stack is padded to
@@ -56,8 +58,6 @@ def sweep_riders(function, values: dict, v, name: str, flat_index: int, *, dtype
     """The riders of a central-difference sweep of input `name` at `flat_index` (core/check/fd/step_sweep.py DECADES);
     none where the input's central differences alone would exceed RIDE_MAX_COPIES (the riders' tensors would only
     be held, in the way of the allocator reusing a large input's chunks)."""
-    import torch
-
     if 2 * values[name].numel() > RIDE_MAX_COPIES:
         return []
 
@@ -91,8 +91,6 @@ def found(riders: list, name: str, flat_index: int):
 def outputs_with_riders(probe, stack, riders: list, evaluate_alone):
     """The function's outputs on `stack` (the probe's shifted copies), with each rider's estimates filled from the
     same vmap call; `evaluate_alone(stack)` gives them as before where that call cannot be made."""
-    import torch
-
     from .finite_difference import quotient, signed_steps, tiled
 
     count = stack.shape[0]
@@ -144,8 +142,6 @@ def _evaluate(probe, joint, other: list, padded: list, *, narrowed: bool):
     """((each narrower rider's outputs..., the probe's outputs on `joint`) from one vmap call, None), or (None, which
     part raised: "narrow" or "main"); `narrowed` evaluates the narrower riders with every float64 operand cast (the
     function holds its own tensors)."""
-    import torch
-
     from .step_sweep import CAST_NOTE, downcast
 
     functions = [downcast(rider.probe.function) if narrowed else rider.probe.function for rider, _, _ in other]

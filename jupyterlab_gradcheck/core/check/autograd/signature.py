@@ -17,14 +17,14 @@ import inspect
 import types
 import weakref
 
+import torch
+
 from ...errors import SpecError
-from .callable_source import read_from
+from ..record.callable_source import read_from
 
 
 def _function_class(function):
     """The custom autograd Function a callable stands for (`apply`, or the api's wrapper of it), or None."""
-    import torch
-
     for candidate in (getattr(function, "__wrapped__", None), getattr(function, "__self__", None), function):
         if inspect.isclass(candidate) and issubclass(candidate, torch.autograd.Function):
             return candidate
@@ -92,8 +92,6 @@ def _check(function, names: list[str]) -> None:
 
 def _new_style(function_class) -> bool:
     """Whether the Function has its own `setup_context`: then its `forward` takes no ctx."""
-    import torch
-
     return function_class.setup_context is not torch.autograd.Function.setup_context
 
 

@@ -7,7 +7,7 @@ import json
 import nbformat
 
 from jupyterlab_gradcheck.core.ledger.attestation import MIME_TYPE, attestation_for
-from jupyterlab_gradcheck.core.ledger.ledgered_run import record_run
+from jupyterlab_gradcheck.core.ledger.ledgered_run import LedgeredRun, refuse_bad_callable, run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook, verify_path
 from support.ledger import THREE_CHECKS, lines_of, new_notebook, write_lines
@@ -20,7 +20,7 @@ def _attested_notebook(folder, checks=THREE_CHECKS):
     ledger = Ledger.for_notebook(notebook, bind=False)
     document = nbformat.read(str(notebook), as_version=4)
     for count, spec in enumerate(checks, start=1):
-        _record, entry = record_run(spec, ledger, sweep=False)
+        _record, entry = LedgeredRun.declare(ledger, refuse_bad_callable(spec)).run(sweep=False)
         cell = nbformat.v4.new_code_cell(f"check_record({spec['id']!r})", execution_count=count)
         cell.outputs = [
             nbformat.v4.new_output(
@@ -66,7 +66,7 @@ def test_a_rewritten_or_replaced_ledger_disagrees_with_the_attestations(tmp_path
     ledger.path.unlink()
     fresh = Ledger.for_notebook(notebook, bind=False)
     for spec in THREE_CHECKS:
-        record_run(spec, fresh, sweep=False)
+        run_and_record(spec, fresh, sweep=False)
     report = verify_notebook(notebook)
     assert not report["ok"]
     assert any(
@@ -113,7 +113,7 @@ def test_a_folder_verifies_the_ledger_beside_a_notebook_bound_to_another(tmp_pat
     and its report is an error saying the notebook beside it binds another ledger."""
     notebook, ledger = _attested_notebook(tmp_path)
     clean = Ledger(tmp_path / "clean.gradcheck.jsonl")
-    record_run(THREE_CHECKS[0], clean, sweep=False)
+    run_and_record(THREE_CHECKS[0], clean, sweep=False)
     document = json.loads(notebook.read_text())
     document["metadata"]["gradcheck"] = {"ledger": "clean.gradcheck.jsonl", "entries": 2, "head": clean.head()["head"]}
     notebook.write_text(json.dumps(document))

@@ -20,7 +20,8 @@ import torch
 from ..i18n import Message
 from .fd import diagonal
 from .fd.error_bound import BOUND_FACTOR
-from .fd.finite_difference import Probe, difference_quotient
+from .fd.evaluations import Probe
+from .fd.finite_difference import difference_quotient
 from .record import defaults
 from .record.complex_values import as_number, complex_text
 

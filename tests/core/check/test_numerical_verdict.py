@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import finite_difference
+from jupyterlab_gradcheck.core.check.fd import evaluations
 from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 from jupyterlab_gradcheck.core.check.record import defaults
@@ -62,9 +62,9 @@ def test_chunk_size_does_not_change_an_estimate(monkeypatch, scheme):
 
     # Elementwise operations round the same whatever the batch; a batched matmul does not on
     # every CPU (its kernel is chosen by batch size), so it would test BLAS, not the chunking.
-    monkeypatch.setattr(finite_difference, "LOOP_BELOW", 1)
+    monkeypatch.setattr(evaluations, "LOOP_BELOW", 1)
     whole, _ = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
-    monkeypatch.setattr(finite_difference, "CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(evaluations, "CHUNK_ELEMENTS", 1)
     chunked, info = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
     assert info["inputs"]["x"]["forward_evaluations"] == 21 * len(defaults.SHIFTS[scheme])
     for name in values:

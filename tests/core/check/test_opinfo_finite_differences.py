@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd.finite_difference import Probe, step_vector
+from jupyterlab_gradcheck.core.check.fd.evaluations import Probe
+from jupyterlab_gradcheck.core.check.fd.finite_difference import step_vector
 from jupyterlab_gradcheck.core.check.fd.shifts import STEP_SCALE_CAP
 from jupyterlab_gradcheck.core.check.record import defaults
 from support.checks import check_against_autograd, fd_comparison

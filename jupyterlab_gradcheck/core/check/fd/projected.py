@@ -153,7 +153,7 @@ def compare_inputs(
     projected values (its index null: no element was singled out); on a failure, the localised
     element as the exhaustive comparison would report it. `projection` says what was compared.
     """
-    from .finite_difference import Probe
+    from .evaluations import Probe
 
     rows, inputs = {}, {}
     for name, x in values.items():

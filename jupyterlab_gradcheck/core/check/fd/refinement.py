@@ -27,7 +27,8 @@ import torch
 
 from ...i18n import Message
 from . import error_bound
-from .finite_difference import Probe, difference_quotient, signed_steps
+from .evaluations import Probe
+from .finite_difference import difference_quotient, signed_steps
 
 #: Step multiples of the default step at which failing elements are re-estimated.
 MULTIPLES = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)

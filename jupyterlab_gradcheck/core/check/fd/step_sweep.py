@@ -26,7 +26,8 @@ import torch
 
 from ...errors import exception_line
 from ..record import defaults
-from .finite_difference import Probe, difference_quotient, quotient, tiled
+from .evaluations import Probe
+from .finite_difference import difference_quotient, quotient, tiled
 from .shifts import STEP_SCALE_CAP, signed_steps
 
 #: Decades of step swept: 10^0 down to 10^-16.
@@ -175,7 +176,7 @@ def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batc
 
 def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, *, cast: bool, guard: bool):
     """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `downcast`;
-    with `guard`, the batch is first checked against a separate evaluation (finite_difference.Probe)."""
+    with `guard`, the batch is first checked against a separate evaluation (evaluations.Probe)."""
     targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
     guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
     narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}

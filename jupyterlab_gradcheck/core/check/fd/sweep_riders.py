@@ -35,7 +35,7 @@ class Rider:
     """One dtype's series of the step sweep at one element, waiting for the call that evaluates it."""
 
     dtype: str  #: the series' dtype name ("float32", "float64")
-    probe: object  #: a finite_difference.Probe of the function in that dtype
+    probe: object  #: an evaluations.Probe of the function in that dtype
     steps: list  #: the absolute steps, one per decade
     flat_index: int
     estimates: object = None  #: the series' difference quotients, once evaluated
@@ -61,7 +61,7 @@ def sweep_riders(function, values: dict, v, name: str, flat_index: int, *, dtype
     if 2 * values[name].numel() > RIDE_MAX_COPIES:
         return []
 
-    from .finite_difference import Probe
+    from .evaluations import Probe
     from .step_sweep import DECADES
 
     scale = max(1.0, abs(float(values[name].reshape(-1)[flat_index])))

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import SpecError
-from ...expr.functions import RESERVED_NAMES
 from ...expr.limits import DEFAULT_LIMITS, Limits
 from ...expr.parser import Expression, parse_expression
-from ...expr.shapes import broadcast, infer_shapes
 from ...jsonio import encodable
 from . import defaults
 from .callable_source import FIELD as FUNCTION_SOURCE
@@ -29,12 +27,13 @@ from .complex_values import (
     grad_output_value,
     is_complex_value,
     refuse_unsupported,
-    single_value,
 )
+from .expectation_field import analytical_field, check_shapes
 from .fixed_arguments import parse_fixed
 from .hessian_field import parse_hessian
+from .inputs_field import INPUT_NAME, check_inputs
 from .per_output_fields import grad_output_shape, per_output
-from .record_values import numel, shape_of
+from .record_values import numel
 from .rules import FIELD as RULES_FIELD
 from .rules import LEGACY_FIELD, RULES
 from .tolerance_fields import finite_difference_field, tolerance_field
@@ -76,7 +75,6 @@ OUTPUT_FIELDS = (
     "function_modes",
 )
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 
 
 @dataclass
@@ -214,7 +212,7 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
     inputs = dict(nested or top_level)
     expression = None
     if function_text is not None:
-        candidates = [k for k in inputs if isinstance(k, str) and _NAME.match(k)]
+        candidates = [k for k in inputs if isinstance(k, str) and INPUT_NAME.match(k)]
         expression = parse_expression(function_text, candidates, limits=limits)
         if not nested:
             for key in top_level:
@@ -225,108 +223,6 @@ def _split_inputs(record: dict, function_text: str | None, limits: Limits):
                         field=key,
                     )
     return inputs, expression
-
-
-def _check_inputs(inputs: dict, limits: Limits) -> dict[str, list[int]]:
-    if not inputs:
-        raise SpecError('no inputs: declare at least one, e.g. "x": 3', field="inputs")
-    if len(inputs) > limits.max_inputs:
-        raise SpecError("more than {max_inputs} inputs", max_inputs=limits.max_inputs, field="inputs")
-    shapes = {}
-    for name, value in inputs.items():
-        if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED_NAMES:
-            raise SpecError(
-                "input name {name!r} is not allowed (a letter, then letters, digits or _, not a function name)",
-                name=name,
-                field="inputs",
-            )
-        shapes[name] = shape_of(value, f"inputs.{name}", limits)
-    total = sum(numel(s) for s in shapes.values())
-    if total > limits.max_input_elements:
-        raise SpecError(
-            "inputs have {total} elements; the limit is {max_input_elements}",
-            total=total,
-            max_input_elements=limits.max_input_elements,
-            field="inputs",
-        )
-    return shapes
-
-
-def _analytical(raw, inputs: dict, shapes: dict, limits: Limits) -> dict:
-    if raw is None:
-        raise SpecError(
-            "analytical_gradient is missing: write the expectation before running the check",
-            field="analytical_gradient",
-        )
-    names = list(inputs)
-    mapping = isinstance(raw, dict) and not single_value(raw, names)
-    if mapping:
-        unknown = sorted(set(raw) - set(names))
-        if unknown:
-            raise SpecError(
-                "analytical_gradient names {unknown!r}, which is not an input",
-                unknown=unknown[0],
-                field=f"analytical_gradient.{unknown[0]}",
-            )
-        missing = [n for n in names if n not in raw]
-        if missing:
-            raise SpecError(
-                "analytical_gradient gives no value for input {missing!r}",
-                missing=missing[0],
-                field="analytical_gradient",
-            )
-        per_input = raw
-    elif len(names) == 1:
-        per_input = {names[0]: raw}
-    else:
-        raise SpecError(
-            "analytical_gradient must map each input to its gradient when there are several inputs",
-            field="analytical_gradient",
-        )
-    result = {}
-    for name, value in per_input.items():
-        field_name = "analytical_gradient" if not mapping else f"analytical_gradient.{name}"
-        if isinstance(value, str):
-            result[name] = parse_expression(value, inputs, limits=limits, field_name=field_name)
-        elif callable(value):
-            result[name] = value  # a Python callable from the API, called with the inputs
-        else:
-            shape = shape_of(value, field_name, limits)
-            if shape and shape != shapes[name] and numel(shape) != 1:
-                raise SpecError(
-                    "{field_name} has shape {shape} but input {name!r} has shape {input_shape}",
-                    field_name=field_name,
-                    shape=shape,
-                    name=name,
-                    input_shape=shapes[name],
-                    field=field_name,
-                )
-            result[name] = value
-    return result
-
-
-def _check_shapes(expression: Expression, analytical: dict, shapes: dict, limits: Limits):
-    """The function's ShapeReport; SpecError when a shape cannot work (core.expr.shapes)."""
-    report = infer_shapes(expression, shapes, limit=limits.max_intermediate_elements)
-    for name, written in analytical.items():
-        if isinstance(written, Expression):
-            field_name = "analytical_gradient" if len(analytical) == 1 else f"analytical_gradient.{name}"
-            produced = infer_shapes(written, shapes, field_name, limits.max_intermediate_elements).shape
-            target = tuple(shapes[name])
-            try:
-                fits = broadcast(produced, target) == target
-            except ValueError:
-                fits = False
-            if not fits:
-                raise SpecError(
-                    "{field_name} gives shape {produced}, which does not fit input {name!r} of shape {target}",
-                    field_name=field_name,
-                    produced=list(produced),
-                    name=name,
-                    target=list(target),
-                    field=field_name,
-                )
-    return report
 
 
 def make_check_id(function_text: str, inputs: dict, dtype: str, device: str, fixed: dict | None = None) -> str:
@@ -360,7 +256,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         raise SpecError("function must be a string, got {type}", type=type(function).__name__, field="function")
     inputs, expression = _split_inputs(record, None if is_callable else function, limits)
     inputs = {k: as_record_value(_plain(v)) for k, v in inputs.items()}
-    shapes = _check_inputs(inputs, limits)
+    shapes = check_inputs(inputs, limits)
     if expression is not None and not expression.names:
         raise SpecError("function uses none of the inputs, so it has no gradient to check", field="function")
     dtype = record.get("dtype", "complex128" if any(map(is_complex_value, inputs.values())) else "float64")
@@ -377,11 +273,11 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         list(inputs),
         is_callable,
         limits,
-        lambda entry: _analytical(expectation_value(entry, list(inputs)), inputs, shapes, limits),
+        lambda entry: analytical_field(expectation_value(entry, list(inputs)), inputs, shapes, limits),
     )
     if outputs_analytical is None:
         written = expectation_value(written, list(inputs))
-        analytical = _analytical(written, inputs, shapes, limits)
+        analytical = analytical_field(written, inputs, shapes, limits)
     else:
         written = {"outputs": [None if e is None else expectation_value(e, list(inputs)) for e in written["outputs"]]}
         analytical = {}
@@ -399,7 +295,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         )
     output, work = None, sum(numel(s) for s in shapes.values())
     if expression is not None:
-        report = _check_shapes(expression, analytical, shapes, limits)
+        report = check_shapes(expression, analytical, shapes, limits)
         output, work = report.shape, max(work, report.largest)
     refuse_unsupported(
         dtype,

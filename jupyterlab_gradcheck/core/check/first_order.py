@@ -1,0 +1,383 @@
+"""The first-order check of one output: finite differences, the comparisons, diagnosis, and the record fields.
+
+The engine (engine.py) observes autograd, then calls `first_order` once for a function of one output
+and once per differentiable output of a function of several; it adds second order, forward mode and
+the step sweep around it. Here: the finite differences (exhaustive, or projected when asked or over
+budget), their rounding bounds and refinement, the comparisons between every pair of gradients,
+each failure's diagnosis, and the step sweep to take at the worst element once the record wants one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..i18n import Message
+from .autograd.expectation_tensors import analytical_tensors
+from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
+from .compare.comparison import Operand
+from .compare.complex_tensors import with_complex_kept
+from .compare.stacked_rows import compare_rows
+from .compare.tensors import describe, to_value
+from .diagnosis import DiagnosisContext, diagnose
+from .fd import projected, time_budget
+from .fd.error_bound import BOUND_FACTOR, element_tolerance
+from .fd.finite_difference import fd_gradients
+from .fd.refinement import refine_inputs
+from .fd.shifts import STEP_SCALE_CAP
+from .fd.step_sweep import guarded_step_sweep
+from .fd.sweep_riders import Riding, found, sweep_riders
+from .record import defaults
+from .record.spec import CheckSpec
+
+#: The order of a record's comparisons.
+COMPARISON_ORDER = (
+    "analytical_vs_backward_pass_1",
+    "analytical_vs_autograd_grad",
+    "autograd_vs_finite_difference",
+    "pass_2_vs_twice_pass_1",
+    "after_clear_none_vs_pass_1",
+)
+
+
+def nondeterminism(function, leaves: dict) -> str:
+    with torch.no_grad():
+        detached = {n: t.detach() for n, t in leaves.items()}
+        first, second = function(**detached), function(**detached)
+    if first.dtype == torch.complex32:  # torch.equal has no complex-half kernel; widening is exact
+        first, second = first.to(torch.complex64), second.to(torch.complex64)
+    if not torch.equal(first, second):
+        return Message("two forward passes at the same input give different outputs: the function is not deterministic")
+    return ""
+
+
+def comparisons_of(
+    spec: CheckSpec, analytical: dict, raw: dict, fd: dict, bounds: dict | None, projected_rows: dict | None = None
+) -> list[dict]:
+    tol, fd_tol = spec.tolerance, spec.finite_difference
+    rows = []
+    for name in spec.inputs:
+        # each tensor is read once, however many comparisons it takes part in
+        expected, autograd = Operand(analytical[name]), Operand(raw["autograd_grad"][name])
+        pass_1 = Operand(raw["backward_pass_1"][name])
+        twice = Operand.doubled(pass_1)
+        projected_row = (projected_rows or {}).get(name)
+        requests = [
+            dict(
+                name="analytical_vs_backward_pass_1",
+                input_name=name,
+                left=expected,
+                right=pass_1,
+                left_label="analytical",
+                right_label="backward_pass_1",
+                **tol,
+            ),
+            dict(
+                name="analytical_vs_autograd_grad",
+                input_name=name,
+                left=expected,
+                right=autograd,
+                left_label="analytical",
+                right_label="autograd_grad",
+                **tol,
+            ),
+            dict(
+                name="pass_2_vs_twice_pass_1",
+                input_name=name,
+                left=raw["backward_pass_2_accumulated"][name],
+                right=twice,
+                left_label="backward_pass_2_accumulated",
+                right_label="2 x backward_pass_1",
+                **tol,
+            ),
+            dict(
+                name="after_clear_none_vs_pass_1",
+                input_name=name,
+                left=raw["after_clear_none"][name],
+                right=pass_1,
+                left_label="after_clear_none",
+                right_label="backward_pass_1",
+                **tol,
+            ),
+        ] + (
+            []
+            if projected_row
+            else [
+                dict(
+                    name="autograd_vs_finite_difference",
+                    input_name=name,
+                    left=fd[name],
+                    right=autograd,
+                    left_label="finite_difference",
+                    right_label="autograd_grad",
+                    rtol=fd_tol["rtol"],
+                    atol=fd_tol["atol"],
+                    bound=bounds[name] if bounds else None,
+                )
+            ]
+        )
+        # one input's rows computed together (core/check/compare/stacked_rows.py compare_rows); the sort below orders them
+        rows += compare_rows(requests) + ([projected_row] if projected_row else [])
+    rows.sort(key=lambda row: COMPARISON_ORDER.index(row["name"]))
+    return rows
+
+
+def as_dtype(tensor, dtype):
+    """`tensor.to(dtype)`, which is the tensor itself when it has that dtype already."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def path_note(fd_info: dict) -> str:
+    """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
+    elements at a time (a learned sparse pattern, core/check/fd/coloured_path.py), in words."""
+    inputs = fd_info["inputs"].items()
+    chains = [
+        f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
+        for name, info in inputs
+        if info.get("structure", "general") not in ("general", "coloured")
+    ]
+    coloured = [
+        f"{name} ({info['colours']} colours, {info['forward_evaluations']} evaluations)"
+        for name, info in inputs
+        if info.get("structure") == "coloured"
+    ]
+    return (f" Every element shifted at once for {', '.join(chains)}." if chains else "") + (
+        f" Elements sharing no output shifted together, one colour at a time, for {', '.join(coloured)}."
+        if coloured
+        else ""
+    )
+
+
+def batching(info: dict) -> str | None:
+    """What the finite differences found about batching an input: "" faithful, the reason it was refused, or None."""
+    if info.get("batched_refused"):
+        return info["batched_refused"]
+    return "" if info.get("batched") and info.get("batch_check_evaluations") else None
+
+
+def failure(row: dict, diagnosis: str, reason: str) -> dict:
+    """The failure a failed comparison row becomes: its diagnosis, the reason in words, and the worst element."""
+    """The failure of a comparison row, naming its output where the row does (a function of several outputs)."""
+    worst = row["worst"]
+    return {
+        "comparison": row["name"],
+        "input": row["input"],
+        "index": worst["index"],
+        "left_label": row["left"],
+        "right_label": row["right"],
+        "left": worst["left"],
+        "right": worst["right"],
+        "abs_err": worst["abs_err"],
+        "rel_err": worst["rel_err"],
+        "rtol": row["rtol"],
+        "atol": row["atol"],
+        "diagnosis": diagnosis,
+        "reason": reason,
+        **({"output": row["output"]} if "output" in row else {}),
+    }
+
+
+def elements(tensors) -> int:
+    """How many elements the tensors hold together (non-tensors, such as an output that is None, count none)."""
+    return sum(t.numel() for t in tensors if hasattr(t, "numel"))
+
+
+@dataclass
+class FirstOrder:
+    """The first-order check of one output: its record fields, and what the rest of the record needs."""
+
+    fields: dict
+    raw: dict
+    v: Any
+    analytical: dict
+    sweeper: Callable[[], dict]
+
+
+@dataclass
+class SweepAtWorst:
+    """The step sweep of one output's check, at the worst element of its first failure (else the first
+    input's first element); called once the record knows it wants one."""
+
+    spec: CheckSpec
+    function: Callable
+    fd_values: dict
+    fd_v: Any
+    fd_info: dict
+    autograd: dict
+    comparisons: list
+    failures: list
+    riders: list
+
+    def __call__(self) -> dict:
+        spec, fd_info, fd_step = self.spec, self.fd_info, self.spec.finite_difference["step"]
+        first = self.failures[0] if self.failures else None
+        name = first["input"] if first else list(spec.inputs)[0]
+        flat = next(
+            (
+                r["worst"]["flat_index"]
+                for r in self.comparisons
+                if first and r["name"] == first["comparison"] and r["input"] == name
+            ),
+            0,
+        )
+        x_i = float(self.fd_values[name].reshape(-1)[flat].abs())
+        scale = min(max(1.0, x_i), STEP_SCALE_CAP)
+        chosen = (
+            {spec.dtype: fd_info["step"] * scale if fd_step is None else fd_info["step"]}
+            if fd_step != "adaptive"
+            else None
+        )
+        reference = self.autograd[name] if spec.dtype == "float64" else None
+        return guarded_step_sweep(
+            self.function,
+            self.fd_values,
+            self.fd_v,
+            name,
+            flat,
+            chosen=chosen,
+            reference=reference,
+            batching=batching(fd_info["inputs"][name]),
+            together=found(self.riders, name, flat),
+        )
+
+
+def first_order(
+    spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, whole: bool, sweep: bool = False
+) -> FirstOrder:
+    """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
+    adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
+    once on the whole function instead). `sweep` says the record will have a step sweep:
+    its series for a passing check are evaluated with the finite differences (core/check/fd/sweep_riders.py)."""
+    observations, raw, v = observed
+    analytical = analytical_tensors(spec, leaves)
+
+    fd_dtype = defaults.FD_DTYPE[spec.dtype]
+    fd_values = {n: as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
+    fd_v = with_complex_kept(v.detach(), getattr(torch, fd_dtype))  # a complex output's grad_output stays complex
+    fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
+    # The error bound widens only the default tolerance at the default step: an explicit tolerance
+    # or a chosen step is applied as written (a step too small for the dtype stays a failure).
+    bounded = not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
+    rounding = {} if bounded else None
+    # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
+    projection, projected_rows = projected.requested(spec.finite_difference), None
+    names = list(spec.inputs)
+    riders = (
+        sweep_riders(function, fd_values, fd_v, names[0], 0)
+        if (sweep and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex())
+        else []
+    )
+    if not projection:
+        try:
+            fd_raw, fd_info = fd_gradients(
+                function,
+                fd_values,
+                fd_v,
+                dtype=spec.dtype,
+                scheme=fd_scheme,
+                step=fd_step,
+                work_elements=spec.work_elements,
+                rounding=rounding,
+                budget_s=time_budget.budget(spec.finite_difference),
+                chains=raw.get("chain_possible"),
+                riders={names[0]: Riding(riders)} if riders else None,
+            )
+        except time_budget.ExhaustiveOverBudget as over:
+            projection = str(over)
+    if projection:
+        projected_rows, fd_info = projected.compare_inputs(
+            function,
+            fd_values,
+            fd_v,
+            raw["autograd_grad"],
+            dtype=spec.dtype,
+            reason=projection,
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            work_elements=spec.work_elements,
+        )
+        fd_raw, rounding, bounded = {}, None, False
+    bounds = {n: element_tolerance(r).reshape(fd_raw[n].shape) for n, r in rounding.items()} if bounded else None
+    if bounded:
+        fd_info["error_bound"] = (
+            f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
+            "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width"
+        )
+    if bounded and fd_scheme == "central":
+        refined = refine_inputs(
+            function,
+            fd_values,
+            fd_v,
+            dtype=spec.dtype,
+            autograd=raw["autograd_grad"],
+            estimates=fd_raw,
+            bounds=bounds,
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            work_elements=spec.work_elements,
+            structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
+        )
+        if refined:
+            fd_info["refinement"] = refined
+    fd = {n: as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
+    half_note = (
+        f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""
+    )
+    observations["finite_difference"] = {
+        "name": "finite_difference",
+        "description": Message(
+            "{scheme} difference of sum(grad_output * f) along each input element", scheme=fd_scheme
+        ),
+        "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{path_note(fd_info)}",
+        "gradients": {n: describe(fd[n]) for n in fd},
+        **fd_info,
+    }
+    if whole:
+        observations["torch_gradcheck"] = torch_gradcheck(
+            function,
+            leaves,
+            spec.dtype,
+            device,
+            fast=gradcheck_fast(elements(leaves.values()), v.numel()),
+            undefined_grad=not raw["built_in_only"],
+        )
+    raw["finite_difference"] = fd
+
+    comparisons = comparisons_of(spec, analytical, raw, fd, bounds, projected_rows)
+    context = DiagnosisContext(
+        function=function,
+        fd_values=fd_values,
+        fd_v=fd_v,
+        dtype=spec.dtype,
+        scheme=fd_scheme,
+        step=fd_info["step"] if fd_step is not None else None,
+        fd_tolerance=spec.finite_difference,
+        grads=raw,
+        # two more forward passes, needed only to explain a failure
+        nondeterminism=nondeterminism(function, leaves) if any(not r["passed"] for r in comparisons) else "",
+        fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
+        refinement=fd_info.get("refinement", {}),
+    )
+    failures = [failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
+    verdict = observations["torch_gradcheck"]["status"] if whole else None
+    # the pass-1 tensors read once more (a value of its own, not shared with the observation's)
+    pass_1 = raw["backward_pass_1"]
+    observed_gradient = to_value(pass_1[names[0]]) if len(names) == 1 else {n: to_value(pass_1[n]) for n in names}
+    fields = {
+        "observed_gradient": observed_gradient,
+        "passed": not failures and verdict != "failed",
+        "grad_output_used": describe(v),
+        "analytical": {n: describe(analytical[n]) for n in names},
+        "observations": observations,
+        "comparisons": comparisons,
+        "failure": failures[0] if failures else None,
+        "failures": failures,
+    }
+
+    sweeper = SweepAtWorst(
+        spec, function, fd_values, fd_v, fd_info, raw["autograd_grad"], comparisons, failures, riders
+    )
+    return FirstOrder(fields, raw, v, analytical, sweeper)

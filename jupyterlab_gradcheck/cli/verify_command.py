@@ -87,7 +87,7 @@ def _lines(report: dict) -> list[str]:
     witness = report.get("witness")
     if witness is not None:
         out.append(
-            _("  witness: {verdict}, {count} of {entries} entries received from {student}").format(
+            _("  witness: saw this ledger ({count} of {entries} entries, from {student}): {verdict}").format(
                 verdict=_("witnessed") if witness["witnessed"] else _("not witnessed"),
                 count=witness["seen"],
                 entries=report["entries"],

@@ -1,5 +1,5 @@
 /**
- * A verify report (`POST verify`, core/verify.py) as lines a person reads:
+ * A verify report (`POST verify`, core/ledger/verify.py) as lines a person reads:
  * the verdict on the chain and the binding, then each error, warning and
  * flag. Pure, so it is tested without a browser.
  */

@@ -4,8 +4,8 @@
 docs/contracts.md: every observation with its shape, dtype and device, every comparison with
 its tolerance, the failures kept with their diagnosis, SymPy's opinion, the step sweep and
 the environment. `check_callable` does the same for a Python callable, including the
-`apply` of a custom `torch.autograd.Function`. Neither writes a ledger: `run.run_and_record`
-wraps them for that.
+`apply` of a custom `torch.autograd.Function`. Neither writes a ledger: `core.ledger.ledgered_run`
+wraps them for that (`run_and_record`, `LedgeredRun`).
 """
 
 from __future__ import annotations

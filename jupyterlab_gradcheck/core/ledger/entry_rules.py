@@ -4,7 +4,7 @@ Verify re-derives what a writer recorded (`after_failure`, `widened`, `after_obs
 that a hand-edited flag is caught even when the hashes were recomputed, and it raises the flags
 a grader should see but that break no rule: a widening after a failure, an expectation revised
 after its check ran, and the same computation re-run under a new check id after it failed with
-a wider tolerance or another expectation (`core.ledger.rerun_identity`): a failure stays in the
+a wider tolerance or another expectation (`core.report.renamed_reruns`): a failure stays in the
 grade whatever later checks are added.
 """
 

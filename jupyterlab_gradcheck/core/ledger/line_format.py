@@ -56,11 +56,6 @@ def canonical_json(obj: Any) -> str:
     return _CANONICAL.encode(obj)
 
 
-def entry_hash(entry_without_hash: dict) -> str:
-    """SHA-256 (hex) of the canonical JSON of an entry that has no `hash` key."""
-    return hashlib.sha256(canonical_json(entry_without_hash).encode("utf-8")).hexdigest()
-
-
 def jsonable(value: Any) -> Any:
     """A copy of `value` that canonical JSON accepts.
 

@@ -85,7 +85,7 @@ class Ledger:
 
     def locked(self) -> LockedLedger:
         """`with` this ledger under its exclusive lock, for reading a check's history and
-        appending what follows from it, with no other writer in between (`run.declare`)."""
+        appending what follows from it, with no other writer in between (`ledgered_run.declare`)."""
         return LockedLedger(self)
 
     def raw_lines(self) -> tuple[list[bytes], bytes]:

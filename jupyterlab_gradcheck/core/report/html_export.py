@@ -66,9 +66,11 @@ def _status_block(submission: dict) -> str:
             badge("passed")
             if witness["witnessed"]
             else badge("failed")
-            if witness["witnessed"] is False and not report["ok"]
+            if witness["witnessed"] is False
             else f'<span class="meta">{escape(_("saw nothing of it"))}</span>'
         )
+        for flag in witness.get("flags") or []:  # late, unwitnessed, other ledgers, private runs
+            items.append(f"<li>{escape(localize(flag['reason']))}</li>")
     for error in report["errors"]:
         where = _("line {line}: ").format(line=error["line"]) if error.get("line") else ""
         items.append(f"<li>{escape(where + localize(error['reason']))}</li>")

@@ -13,6 +13,8 @@ export interface INotebookPanelLike {
   readonly context: {
     readonly localPath: string;
     readonly pathChanged: ISignal<unknown, string>;
+    /** 'started', 'completed' or 'failed' for each save (JupyterLab's context has it). */
+    readonly saveState?: ISignal<unknown, string>;
     save(): Promise<void>;
   };
   readonly model: (IMetadataOwner & { readonly dirty: boolean }) | null;
@@ -43,7 +45,8 @@ export function activeNotebook(panel: INotebookPanelLike): IActiveNotebook {
 /**
  * Follow the tracker's current notebook. The model takes the current one now,
  * without reloading (the panel reloads when it is shown); a later change of
- * notebook reloads it, and a rename reloads it and binds the moved ledger.
+ * notebook reloads it, a rename reloads it and binds the moved ledger, and a
+ * completed save reloads it (the saved binding is what the header judges).
  * Returns a function that stops following.
  */
 export function followActiveNotebook(
@@ -52,10 +55,17 @@ export function followActiveNotebook(
 ): () => void {
   let watched: INotebookPanelLike | null = null;
   const onPathChanged = () => void model.notebookRenamed();
+  const onSaveState = (_sender: unknown, state: string) => {
+    if (state === 'completed') {
+      void model.refresh();
+    }
+  };
   const watch = (panel: INotebookPanelLike | null) => {
     watched?.context.pathChanged.disconnect(onPathChanged);
+    watched?.context.saveState?.disconnect(onSaveState);
     watched = panel;
     panel?.context.pathChanged.connect(onPathChanged);
+    panel?.context.saveState?.connect(onSaveState);
     model.setNotebook(panel ? activeNotebook(panel) : null);
   };
   const onCurrentChanged = () => {
@@ -67,6 +77,7 @@ export function followActiveNotebook(
   return () => {
     tracker.currentChanged.disconnect(onCurrentChanged);
     watched?.context.pathChanged.disconnect(onPathChanged);
+    watched?.context.saveState?.disconnect(onSaveState);
     watched = null;
   };
 }

@@ -18,12 +18,14 @@ class FakePanel implements INotebookPanelLike {
     this.context = {
       localPath: path,
       pathChanged: new Signal<unknown, string>(this),
+      saveState: new Signal<unknown, string>(this),
       save: jest.fn(async () => undefined)
     };
   }
   context: {
     localPath: string;
     pathChanged: Signal<unknown, string>;
+    saveState: Signal<unknown, string>;
     save: jest.Mock;
   };
   model: (FakeMetadata & { dirty: boolean }) | null = Object.assign(
@@ -95,6 +97,21 @@ describe('followActiveNotebook', () => {
     tracker.activate(lab1);
     expect(model.notebookPath).toBe('work/lab2.ipynb');
     expect(refresh).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe('followActiveNotebook and saves', () => {
+  it('reloads once a save of the active notebook completed, not when it starts or fails', () => {
+    const lab1 = new FakePanel('work/lab1.ipynb');
+    const { refresh, stop } = setup(lab1);
+    lab1.context.saveState.emit('started');
+    lab1.context.saveState.emit('failed');
+    expect(refresh).not.toHaveBeenCalled();
+    lab1.context.saveState.emit('completed');
+    expect(refresh).toHaveBeenCalledTimes(1);
+    stop();
+    lab1.context.saveState.emit('completed');
+    expect(refresh).toHaveBeenCalledTimes(1);
   });
 });
 

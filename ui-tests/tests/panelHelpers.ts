@@ -71,7 +71,7 @@ export async function openNotebook(
  * Wait until the open notebook's kernel is idle: while it starts, the notebook takes the
  * focus back and closes a command palette opened meanwhile.
  */
-async function kernelIdle(page: Page): Promise<void> {
+export async function kernelIdle(page: Page): Promise<void> {
   await expect(
     page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first()
   ).toBeVisible({ timeout: 60000 });

@@ -38,6 +38,7 @@ ORDER = (
     "bench_rest",
     "bench_witness",
     "bench_load",
+    "bench_function_db",
 )
 COLUMNS = ("figure", "value", "unit", "goal", "status", "note")
 

@@ -59,17 +59,15 @@ def _estimate(function, x: float, dtype: str, scheme: str, step) -> float:
     """The engine's finite-difference estimate of f'(x) in `dtype`."""
     import torch
 
-    from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+    from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 
     target = getattr(torch, dtype)
     value = torch.tensor(x, dtype=target, device=device())
-    grads, _ = fd_gradients(
+    grads, _, _ = fd_gradients(
         lambda x: function(x),
         {"x": value},
         torch.ones((), dtype=target, device=device()),
-        dtype=dtype,
-        scheme=scheme,
-        step=step,
+        FdOptions(dtype=dtype, scheme=scheme, step=step),
     )
     return float(grads["x"])
 

@@ -25,7 +25,7 @@ from .compare.tensors import describe, to_value
 from .diagnosis import DiagnosisContext, diagnose
 from .fd import projected, time_budget
 from .fd.error_bound import BOUND_FACTOR, element_tolerance
-from .fd.finite_difference import fd_gradients
+from .fd.finite_difference import FdOptions, fd_gradients
 from .fd.refinement import refine_inputs
 from .fd.shifts import STEP_SCALE_CAP
 from .fd.step_sweep import guarded_step_sweep
@@ -261,7 +261,7 @@ def first_order(
     # The error bound widens only the default tolerance at the default step: an explicit tolerance
     # or a chosen step is applied as written (a step too small for the dtype stays a failure).
     bounded = not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
-    rounding = {} if bounded else None
+    rounding = None
     # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
     projection, projected_rows = projected.requested(spec.finite_difference), None
     names = list(spec.inputs)
@@ -272,18 +272,20 @@ def first_order(
     )
     if not projection:
         try:
-            fd_raw, fd_info = fd_gradients(
+            fd_raw, fd_info, rounding = fd_gradients(
                 function,
                 fd_values,
                 fd_v,
-                dtype=spec.dtype,
-                scheme=fd_scheme,
-                step=fd_step,
-                work_elements=spec.work_elements,
-                rounding=rounding,
-                budget_s=time_budget.budget(spec.finite_difference),
-                chains=raw.get("chain_possible"),
-                riders={names[0]: Riding(riders)} if riders else None,
+                FdOptions(
+                    dtype=spec.dtype,
+                    scheme=fd_scheme,
+                    step=fd_step,
+                    work_elements=spec.work_elements,
+                    rounding=bounded,
+                    budget_s=time_budget.budget(spec.finite_difference),
+                    chains=raw.get("chain_possible"),
+                    riders={names[0]: Riding(riders)} if riders else None,
+                ),
             )
         except time_budget.ExhaustiveOverBudget as over:
             projection = str(over)

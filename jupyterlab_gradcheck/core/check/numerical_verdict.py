@@ -17,7 +17,7 @@ from ..errors import SpecError
 from .compare.comparison import compare
 from .compare.complex_tensors import with_complex_kept
 from .compare.forward_pass import forward, grad_output_for
-from .fd.finite_difference import fd_gradients
+from .fd.finite_difference import FdOptions, fd_gradients
 from .record import defaults
 
 
@@ -73,7 +73,9 @@ def numerical_verdict(
     fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
     fd_values = {name: t.detach().to(fd_dtype) for name, t in inputs.items()}
     fd_v = with_complex_kept(v.detach(), fd_dtype)  # a complex output's grad_output stays complex, a real one real
-    fd_raw, info = fd_gradients(function, fd_values, fd_v, dtype=dtype, scheme=scheme, step=step, structured=structured)
+    fd_raw, info, _ = fd_gradients(
+        function, fd_values, fd_v, FdOptions(dtype=dtype, scheme=scheme, step=step, structured=structured)
+    )
     tolerance = defaults.fd_tolerance(dtype, scheme)
     rtol = tolerance["rtol"] if rtol is None else rtol
     atol = tolerance["atol"] if atol is None else atol

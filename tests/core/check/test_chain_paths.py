@@ -12,7 +12,7 @@ import torch
 from jupyterlab_gradcheck.core.check.autograd.chain_paths import chain_possible, refused_by_recorder
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.fd import diagonal
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from support.functions import Cube
 
 W = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3)
@@ -86,9 +86,11 @@ def test_a_check_of_a_matrix_function_spends_no_evaluation_on_the_recorder(monke
         return torch.tanh(x @ W).sum()
 
     record = check_callable(f, {"x": x.tolist()}, lambda x: (1 - torch.tanh(x @ W) ** 2) @ W.T)
-    looked, looked_info = fd_gradients(f, {"x": x}, torch.ones(()), dtype="float64", scheme="central", step=None)
-    skipped, skipped_info = fd_gradients(
-        f, {"x": x}, torch.ones(()), dtype="float64", scheme="central", step=None, chains={"x": False}
+    looked, looked_info, _ = fd_gradients(
+        f, {"x": x}, torch.ones(()), FdOptions(dtype="float64", scheme="central", step=None)
+    )
+    skipped, skipped_info, _ = fd_gradients(
+        f, {"x": x}, torch.ones(()), FdOptions(dtype="float64", scheme="central", step=None, chains={"x": False})
     )
 
     assert record["passed"]

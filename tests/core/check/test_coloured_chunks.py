@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.fd import coloured_path, finite_difference
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
 WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
@@ -51,8 +51,9 @@ def _estimate(function, scheme: str):
         if out.dim()
         else torch.ones((), dtype=torch.float64)
     )
-    rounding = {}
-    grads, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None, rounding=rounding)
+    grads, info, rounding = fd_gradients(
+        function, {"x": x}, v, FdOptions(dtype="float64", scheme=scheme, step=None, rounding=True)
+    )
     return grads["x"], rounding["x"], info["inputs"]["x"]
 
 

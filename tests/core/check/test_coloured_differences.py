@@ -15,7 +15,7 @@ import torch
 from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.check.fd import coloured_path, column_colouring, finite_difference, sparsity
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 
 #: Both paths take central differences at the same steps, so the truncation is the same and they
@@ -54,8 +54,10 @@ def stencil_mean(x):
 def _both(function, x, v=None):
     """(coloured estimate, general estimate, info of the coloured run)."""
     v = torch.ones_like(function(x)) if v is None else v
-    fast, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme="central", step=None)
-    slow, _ = fd_gradients(function, {"x": x}, v, dtype="float64", scheme="central", step=None, structured=False)
+    fast, info, _ = fd_gradients(function, {"x": x}, v, FdOptions(dtype="float64", scheme="central", step=None))
+    slow, _, _ = fd_gradients(
+        function, {"x": x}, v, FdOptions(dtype="float64", scheme="central", step=None, structured=False)
+    )
     return fast["x"], slow["x"], info["inputs"]["x"]
 
 
@@ -93,8 +95,11 @@ def test_evaluations_grow_with_colours_not_with_n(n):
     when its finite differences are taken,
     then both take the same 5 evaluations (one traced, two colours x two shifts), not 2n."""
     x = torch.linspace(-1.5, 1.5, n, dtype=torch.float64)
-    _, info = fd_gradients(
-        banded_loss, {"x": x}, torch.ones((), dtype=torch.float64), dtype="float64", scheme="central", step=None
+    _, info, _ = fd_gradients(
+        banded_loss,
+        {"x": x},
+        torch.ones((), dtype=torch.float64),
+        FdOptions(dtype="float64", scheme="central", step=None),
     )
     assert info["inputs"]["x"]["structure"] == "coloured"
     assert info["inputs"]["x"]["forward_evaluations"] == 5
@@ -136,13 +141,11 @@ def test_a_dense_jacobian_is_refused_with_its_reason_and_the_general_path_runs()
     then the record says the general path ran and why the pattern was not used (dense)."""
     a = torch.randn(40, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     x = torch.randn(40, dtype=torch.float64)
-    _, info = fd_gradients(
+    _, info, _ = fd_gradients(
         lambda x: torch.tanh(a @ x),
         {"x": x},
         torch.ones(40, dtype=torch.float64),
-        dtype="float64",
-        scheme="central",
-        step=None,
+        FdOptions(dtype="float64", scheme="central", step=None),
     )
     info = info["inputs"]["x"]
     assert info["structure"] == "general"
@@ -177,8 +180,9 @@ def block_diagonal_vector(x):
 
 def _with_rounding(function, x, v):
     """(estimates, rounding bound) of the coloured path, as the engine asks for them."""
-    rounding = {}
-    grads, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme="central", step=None, rounding=rounding)
+    grads, info, rounding = fd_gradients(
+        function, {"x": x}, v, FdOptions(dtype="float64", scheme="central", step=None, rounding=True)
+    )
     assert info["inputs"]["x"]["structure"] == "coloured"
     return grads["x"], rounding["x"]
 
@@ -269,7 +273,9 @@ def test_forward_and_richardson_differences_equal_the_general_path(function, sch
         if function is banded_vector
         else torch.ones((), dtype=torch.float64)
     )
-    fast, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None)
-    slow, _ = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None, structured=False)
+    fast, info, _ = fd_gradients(function, {"x": x}, v, FdOptions(dtype="float64", scheme=scheme, step=None))
+    slow, _, _ = fd_gradients(
+        function, {"x": x}, v, FdOptions(dtype="float64", scheme=scheme, step=None, structured=False)
+    )
     assert info["inputs"]["x"]["structure"] == "coloured"
     assert float((fast["x"] - slow["x"]).abs().max()) <= tolerance

@@ -12,7 +12,7 @@ from jupyterlab_gradcheck.core.check.compare.comparison import compare
 from jupyterlab_gradcheck.core.check.compare.complex_tensors import with_complex_kept
 from jupyterlab_gradcheck.core.check.compare.tensors import describe, to_tensor
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from jupyterlab_gradcheck.core.check.record import defaults
 from jupyterlab_gradcheck.core.check.record.complex_values import as_record_value
 from jupyterlab_gradcheck.core.check.record.record_values import shape_of
@@ -97,9 +97,11 @@ def test_finite_differences_of_a_complex_input_follow_pytorchs_convention():
     a time (two central differences each), gives the same."""
     v = torch.full(Z.shape, 1.0 - 2.0j, dtype=torch.complex128)
     expected = v * (2 * Z).conj()
-    grads, info = fd_gradients(lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central", step=None)
-    general, general_info = fd_gradients(
-        lambda z: z * z, {"z": Z}, v, dtype="complex128", scheme="central", step=None, structured=False
+    grads, info, _ = fd_gradients(
+        lambda z: z * z, {"z": Z}, v, FdOptions(dtype="complex128", scheme="central", step=None)
+    )
+    general, general_info, _ = fd_gradients(
+        lambda z: z * z, {"z": Z}, v, FdOptions(dtype="complex128", scheme="central", step=None, structured=False)
     )
     assert grads["z"].dtype == torch.complex128
     # central differences of a quadratic: no truncation, rounding ~eps |v||z|^2 / h ~ 1e-10
@@ -120,7 +122,9 @@ def test_a_complex_function_that_mixes_elements_takes_the_general_path():
     a = torch.tensor([[1.0 + 1.0j, 2.0], [0.5j, -1.0]], dtype=torch.complex128)
     z = Z[0]
     v = torch.full((2,), 1.0 + 1.0j, dtype=torch.complex128)
-    grads, info = fd_gradients(lambda z: a @ z, {"z": z}, v, dtype="complex128", scheme="central", step=None)
+    grads, info, _ = fd_gradients(
+        lambda z: a @ z, {"z": z}, v, FdOptions(dtype="complex128", scheme="central", step=None)
+    )
     assert torch.allclose(grads["z"], a.conj().T @ v, rtol=0, atol=1e-8)  # linear: rounding only, ~1e-10
     assert info["inputs"]["z"]["structure"] == "general"
     assert info["inputs"]["z"]["forward_evaluations"] == 2 * 2 * 2
@@ -132,7 +136,9 @@ def test_a_real_input_with_a_complex_output_gets_a_real_gradient():
     when its finite differences are taken, then the gradient is real: Re(conj(v) (2 + 3i)) = 5."""
     x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
     v = with_complex_kept(torch.full((3,), 1.0 + 1.0j, dtype=torch.complex128), torch.float64)
-    grads, info = fd_gradients(lambda x: x * (2 + 3j), {"x": x}, v, dtype="float64", scheme="central", step=None)
+    grads, info, _ = fd_gradients(
+        lambda x: x * (2 + 3j), {"x": x}, v, FdOptions(dtype="float64", scheme="central", step=None)
+    )
     assert grads["x"].dtype == torch.float64
     assert torch.allclose(
         grads["x"], torch.full((3,), 5.0, dtype=torch.float64), rtol=0, atol=1e-8
@@ -146,7 +152,7 @@ def test_the_complex_step_is_refused_for_complex_values():
     x = torch.tensor([0.5], dtype=torch.float64)
     v = torch.ones(1, dtype=torch.complex128)
     with pytest.raises(SpecError, match="complex_step needs real inputs and a real output"):
-        fd_gradients(lambda x: x * 1j, {"x": x}, v, dtype="float64", scheme="complex_step", step=None)
+        fd_gradients(lambda x: x * 1j, {"x": x}, v, FdOptions(dtype="float64", scheme="complex_step", step=None))
 
 
 def test_complex_comparisons_use_the_modulus_and_name_the_worst_element():

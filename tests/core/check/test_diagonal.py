@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 from jupyterlab_gradcheck.core.check.record import defaults
 from support.functions import CubeWrongAt
@@ -23,8 +23,10 @@ from support.functions import CubeWrongAt
 def _both(function, x, scheme="central", v=None):
     """(diagonal estimate, general estimate, info of the diagonal run) for input x."""
     v = torch.ones_like(function(x)) if v is None else v
-    fast, info = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None)
-    slow, _ = fd_gradients(function, {"x": x}, v, dtype="float64", scheme=scheme, step=None, structured=False)
+    fast, info, _ = fd_gradients(function, {"x": x}, v, FdOptions(dtype="float64", scheme=scheme, step=None))
+    slow, _, _ = fd_gradients(
+        function, {"x": x}, v, FdOptions(dtype="float64", scheme=scheme, step=None, structured=False)
+    )
     return fast["x"], slow["x"], info["inputs"]["x"]
 
 
@@ -136,7 +138,9 @@ def test_a_chain_that_changes_between_evaluations_is_abandoned():
         return torch.sin(x) if len(calls) == 1 else torch.cos(x)
 
     x = torch.linspace(-1.0, 1.0, 30, dtype=torch.float64)
-    _, info = fd_gradients(function, {"x": x}, torch.ones_like(x), dtype="float64", scheme="central", step=None)
+    _, info, _ = fd_gradients(
+        function, {"x": x}, torch.ones_like(x), FdOptions(dtype="float64", scheme="central", step=None)
+    )
     assert info["inputs"]["x"]["structure"] not in ("elementwise", "elementwise then sum")
 
 
@@ -243,8 +247,8 @@ def test_non_chains_after_or_around_a_reduction_fall_back_without_error(function
     x = torch.linspace(-1.0, 1.0, 20, dtype=torch.float64)
     out = function(x)
     v = torch.ones_like(out, dtype=torch.float64)
-    _, info = fd_gradients(
-        lambda x: function(x).to(torch.float64), {"x": x}, v, dtype="float64", scheme="central", step=None
+    _, info, _ = fd_gradients(
+        lambda x: function(x).to(torch.float64), {"x": x}, v, FdOptions(dtype="float64", scheme="central", step=None)
     )
     assert info["inputs"]["x"]["structure"] == "general"
 
@@ -260,8 +264,10 @@ def test_diagonal_path_on_cuda_matches_the_cpu():
         return torch.sum(torch.tanh(x) ** 2)
 
     one = torch.ones((), dtype=torch.float64)
-    cpu, _ = fd_gradients(function, {"x": x}, one, dtype="float64", scheme="central", step=None)
-    gpu, info = fd_gradients(function, {"x": x.cuda()}, one.cuda(), dtype="float64", scheme="central", step=None)
+    cpu, _, _ = fd_gradients(function, {"x": x}, one, FdOptions(dtype="float64", scheme="central", step=None))
+    gpu, info, _ = fd_gradients(
+        function, {"x": x.cuda()}, one.cuda(), FdOptions(dtype="float64", scheme="central", step=None)
+    )
     assert info["inputs"]["x"]["structure"] == "elementwise then sum"
     # CUDA's tanh may differ from the CPU's by a few ulps (~1e-15 for values below 1); over
     # 2h ~ 1.2e-5 that moves a quotient by ~1e-10, so 1e-9 separates libm noise from a bug.

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from jupyterlab_gradcheck.core.check.record.rules import RULES
 from support.checks import WrongAtOneElement, check_against_autograd, fd_comparison
 
@@ -112,14 +112,11 @@ def test_a_large_banded_loss_takes_the_coloured_path_and_agrees_with_the_general
     assert (new["rules"], new_fd["inputs"]["x"]["structure"]) == (RULES, "coloured")
     assert new_fd["inputs"]["x"]["forward_evaluations"] < 20
     assert new["passed"]
-    general, info = fd_gradients(
+    general, info, _ = fd_gradients(
         banded,
         {"x": x},
         torch.ones((), dtype=torch.float64),
-        dtype="float64",
-        scheme="central",
-        step=None,
-        structured=False,
+        FdOptions(dtype="float64", scheme="central", step=None, structured=False),
     )
     assert (info["inputs"]["x"]["structure"], info["inputs"]["x"]["forward_evaluations"]) == ("general", 600)
     # 2e-8: the general path differences the whole sum, |phi| ~ 88 here, so its rounding is

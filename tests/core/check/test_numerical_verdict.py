@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.fd import evaluations
-from jupyterlab_gradcheck.core.check.fd.finite_difference import fd_gradients
+from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
 from jupyterlab_gradcheck.core.check.record import defaults
 from jupyterlab_gradcheck.core.errors import SpecError
@@ -63,9 +63,13 @@ def test_chunk_size_does_not_change_an_estimate(monkeypatch, scheme):
     # Elementwise operations round the same whatever the batch; a batched matmul does not on
     # every CPU (its kernel is chosen by batch size), so it would test BLAS, not the chunking.
     monkeypatch.setattr(evaluations, "LOOP_BELOW", 1)
-    whole, _ = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
+    whole, _, _ = fd_gradients(
+        function, values, v, FdOptions(dtype="float64", scheme=scheme, step=None, structured=False)
+    )
     monkeypatch.setattr(evaluations, "CHUNK_ELEMENTS", 1)
-    chunked, info = fd_gradients(function, values, v, dtype="float64", scheme=scheme, step=None, structured=False)
+    chunked, info, _ = fd_gradients(
+        function, values, v, FdOptions(dtype="float64", scheme=scheme, step=None, structured=False)
+    )
     assert info["inputs"]["x"]["forward_evaluations"] == 21 * len(defaults.SHIFTS[scheme])
     for name in values:
         assert torch.equal(whole[name], chunked[name])
@@ -79,13 +83,11 @@ def test_adaptive_step_counts_rounding_where_phi_is_zero():
     """Given log at x = 1, where phi = log(1) = 0,
     when the adaptive central step is chosen,
     then the estimate of 1/x = 1 is accurate, because the rounding of x + h is counted."""
-    grads, info = fd_gradients(
+    grads, info, _ = fd_gradients(
         lambda x: torch.log(x),
         {"x": torch.tensor(1.0, dtype=torch.float64)},
         torch.ones((), dtype=torch.float64),
-        dtype="float64",
-        scheme="central",
-        step="adaptive",
+        FdOptions(dtype="float64", scheme="central", step="adaptive"),
     )
     # The central floor is eps^(2/3) ~ 4e-11; counting only eps*|phi|/h (zero here) chose a
     # step of 1e-9 whose error was 8e-8.

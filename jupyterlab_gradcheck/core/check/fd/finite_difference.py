@@ -27,6 +27,8 @@ output) take the general path: the coloured path is for real values.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -152,50 +154,57 @@ def quotient(probe: Probe, scheme: str, out, steps, base):
     return central, rounding
 
 
-def fd_gradients(
-    function,
-    values: dict,
-    v,
-    *,
-    dtype: str,
-    scheme: str,
-    step,
-    work_elements: int = 1,
-    structured: bool = True,
-    rounding: dict | None = None,
-    budget_s: float | None = None,
-    chains: dict | None = None,
-    riders: dict | None = None,
-) -> tuple[dict, dict]:
-    """Finite-difference gradient per input (in the values' dtype) and what was done.
+@dataclass(frozen=True)
+class FdOptions:
+    """How `fd_gradients` differences the inputs.
 
-    A `rounding` dict is filled with each input's per-element
-    rounding bound (flat tensors). `structured=False` forces the general path (one shifted
-    copy per element) even where the function is an elementwise chain; the benchmarks use it
-    to show both costs. `chains` (core/check/autograd/chain_paths.py) names the inputs the graph shows are no
-    elementwise chain, so that no evaluation is spent looking for one; `riders` gives step-sweep series
-    to evaluate with an input's copies (core/check/fd/sweep_riders.py). With `budget_s`, an input whose
-    general path would take longer raises `projected.ExhaustiveOverBudget` after its first chunk (the
-    engine's mode auto then projects).
+    `structured=False` forces the general path (one shifted copy per element) even where the function
+    is an elementwise chain; the benchmarks use it to show both costs. `rounding` asks for each input's
+    per-element rounding bound as well. `chains` (core/check/autograd/chain_paths.py) names the inputs
+    the graph shows are no elementwise chain, so that no evaluation is spent looking for one; `riders`
+    gives step-sweep series to evaluate with an input's copies (core/check/fd/sweep_riders.py). With
+    `budget_s`, an input whose general path would take longer raises `time_budget.ExhaustiveOverBudget`
+    after its first chunk (the engine's mode auto then projects).
+    """
+
+    dtype: str
+    scheme: str
+    step: float | str | None
+    work_elements: int = 1
+    structured: bool = True
+    rounding: bool = False
+    budget_s: float | None = None
+    chains: dict | None = None
+    riders: dict | None = None
+
+
+class FdResult(NamedTuple):
+    """The finite-difference gradient of each input (in the values' dtype), what was done, and each
+    input's per-element rounding bound (flat tensors; None unless `FdOptions.rounding` asked)."""
+
+    gradients: dict
+    info: dict
+    rounding: dict | None
+
+
+def fd_gradients(function, values: dict, v, options: FdOptions) -> FdResult:
+    """Finite-difference gradient per input, what was done, and (when asked) the rounding bounds.
+
     A complex input is differenced along its real and then its imaginary parts, combined as
     d_re + i d_im, and the record states the convention (core/check/record/complex_values.py).
     """
     complex_seen = v.is_complex() or any(x.is_complex() for x in values.values())
-    if complex_seen and scheme == "complex_step":
+    if complex_seen and options.scheme == "complex_step":
         raise SpecError(
             "finite_difference.scheme complex_step needs real inputs and a real output (use central or richardson)",
             field="finite_difference.scheme",
         )
-    grads, info = {}, {"scheme": scheme, "fd_dtype": defaults.FD_DTYPE[dtype], "mode": "exhaustive", "inputs": {}}
-    options = dict(
-        dtype=dtype,
-        scheme=scheme,
-        step=step,
-        work_elements=work_elements,
-        structured=structured,
-        track=rounding is not None,
-        budget_s=None if complex_seen else budget_s,
+    grads, info = (
+        {},
+        {"scheme": options.scheme, "fd_dtype": defaults.FD_DTYPE[options.dtype], "mode": "exhaustive", "inputs": {}},
     )
+    rounding = {} if options.rounding else None
+    budget_s = None if complex_seen else options.budget_s
     for name, x in values.items():
         parts = [
             _estimate(
@@ -204,9 +213,10 @@ def fd_gradients(
                 v,
                 name,
                 imaginary,
-                chain=(chains or {}).get(name, True),
-                riders=None if imaginary else (riders or {}).get(name),
-                **options,
+                options,
+                budget_s=budget_s,
+                chain=(options.chains or {}).get(name, True),
+                riders=None if imaginary else (options.riders or {}).get(name),
             )
             for imaginary in ((False, True) if x.is_complex() else (False,))
         ]
@@ -246,7 +256,7 @@ def fd_gradients(
     info["step"], info["step_kind"] = first["step"], first["step_kind"]
     if complex_seen:
         info["convention"] = complex_values.CONVENTION
-    return grads, info
+    return FdResult(grads, info, rounding)
 
 
 #: Why a check with a complex input or output that is no elementwise chain takes the general path.
@@ -257,21 +267,7 @@ COMPLEX_GENERAL = (
 
 
 def _estimate(
-    function,
-    values: dict,
-    v,
-    name: str,
-    imaginary: bool,
-    *,
-    dtype: str,
-    scheme: str,
-    step,
-    work_elements: int,
-    structured: bool,
-    track: bool,
-    budget_s,
-    chain: bool = True,
-    riders=None,
+    function, values: dict, v, name: str, imaginary: bool, options: FdOptions, *, budget_s, chain: bool, riders
 ):
     """(flat estimates, step recorded, step kind, adaptive telemetry or None, probe) of one input, or of one
     part of a complex input (`imaginary`: its imaginary part shifted)."""
@@ -281,19 +277,20 @@ def _estimate(
         values,
         v,
         name,
-        work=work_elements,
-        structured=structured,
+        work=options.work_elements,
+        structured=options.structured,
         guard=True,
-        track_rounding=track,
+        track_rounding=options.rounding,
         budget_s=budget_s,
         imaginary_shift=imaginary,
         chain_possible=chain,
         riders=riders,
     )
-    if x.numel() * max(x.numel(), v.numel(), work_elements) < COLOURED_FROM_WORK:
+    if x.numel() * max(x.numel(), v.numel(), options.work_elements) < COLOURED_FROM_WORK:
         probe.colouring = False
     if x.is_complex() or v.is_complex():
         probe.colouring, probe.structure_refused = False, COMPLEX_GENERAL
+    dtype, scheme, step = options.dtype, options.scheme, options.step
     if step == "adaptive":
         flat, used, telemetry = adaptive_step.adaptive(probe, scheme, dtype, difference_quotient)
         return flat, used, "adaptive", telemetry, probe

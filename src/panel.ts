@@ -267,7 +267,10 @@ export class GradcheckPanel extends Widget {
   ): void {
     const chain = ledger?.chain;
     const entries =
-      ledger && Array.isArray(ledger.entries) ? ledger.entries.length : 0;
+      ledger && Array.isArray(ledger.entries)
+        ? // entries count from seq 1, as verify counts them: the genesis entry (seq 0) names the ledger
+          ledger.entries.filter(entry => entry.seq > 0).length
+        : 0;
     replaceChildren(
       this.header,
       el('div', { class: 'jp-gradcheck-title' }, trans.__('Gradient check')),

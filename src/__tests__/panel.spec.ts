@@ -18,6 +18,7 @@ import { Widget } from '@lumino/widgets';
 import {
   FakeNotebook,
   checkEntries,
+  entry,
   fakeRequester,
   honestVerifyAnswer,
   unknownNameRefusal,
@@ -95,6 +96,7 @@ describe('GradcheckPanel', () => {
     const { requester, model, byId, all } = setup();
     requester.getLedger.mockResolvedValue(
       ledgerAnswer('work/lab1.ipynb', [
+        entry(0, 'note', null, { event: 'genesis' }),
         ...checkEntries(1, 'x*x@b1', true),
         ...checkEntries(3, 'x*x@b2', false)
       ])
@@ -103,6 +105,7 @@ describe('GradcheckPanel', () => {
     expect(byId('gradcheck-notebook').textContent).toBe('lab1.ipynb');
     expect(byId('gradcheck-notebook').title).toBe('work/lab1.ipynb');
     expect(byId('gradcheck-chain-badge').textContent).toBe('chain OK');
+    // counted from seq 1, as verify counts them: the genesis entry is not one
     expect(byId('gradcheck-chain').textContent).toContain(' 4 entries');
     expect(
       all('gradcheck-check').map(card => [

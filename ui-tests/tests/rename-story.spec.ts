@@ -112,6 +112,10 @@ test('a notebook renamed on its first save keeps one ledger, and verify names ev
   await expect(panel.getByTestId('gradcheck-binding-behind')).toHaveCount(0, {
     timeout: 30000
   });
+  // And the header counts the six entries verify counts below
+  await expect(panel.getByTestId('gradcheck-chain')).toContainText(
+    ' 6 entries'
+  );
   await panel.screenshot({
     path: path.join(SCREENSHOTS, 'side-panel-renamed.png')
   });

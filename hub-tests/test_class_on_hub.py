@@ -93,11 +93,11 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
     receipts = _wait_for_heads(hub.instructor_token, {n: a["ledger"]["head"] for n, a in done.items()})
     for name, answer in done.items():
         theirs = [r for r in receipts if r["ledger_id"] == answer["ledger"]["ledger_id"]]
-        # Unsent reports of one ledger are replaced by its newest head (the chain covers them), so
-        # the witness may skip a seq; it must end at the ledger's head, under the hub's user name.
+        # Every entry's head is reported, from genesis on (a head may arrive twice: the kernel and
+        # the server both report it), under the hub's user name, ending at the ledger's head.
         assert {(r["user"], r["notebook"]) for r in theirs} == {(name, "lab1.ipynb")}
-        assert (theirs[-1]["seq"], theirs[-1]["head"]) == heads[name]
-        assert [r["seq"] for r in theirs] == sorted({r["seq"] for r in theirs})
+        assert {r["seq"] for r in theirs} == set(range(1, heads[name][0] + 1))
+        assert (heads[name][0], heads[name][1]) in {(r["seq"], r["head"]) for r in theirs}
         assert all(r["signature"] for r in theirs)
 
     # The instructor holds ana's ledger file against the witness, through the hub, with her token.
@@ -110,7 +110,7 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
         timeout=120,
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert "witness: saw this ledger" in verified.stdout
+    assert "witness: saw this ledger (2 of 2 entries, from ana): witnessed" in verified.stdout
 
 
 def test_one_students_token_cannot_read_or_write_the_others_ledger(hub, students):
@@ -146,7 +146,9 @@ def test_one_students_token_cannot_read_or_write_the_others_ledger(hub, students
 
 def test_the_witness_takes_the_user_from_the_hub_token_not_from_the_report(hub, students):
     """Given the witness running as a hub service, when ana posts a head with her own token but a
-    report that names bob, then the receipt names ana (the hub's word), not bob; when ana and bob
+    report that names bob, then it is refused with 403 and nothing is appended (a client never
+    names its user); when she posts it without naming anyone, then the receipt names ana (the
+    hub's word); when ana and bob
     read the log with their tokens, each sees only receipts of their own; when the log is read or
     written with no token, a made-up token or the token of a hub service (the witness's own, which
     names no student), then the witness answers 403 and its log does not grow."""
@@ -162,6 +164,10 @@ def test_the_witness_takes_the_user_from_the_hub_token_not_from_the_report(hub, 
         "entry_time": "2026-01-01T00:00:00+00:00",
         "check_id": "cube",
     }
+    before = len(_witness_log(hub.instructor_token))
+    assert call("POST", WITNESS + "/heads", forged, token=ana.token).status == 403
+    assert len(_witness_log(hub.instructor_token)) == before
+    forged.pop("user")
     answer = call("POST", WITNESS + "/heads", forged, token=ana.token)
     assert answer.status == 200, answer
     assert answer.json()["receipt"]["user"] == "ana"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+from jupyterlab_gradcheck.core.ledger.notebook_moves import forwarding_path, remove_forwarding, write_forwarding
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.kernel import location
 from jupyterlab_gradcheck.kernel.kernel_run import run_attested
 from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing, open_ledger
 
@@ -20,6 +22,28 @@ def test_the_session_notebook_names_the_ledger_beside_it(tmp_path, monkeypatch):
     ledger = open_ledger()
     assert ledger.path == tmp_path / "work" / "lab1.gradcheck.jsonl"
     assert ledger.bind is False
+
+
+def test_a_forwarding_record_from_the_server_wins_over_the_stale_session_name(tmp_path, monkeypatch):
+    """Given a kernel started for work/Untitled.ipynb (JPY_SESSION_NAME, never refreshed by a
+    rename), when the server leaves the record that the notebook is now work/lab1.ipynb beside
+    the kernel's connection file, then the next check's ledger is work/lab1.gradcheck.jsonl;
+    with no record, or an unreadable one, it is Untitled's."""
+    connection = tmp_path / "runtime" / "kernel-1234.json"
+    connection.parent.mkdir()
+    monkeypatch.setattr(location, "connection_file", lambda: str(connection))
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "work" / "Untitled.ipynb"))
+    assert open_ledger().path == tmp_path / "work" / "Untitled.gradcheck.jsonl"
+
+    record = write_forwarding(connection, tmp_path / "work" / "lab1.ipynb")
+    assert record == forwarding_path(connection) == tmp_path / "runtime" / "kernel-1234.gradcheck-notebook.json"
+    assert open_ledger().path == tmp_path / "work" / "lab1.gradcheck.jsonl"
+
+    record.write_text("{not json", encoding="utf-8")
+    assert open_ledger().path == tmp_path / "work" / "Untitled.gradcheck.jsonl"
+    remove_forwarding(connection)
+    assert not record.exists()
+    assert open_ledger().path == tmp_path / "work" / "Untitled.gradcheck.jsonl"
 
 
 def test_an_explicit_argument_wins_over_the_session(tmp_path, monkeypatch):

@@ -19,18 +19,13 @@ from ..i18n import Message
 from .autograd.expectation_tensors import analytical_tensors
 from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
 from .compare.comparison import Operand
-from .compare.complex_tensors import with_complex_kept
 from .compare.stacked_rows import compare_rows
 from .compare.tensors import describe, to_value
 from .diagnosis import DiagnosisContext, diagnose
-from .fd import projected, time_budget
-from .fd.error_bound import BOUND_FACTOR, element_tolerance
-from .fd.finite_difference import FdOptions, fd_gradients
-from .fd.refinement import refine_inputs
+from .differences import as_dtype, finite_differences
 from .fd.shifts import STEP_SCALE_CAP
 from .fd.step_sweep import guarded_step_sweep
-from .fd.sweep_riders import Riding, found, sweep_riders
-from .record import defaults
+from .fd.sweep_riders import found
 from .record.spec import CheckSpec
 
 #: The order of a record's comparisons.
@@ -123,11 +118,6 @@ def comparisons_of(
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: COMPARISON_ORDER.index(row["name"]))
     return rows
-
-
-def as_dtype(tensor, dtype):
-    """`tensor.to(dtype)`, which is the tensor itself when it has that dtype already."""
-    return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
 
 def path_note(fd_info: dict) -> str:
@@ -254,76 +244,11 @@ def first_order(
     observations, raw, v = observed
     analytical = analytical_tensors(spec, leaves)
 
-    fd_dtype = defaults.FD_DTYPE[spec.dtype]
-    fd_values = {n: as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
-    fd_v = with_complex_kept(v.detach(), getattr(torch, fd_dtype))  # a complex output's grad_output stays complex
+    diffs = finite_differences(spec, function, leaves, raw, v, sweep=sweep)
+    fd_values, fd_v, fd_raw, fd_info, fd_dtype = diffs.values, diffs.v, diffs.estimates, diffs.info, diffs.dtype
+    bounds, projected_rows, riders = diffs.bounds, diffs.projected_rows, diffs.riders
     fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
-    # The error bound widens only the default tolerance at the default step: an explicit tolerance
-    # or a chosen step is applied as written (a step too small for the dtype stays a failure).
-    bounded = not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
-    rounding = None
-    # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
-    projection, projected_rows = projected.requested(spec.finite_difference), None
     names = list(spec.inputs)
-    riders = (
-        sweep_riders(function, fd_values, fd_v, names[0], 0)
-        if (sweep and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex())
-        else []
-    )
-    if not projection:
-        try:
-            fd_raw, fd_info, rounding = fd_gradients(
-                function,
-                fd_values,
-                fd_v,
-                FdOptions(
-                    dtype=spec.dtype,
-                    scheme=fd_scheme,
-                    step=fd_step,
-                    work_elements=spec.work_elements,
-                    rounding=bounded,
-                    budget_s=time_budget.budget(spec.finite_difference),
-                    chains=raw.get("chain_possible"),
-                    riders={names[0]: Riding(riders)} if riders else None,
-                ),
-            )
-        except time_budget.ExhaustiveOverBudget as over:
-            projection = str(over)
-    if projection:
-        projected_rows, fd_info = projected.compare_inputs(
-            function,
-            fd_values,
-            fd_v,
-            raw["autograd_grad"],
-            dtype=spec.dtype,
-            reason=projection,
-            rtol=spec.finite_difference["rtol"],
-            atol=spec.finite_difference["atol"],
-            work_elements=spec.work_elements,
-        )
-        fd_raw, rounding, bounded = {}, None, False
-    bounds = {n: element_tolerance(r).reshape(fd_raw[n].shape) for n, r in rounding.items()} if bounded else None
-    if bounded:
-        fd_info["error_bound"] = (
-            f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
-            "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width"
-        )
-    if bounded and fd_scheme == "central":
-        refined = refine_inputs(
-            function,
-            fd_values,
-            fd_v,
-            dtype=spec.dtype,
-            autograd=raw["autograd_grad"],
-            estimates=fd_raw,
-            bounds=bounds,
-            rtol=spec.finite_difference["rtol"],
-            atol=spec.finite_difference["atol"],
-            work_elements=spec.work_elements,
-            structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
-        )
-        if refined:
-            fd_info["refinement"] = refined
     fd = {n: as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
     half_note = (
         f" Evaluated in {fd_dtype}: a {spec.dtype} step cannot resolve a derivative." if fd_dtype != spec.dtype else ""

@@ -1,7 +1,7 @@
-"""The check's declaration and its fields: the spec, its values, tolerances, outputs, Hessian,
-fixed arguments, the function's source and signature, the defaults, devices and the cost
-estimate.
+"""The check's declaration and its fields: the spec; its inputs, expectation, tolerances,
+per-output fields, Hessian and fixed arguments; the callable's source; the defaults, the rules,
+the device field, the observations' names and the cost estimate.
 
-It imports no torch: the server process loads only this room. It may import `core.expr`,
-never the other rooms of `core/check`.
+It imports no torch, not even inside a function: the server process loads only this room. It may
+import `core.expr`, never the other rooms of `core/check`.
 """

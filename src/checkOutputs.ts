@@ -2,7 +2,7 @@
  * The outputs of a check as its card's main table shows them. A Python
  * function that returns several tensors is checked output by output: its
  * expectation is written `{"outputs": [e_0, e_1, ...]}` and its record keeps
- * each output's observations under `outputs` (core/check/outputs.py), so the
+ * each output's observations under `outputs` (core/check/autograd/several_outputs.py), so the
  * card shows one group of rows per output. A one-output check is one group
  * with no output index, read from the record's top level as before. Pure, so
  * it is tested without a browser.

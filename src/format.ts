@@ -185,7 +185,7 @@ export function formatWhere(
   return parts.join(', ');
 }
 
-/** Which grad_outputs an undefined-gradient case left undefined, in words (core/check/undefined_grad.py). */
+/** Which grad_outputs an undefined-gradient case left undefined, in words (core/check/autograd/undefined_grad.py). */
 export function formatUndefinedCase(
   which: string | number | number[] | null | undefined
 ): string {

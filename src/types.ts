@@ -89,11 +89,11 @@ export interface ICheckRecord {
   comparisons?: IComparison[];
   failure?: IFailure | null;
   failures?: IFailure[];
-  /** Each output of a function that returns several (core/check/outputs.py); absent for one output. */
+  /** Each output of a function that returns several (core/check/autograd/several_outputs.py); absent for one output. */
   outputs?: IOutputPart[];
-  /** A custom Function's Hessian check (core/check/second_order.py), when `hessian` was given. */
+  /** A custom Function's Hessian check (core/check/autograd/second_order.py), when `hessian` was given. */
   second_order?: ISecondOrder | null;
-  /** A custom Function's forward mode and batched gradients (core/check/function_modes.py). */
+  /** A custom Function's forward mode and batched gradients (core/check/autograd/forward_and_batched.py). */
   function_modes?: IFunctionModes | null;
   [key: string]: unknown;
 }

@@ -27,7 +27,7 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       failed: trans.__('failed'),
       not_run: trans.__('not run'),
       failed_to_run: trans.__('failed to run'),
-      // a second-order or function-mode observation (core/check/second_order.py, function_modes.py)
+      // a second-order or function-mode observation (core/check/autograd/second_order.py, forward_and_batched.py)
       observed: trans.__('observed'),
       skipped: trans.__('skipped'),
       error: trans.__('error'),
@@ -42,14 +42,14 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       nondeterministic: trans.__('nondeterministic'),
       failed_to_run: trans.__('failed to run')
     },
-    // core/check/engine.py's comparisons
+    // core/check/first_order.py's comparisons
     comparison: {
       analytical_vs_backward_pass_1: trans.__('analytical vs backward pass 1'),
       analytical_vs_autograd_grad: trans.__('analytical vs autograd grad'),
       autograd_vs_finite_difference: trans.__('autograd vs finite difference'),
       pass_2_vs_twice_pass_1: trans.__('pass 2 vs twice pass 1'),
       after_clear_none_vs_pass_1: trans.__('after clear none vs pass 1'),
-      // core/check/second_order.py and function_modes.py
+      // core/check/autograd/second_order.py and forward_and_batched.py
       hessian_autograd: trans.__('autograd double backward'),
       hessian_analytical_vs_autograd: trans.__(
         'expected Hessian vs autograd double backward'
@@ -67,13 +67,13 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       undefined_grad: trans.__('backward with undefined gradients'),
       undefined_grad_vs_zero: trans.__('gradient vs zero')
     },
-    // the observations of core/check/second_order.py
+    // the observations of core/check/autograd/second_order.py
     observation: {
       hessian_autograd: trans.__('autograd double backward'),
       hessian_finite_difference: trans.__('finite differences of the gradient'),
       torch_gradgradcheck: trans.__('torch gradgradcheck')
     },
-    // the modes of core/check/function_modes.py
+    // the modes of core/check/autograd/forward_and_batched.py
     mode: {
       forward_ad: trans.__('forward mode (jvp)'),
       batched_grad: trans.__('batched gradients (vmap)'),

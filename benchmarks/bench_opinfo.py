@@ -11,7 +11,9 @@ gradient, so only our finite differences are under test), gradcheck's slow mode 
 mode (benchmarks/opinfo_sweep.py). Then MUTATION_SAMPLES[family] samples of each family
 wrapped in a custom Function whose backward is wrong at one element (x1.01, +1e-4 of the
 gradient's scale, two elements swapped; for the non-scalar families one output's part of the
-gradient, benchmarks/opinfo_mutations.py), through all three.
+gradient, benchmarks/opinfo_mutations.py), through all three. Where the float64 family runs, its
+**float32** twins follow: the samples both tools accept in float64, checked by ours in float32
+(benchmarks/opinfo_float32.py: pass or precision_limited, probable_bug, x1.01 detection).
 
 Goals (docs/accuracy.md), per family and over all of them:
 - false failures (gradcheck slow accepts a correct op, we fail or crash) <= 1% of the samples
@@ -117,6 +119,7 @@ def sweep(quick: bool, progress=None, families: tuple = FAMILIES) -> dict:
     """Every verdict, time and mutation result of the sweep, with the counts of what was left out."""
     import torch
 
+    from .opinfo_float32 import sweep as float32_sweep
     from .opinfo_sweep import run_case, run_mutations
 
     warnings.filterwarnings("ignore")
@@ -145,7 +148,9 @@ def sweep(quick: bool, progress=None, families: tuple = FAMILIES) -> dict:
             mutations.append({"case": case.label, "family": family, **run_mutations(case, seed=k)})
         results += done
         seconds[family] = time.perf_counter() - begun
+    float32 = float32_sweep(results, quick, progress) if "float64" in families else None
     return {
+        "float32": float32,
         "results": results,
         "mutations": mutations,
         "counts": counts,
@@ -356,6 +361,10 @@ def all_rows(data: dict, quick: bool) -> list[dict]:
         part = of_family(data, family)
         if part["results"]:
             out += rows_of(summarise(part), part, quick, family)
+    if data.get("float32"):  # the float32 twins (benchmarks/opinfo_float32.py), not part of "all families"
+        from .opinfo_float32 import rows as float32_rows
+
+        out += float32_rows(data["float32"], quick)
     return out + rows_of(summarise(data), data, quick, None)
 
 
@@ -430,6 +439,10 @@ def markdown(data: dict) -> str:
         part = of_family(data, family)
         if part["results"]:
             lines += _section(summarise(part), part, f"Family {family}")
+    if data.get("float32"):
+        from .opinfo_float32 import section
+
+        lines += section(data["float32"])
     lines += _section(summarise(data), data, "All families")
     return "\n".join(lines).rstrip() + "\n"
 

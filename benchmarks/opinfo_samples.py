@@ -5,7 +5,7 @@ tests, with sample inputs. For each operator that supports autograd in the famil
 the CPU we take its first few samples whose differentiable tensors hold at most MAX_ELEMENTS
 elements in all. A sample becomes a `Case`: a function of keyword inputs `x0, x1, ...` (the
 sample's tensors that require grad); non-differentiable arguments are held by the closure.
-Three families (FAMILIES):
+Four families (FAMILIES):
 
 - **float64**: the function reduces the operator's output(s) to one real number by a fixed
   weighting, w_j = 1 + sin(j) / 2 (never zero, never uniform, so that no element's gradient
@@ -19,6 +19,10 @@ Three families (FAMILIES):
   tensors that require grad, the function returns the output as it is (or the tuple of its
   tracked outputs) and `grad_output` is the real weights w shaped like each output, so the
   gradient is that of L = sum(w * Re(f)) by PyTorch's convention (as autograd gives it).
+
+- **float32**: the float64 family's samples drawn in float32 (`op.sample_inputs("cpu",
+  torch.float32)`, the same sample index as the float64 twin), reduced to a scalar the same way
+  (benchmarks/opinfo_float32.py runs it on the twins both tools accept in float64).
 
 Operators whose gradient PyTorch itself marks as wrong or untestable on the CPU in float64
 (a `test_fn_grad` skip or expected failure in the OpInfo entry) are flagged `marked_wrong`,
@@ -38,6 +42,7 @@ FAMILIES = {
     "float64": ("float64", "scalar"),
     "float64, several outputs": ("float64", "several"),
     "complex128": ("complex128", "as_is"),
+    "float32": ("float32", "scalar"),
 }
 
 

@@ -145,11 +145,12 @@ def summarise(data: dict) -> dict:
 def rows_of(s: dict, data: dict, quick: bool) -> list[dict]:
     """The benchmark rows, graded on must-show 1."""
     from .figure_rows import count_row, share_row
-    from .function_db_report import disagreement_text
+    from .function_db_report import agreement_by_dtype, disagreement_text
 
     label = "B10 Function db" + (" (quick subset)" if quick else "")
     where = data["device"]
     agree_rate = s["agree"] / max(1, len(s["counted"]))
+    per_dtype = agreement_by_dtype(s["counted"])
     out = [
         count_row(
             label,
@@ -173,7 +174,8 @@ def rows_of(s: dict, data: dict, quick: bool) -> list[dict]:
             "%",
             "100%",
             agree_rate == 1.0,
-            f"{s['agree']} of {len(s['counted'])}; " + (disagreement_text(s["disagreements"])[:600] or "none"),
+            f"{s['agree']} of {len(s['counted'])} ({per_dtype}); "
+            + (disagreement_text(s["disagreements"])[:600] or "no disagreement"),
         ),
         graded(
             f"{label}: failed records without a failure",

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 WRONG_IN_FILE = {
     "CubeGenVmapAutogradFunction": "its backward returns grad_output * 3x^2 + 6 * 3x^2: the second term "
     "should be 6 * grad_saved * x (the gradient of the 3x^2 output), so it is wrong at every x",
-    "NumpySortAutogradFunction": "its gradcheck_wrapper `lambda y, ind: y` takes two arguments where "
-    "PyTorch's tests give it three (the op, x, dim), and NumpySort.jvp takes two tangents for two inputs "
-    "but is declared without forward-mode support",
+    "NumpySortAutogradFunction": "its forward returns the input unsorted (`torch.tensor(x)` of the numpy "
+    "array it never sorted) while its backward and jvp permute by the sort's indices, so both are wrong for "
+    "the function it computes (SortGenVmap, the same Function in torch ops, is right)",
     "NumpyCubeNotComposableAutogradFunction": "its once_differentiable backward returns 3x^2 without "
     "multiplying by grad_output (a forgotten grad_output), hidden wherever grad_output is 1",
     "ScaleGradGenVmapAutogradFunction": "a deliberate scaled gradient: the backward of x.clone() returns "

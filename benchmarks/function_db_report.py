@@ -35,6 +35,16 @@ def disagreement_text(disagreements: list) -> str:
     )
 
 
+def agreement_by_dtype(counted: list) -> str:
+    """ "float64 9 of 9, float32 0 of 9": where ours and gradcheck agree, per dtype present."""
+    dtypes = dict.fromkeys(r["dtype"] for r in counted)
+    return ", ".join(
+        f"{d} {sum(r['ours']['verdict'] == r['gradcheck']['verdict'] for r in counted if r['dtype'] == d)} "
+        f"of {sum(r['dtype'] == d for r in counted)}"
+        for d in dtypes
+    )
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -54,7 +64,7 @@ def markdown(data: dict, s: dict) -> str:
         "",
         f"- Crashes of our check: **{len(s['crashes'])}** over {s['ours_runs']} checks.",
         f"- Agreement with gradcheck + gradgradcheck: **{s['agree']} of {len(s['counted'])}** "
-        "(entries PyTorch's file gets wrong excluded).",
+        "(entries PyTorch's file gets wrong excluded): " + agreement_by_dtype(s["counted"]) + ".",
         f"- Failed records without a failure: **{len(s['no_failure'])}**.",
         "",
         "## Agreement matrix (ours \\ gradcheck + gradgradcheck)",

@@ -163,3 +163,114 @@ def localize(text, lang: str | None = None) -> str:
     if isinstance(text, str):
         return _(text, lang) if text else text
     return str(text)
+
+
+# --- English text that arrives as text (a worker's answer, a stored record) -----------------
+#: A template whose words (outside its fields) are fewer letters than this is too general to
+#: recognise a text by (`{name}: {value}` would match anything).
+MIN_TEMPLATE_LETTERS = 8
+
+
+@cache
+def _patterns(lang: str) -> tuple:
+    """(regex, template) for every message of `lang`'s catalog, the most specific first."""
+    import re
+    import string
+
+    catalog = getattr(translations(lang), "_catalog", {})
+    found = []
+    for msgid in catalog:
+        if not isinstance(msgid, str) or not msgid:
+            continue
+        try:
+            parts = list(string.Formatter().parse(msgid))
+        except ValueError:
+            continue
+        letters = sum(ch.isalpha() for literal, *_rest in parts for ch in literal)
+        if letters < MIN_TEMPLATE_LETTERS:
+            continue
+        pattern, seen = "", set()
+        for literal, field, _spec, _conversion in parts:
+            pattern += "".join(r"\s+" if chunk.isspace() else re.escape(chunk) for chunk in re.split(r"(\s+)", literal))
+            if field is None:
+                continue
+            if not field.isidentifier():
+                pattern = None
+                break
+            pattern += f"(?P={field})" if field in seen else f"(?P<{field}>.*?)"
+            seen.add(field)
+        if pattern is not None:
+            found.append((letters, re.compile(pattern, re.DOTALL), msgid))
+    found.sort(key=lambda item: -item[0])
+    return tuple((regex, msgid) for _letters, regex, msgid in found)
+
+
+@cache
+def translate_text(text: str, lang: str) -> str:
+    """English `text` that some message of the catalog wrote, in `lang`; itself when no
+    message of the catalog wrote it (a name, a number, an English-only text).
+
+    A message that crossed a process or a file as plain text (a worker's error, a diagnosis
+    kept in a record) has lost its template: it is recognised by matching the catalog's
+    templates, and its values are translated in turn when they are messages themselves.
+    """
+    if lang == "en" or not isinstance(text, str) or not any(ch.isalpha() for ch in text):
+        return text
+    folded = " ".join(text.split())
+    for regex, template in _patterns(lang):
+        match = regex.fullmatch(folded) or regex.fullmatch(text)
+        if match is None:
+            continue
+        values = {name: translate_text(value, lang) for name, value in match.groupdict().items()}
+        return _fill_text(_(template, lang), values)
+    where, colon, rest = folded.partition(": ")
+    if colon and rest and where.replace(".", "").replace("_", "").replace("[", "").replace("]", "").isalnum():
+        shown = translate_text(rest, lang)  # `field: message`, the form a field's refusal takes
+        if shown != rest:
+            return f"{where}: {shown}"
+    return text
+
+
+def _fill_text(template: str, values: dict) -> str:
+    """`template` with each field replaced by its value as text (format specs already applied)."""
+    import string
+
+    out = []
+    for literal, field, _spec, _conversion in string.Formatter().parse(template):
+        out.append(literal)
+        if field is not None:
+            out.append(values.get(field, "{" + field + "}"))
+    return "".join(out)
+
+
+def translate_tree(value, lang: str):
+    """Every string of a JSON value through `translate_text` (keys kept: they are the contract)."""
+    if lang == "en":
+        return value
+    if isinstance(value, str):
+        return translate_text(value, lang)
+    if isinstance(value, list):
+        return [translate_tree(item, lang) for item in value]
+    if isinstance(value, dict):
+        return {key: translate_tree(item, lang) for key, item in value.items()}
+    return value
+
+
+def accepted_language(header: str | None) -> str:
+    """The language of an HTTP `Accept-Language` header (`es-ES,es;q=0.9,en;q=0.8` -> `es`):
+    the most preferred one we have, English when it names none."""
+    choices = []
+    for position, part in enumerate((header or "").split(",")):
+        name, _semi, params = part.strip().partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            key, _eq, number = param.strip().partition("=")
+            if key == "q":
+                try:
+                    quality = float(number)
+                except ValueError:
+                    quality = 0.0
+        found = normalize(name)
+        if found is not None and quality > 0:
+            choices.append((-quality, position, found))
+    return min(choices)[2] if choices else "en"

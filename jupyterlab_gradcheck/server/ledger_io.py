@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import weakref
 
@@ -31,13 +32,18 @@ class LedgerIO:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._threads, functools.partial(function, *args, **kwargs))
+            return await loop.run_in_executor(self._threads, _in_context(function, *args, **kwargs))
 
     async def run(self, function, *args, **kwargs):
         """`function(*args, **kwargs)` in a thread, with no ordering (reads over many files)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, functools.partial(function, *args, **kwargs))
+        return await loop.run_in_executor(self._threads, _in_context(function, *args, **kwargs))
 
     def close(self) -> None:
         """Finish the writes under way, then release the threads."""
         self._threads.shutdown(wait=True)
+
+
+def _in_context(function, *args, **kwargs):
+    """The call, run in the caller's context (its reader's language), as asyncio.to_thread does."""
+    return functools.partial(contextvars.copy_context().run, function, *args, **kwargs)

@@ -8,6 +8,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado.web import HTTPError
 
 from ...core.errors import GradcheckError, SpecError
+from ...core.i18n import accepted_language, language, translate_text, translate_tree
 from ...core.jsonio import loads_strict
 from ..errors import error_response
 from ..service import SERVICE_SETTING
@@ -27,13 +28,26 @@ class GradcheckHandler(APIHandler):
     def service(self):
         return self.settings[SERVICE_SETTING]
 
+    @property
+    def reader_language(self) -> str:
+        """The language the request asks for in `Accept-Language` (the side panel sends
+        JupyterLab's); English when it names none we have. Records and ledgers stay English:
+        only what a person reads in the answer is in this language."""
+        return accepted_language(self.request.headers.get("Accept-Language"))
+
+    async def _execute(self, transforms, *args, **kwargs):
+        """Handle the request in the reader's language, so what the core renders on the way
+        (an export's headings) is in it; the ledger threads carry the language with them."""
+        with language(self.reader_language):
+            return await super()._execute(transforms, *args, **kwargs)
+
     def json_body(self) -> dict:
         """The request body as a JSON object (strict: no NaN, no duplicate keys)."""
         if not self.request.body:
             raise SpecError("the request body is empty: send a JSON object")
         body = loads_strict(self.request.body)
         if not isinstance(body, dict):
-            raise SpecError(f"the request body must be a JSON object, got {type(body).__name__}")
+            raise SpecError("the request body must be a JSON object, got {kind}", kind=type(body).__name__)
         return body
 
     def query(self, name: str, default: str | None = None) -> str | None:
@@ -57,6 +71,7 @@ class GradcheckHandler(APIHandler):
 
     def reply(self, payload, status: int = 200) -> None:
         self.set_status(status)
+        payload = self.shown(payload)
         self.finish(json.dumps(payload, allow_nan=False), set_content_type=JSON)
 
     def write_error(self, status_code: int, **kwargs) -> None:
@@ -66,11 +81,27 @@ class GradcheckHandler(APIHandler):
         if error is None:
             error = HTTPError(status_code)
         status, body, headers = error_response(error)
-        body["message"] = self._without_root(body["message"])
+        lang = self.reader_language
+        if isinstance(error, GradcheckError):
+            body["message"] = error.localized(lang)
+        body["message"] = translate_text(self._without_root(str(body["message"])), lang)
         self.set_status(status)
         for name, value in headers.items():
             self.set_header(name, value)
         self.finish(json.dumps(body), set_content_type=JSON)
+
+    def shown(self, payload):
+        """The answer as the reader sees it. A report (verify) is translated in place; a
+        record or a ledger stays English, and an answer holding English texts that the
+        catalog wrote gains `shown`: each such text and its translation, for the panel."""
+        lang = self.reader_language
+        if lang == "en" or not isinstance(payload, dict):
+            return payload
+        if getattr(self, "translate_in_place", False):
+            return translate_tree(payload, lang)
+        texts: dict[str, str] = {}
+        _collect_shown(payload, lang, texts)
+        return {**payload, "shown": texts} if texts else payload
 
     def _without_root(self, message: str) -> str:
         """A message naming paths relative to the server root, never its absolute folder."""
@@ -90,3 +121,18 @@ class GradcheckHandler(APIHandler):
             self.log.warning("%s %s -> %s: %s", self.request.method, self.request.path, value.code, value.message)
         else:
             super().log_exception(typ, value, tb)
+
+
+def _collect_shown(value, lang: str, texts: dict) -> None:
+    """Every string of `value` that the catalog translates, with its translation, into `texts`."""
+    if isinstance(value, str):
+        if value not in texts and " " in value:
+            shown = translate_text(value, lang)
+            if shown != value:
+                texts[value] = shown
+    elif isinstance(value, list):
+        for item in value:
+            _collect_shown(item, lang, texts)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect_shown(item, lang, texts)

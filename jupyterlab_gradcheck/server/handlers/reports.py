@@ -20,7 +20,10 @@ class ExportHandler(GradcheckHandler):
 
 
 class VerifyHandler(GradcheckHandler):
-    """`POST verify`: `{"path", "replay", "deep"}`; the report of `jupyter gradcheck verify --json`."""
+    """`POST verify`: `{"path", "replay", "deep"}`; the report of `jupyter gradcheck verify --json`,
+    its lines in the reader's language (a report is read, not kept)."""
+
+    translate_in_place = True
 
     @web.authenticated
     @authorized

@@ -19,15 +19,6 @@ from jupyterlab_gradcheck.core.ledger.replay import replay_lines, replay_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 
 RECORDS = json.loads(Path(__file__).with_name("records_of_earlier_rules.json").read_text(encoding="utf-8"))
-EXAMPLE_LEDGER = Path(__file__).parents[3] / "examples" / "gradient-check-notebook.gradcheck.jsonl"
-
-
-def _example_record(check_id: str) -> dict:
-    for line in EXAMPLE_LEDGER.read_text(encoding="utf-8").splitlines():
-        entry = json.loads(line)
-        if entry["kind"] == "observation" and entry["check_id"] == check_id:
-            return entry["data"]["record"]
-    raise AssertionError(f"no observation of {check_id}")
 
 
 def test_a_record_the_first_rules_failed_near_a_pole_reproduces_under_its_recorded_decisions():
@@ -103,10 +94,11 @@ def test_an_edited_autograd_value_in_a_record_of_changed_rules_is_still_a_differ
 
 
 def test_a_record_of_an_earlier_policy_whose_decisions_are_todays_must_reproduce_its_finite_differences():
-    """Given the example ledger's x*x at 3, made under policy 2 with the step, path and bound today's rules take,
+    """Given the example ledger's x*x at 3 as policy 2 recorded it (0.1.0's example ledger), with the step, path and
+    bound today's rules take,
     with its finite-difference value edited from 6 to 7, when it is replayed, then the edit is a difference and not
     a note: decisions that are today's leave nothing for the rules to explain."""
-    record = copy.deepcopy(_example_record("square"))
+    record = copy.deepcopy(RECORDS["square_policy_2"])
     assert record["policy"] == 2
     assert replay_record(record)["status"] == "reproduced"
     record["observations"]["finite_difference"]["gradients"]["x"]["value"] = 7.0

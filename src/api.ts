@@ -9,6 +9,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { interfaceLanguage } from './i18n';
+
 import {
   API_NAMESPACE,
   IGradcheckRequester,
@@ -24,15 +26,25 @@ export {
 } from './requester';
 export type { ExportFormat } from './requester';
 
-/** Send a request to the server extension and answer the raw response. */
+/**
+ * Send a request to the server extension and answer the raw response. Every
+ * request names JupyterLab's interface language in `Accept-Language`, so the
+ * server answers in it (records and ledgers stay English).
+ */
 async function transport(
   endPoint: string,
   init: RequestInit
 ): Promise<IResponseLike> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endPoint);
+  const headers = new Headers(init.headers);
+  headers.set('Accept-Language', interfaceLanguage());
   try {
-    return await ServerConnection.makeRequest(url, init, settings);
+    return await ServerConnection.makeRequest(
+      url,
+      { ...init, headers },
+      settings
+    );
   } catch (error) {
     throw new ServerConnection.NetworkError(error as TypeError);
   }

@@ -46,7 +46,14 @@ function comparisonItem(c: IComparison): HTMLElement {
   );
 }
 
-/** The comparisons as a list with test id `testid` (null when there are none). */
+/** How many comparison lines are shown before the rest fold. */
+export const SHOWN_COMPARISONS = 4;
+
+/**
+ * The comparisons as a list with test id `testid` (null when there are
+ * none): the failed ones first, then the others in their order; past
+ * `SHOWN_COMPARISONS` lines the rest fold under "%1 more comparisons".
+ */
 export function comparisonList(
   rows: IComparison[] | undefined | null,
   testid = 'gradcheck-comparisons'
@@ -54,9 +61,35 @@ export function comparisonList(
   if (!rows?.length) {
     return null;
   }
+  const ordered = [
+    ...rows.filter(row => !row.passed),
+    ...rows.filter(row => row.passed)
+  ];
+  const shown = ordered.slice(0, SHOWN_COMPARISONS);
+  const folded = ordered.slice(SHOWN_COMPARISONS);
   return el(
     'ul',
     { class: 'jp-gradcheck-comparisons', testid },
-    rows.map(comparisonItem)
+    shown.map(comparisonItem),
+    folded.length
+      ? el(
+          'li',
+          { class: 'jp-gradcheck-more' },
+          el(
+            'details',
+            { testid: `${testid}-more` },
+            el(
+              'summary',
+              {},
+              trans._n(
+                '%1 more comparison',
+                '%1 more comparisons',
+                folded.length
+              )
+            ),
+            el('ul', {}, folded.map(comparisonItem))
+          )
+        )
+      : null
   );
 }

@@ -4,7 +4,7 @@
  * server, are shown next to the field they name.
  */
 import { el, replaceChildren } from './dom';
-import { trans } from './i18n';
+import { shownText, trans } from './i18n';
 import { IDefaults } from './settings';
 import { IDevice } from './types';
 import {
@@ -224,7 +224,7 @@ export class DeclareForm {
           {
             value: device.id,
             disabled: !device.available,
-            title: device.reason ?? undefined
+            title: device.reason ? shownText(device.reason) : undefined
           },
           device.available
             ? device.name && device.name !== device.id
@@ -251,7 +251,9 @@ export class DeclareForm {
             trans.__(
               '%1 is disabled: %2',
               device.id,
-              device.reason || trans.__('the server reports it absent')
+              device.reason
+                ? shownText(device.reason)
+                : trans.__('the server reports it absent')
             )
           )
         ),

@@ -30,8 +30,19 @@ export function isFloatDtype(dtype: string | undefined | null): boolean {
   return FLOAT_DTYPES.has(dtype.replace(/^torch\./, ''));
 }
 
-/** A float as Python's repr writes it: 6.0, 0.5, 1e-07, 1.5e+20. */
-export function formatFloat(value: number): string {
+/** Significant digits of a value the panel shows (full precision is in its title and every export). */
+export const VALUE_DIGITS = 6;
+/** Significant digits of an error or a tolerance the panel shows. */
+export const ERROR_DIGITS = 3;
+
+/**
+ * A float as Python's repr writes it: 6.0, 0.5, 1e-07, 1.5e+20; rounded to
+ * `digits` significant digits first when given (0.51251476 -> 0.512515).
+ */
+export function formatFloat(value: number, digits?: number): string {
+  if (digits !== undefined && Number.isFinite(value)) {
+    value = Number(value.toPrecision(digits));
+  }
   if (Number.isNaN(value)) {
     return 'nan';
   }
@@ -51,9 +62,13 @@ export function formatFloat(value: number): string {
   return String(value);
 }
 
-/** A number in the style of its dtype: floats as Python floats, integers bare. */
-export function formatNumber(value: number, dtype?: string | null): string {
-  return isFloatDtype(dtype) ? formatFloat(value) : String(value);
+/** A number in the style of its dtype: floats as Python floats (to `digits` when given), integers bare. */
+export function formatNumber(
+  value: number,
+  dtype?: string | null,
+  digits?: number
+): string {
+  return isFloatDtype(dtype) ? formatFloat(value, digits) : String(value);
 }
 
 /**
@@ -92,26 +107,33 @@ export function formatComplex(
   return `${part(real)}${negative ? '-' : '+'}${part(Math.abs(imag))}i`;
 }
 
-/** An observed value (number, nested list, complex value, or mapping input -> value). */
+/**
+ * An observed value (number, nested list, complex value, or mapping input ->
+ * value), each float to `digits` significant digits when given (full
+ * precision otherwise: the title a shown value carries).
+ */
 export function formatObserved(
   value: JSONValue | undefined,
-  dtype?: string | null
+  dtype?: string | null,
+  digits?: number
 ): string {
   if (value === undefined || value === null) {
     return '—';
   }
   if (typeof value === 'number') {
-    return formatNumber(value, dtype);
+    return formatNumber(value, dtype, digits);
   }
   if (isComplexValue(value)) {
-    return formatComplex(value.real, value.imag, formatFloat);
+    return formatComplex(value.real, value.imag, part =>
+      formatFloat(part, digits)
+    );
   }
   if (Array.isArray(value)) {
-    return `[${value.map(item => formatObserved(item, dtype)).join(', ')}]`;
+    return `[${value.map(item => formatObserved(item, dtype, digits)).join(', ')}]`;
   }
   if (typeof value === 'object') {
     return Object.entries(value)
-      .map(([name, item]) => `${name}: ${formatObserved(item, dtype)}`)
+      .map(([name, item]) => `${name}: ${formatObserved(item, dtype, digits)}`)
       .join('; ');
   }
   return String(value);
@@ -206,22 +228,27 @@ export function formatError(value: number | undefined | null): string {
   if (value === 0) {
     return '0';
   }
-  return formatFloat(Number(value.toPrecision(3)));
+  return formatFloat(value, ERROR_DIGITS);
 }
 
-/** A tolerance pair: `rtol 1e-07, atol 1e-10`, or `dtype default`. */
+/**
+ * A tolerance pair: `rtol 1e-07, atol 1e-10`, or `dtype default`; each to
+ * `digits` significant digits (3.67e-09, not 3.666852862501036e-09), or in
+ * full when `digits` is null.
+ */
 export function formatTolerance(
-  tolerance: ITolerance | undefined | null
+  tolerance: ITolerance | undefined | null,
+  digits: number | null = ERROR_DIGITS
 ): string {
   if (!tolerance) {
     return trans.__('dtype default');
   }
   const parts: string[] = [];
   if (tolerance.rtol !== undefined && tolerance.rtol !== null) {
-    parts.push(`rtol ${formatFloat(tolerance.rtol)}`);
+    parts.push(`rtol ${formatFloat(tolerance.rtol, digits ?? undefined)}`);
   }
   if (tolerance.atol !== undefined && tolerance.atol !== null) {
-    parts.push(`atol ${formatFloat(tolerance.atol)}`);
+    parts.push(`atol ${formatFloat(tolerance.atol, digits ?? undefined)}`);
   }
   return parts.length ? parts.join(', ') : trans.__('dtype default');
 }

@@ -15,12 +15,13 @@ import { el } from './dom';
 import {
   formatDeclared,
   formatObserved,
+  VALUE_DIGITS,
   formatShape,
   formatTensorMeta,
   formatUndefinedCase,
   shapeOf
 } from './format';
-import { trans } from './i18n';
+import { shownText, trans } from './i18n';
 import {
   IBlockObservation,
   ICheckRecord,
@@ -80,7 +81,7 @@ function detail(observation: IFunctionMode): string | null {
     );
   }
   return typeof observation.note === 'string' && observation.note
-    ? observation.note
+    ? shownText(observation.note)
     : null;
 }
 
@@ -93,8 +94,12 @@ function observationCell(observation: IFunctionMode): HTMLElement {
       { class: 'jp-gradcheck-observation' },
       el(
         'div',
-        { class: 'jp-gradcheck-value', testid: 'gradcheck-function-value' },
-        formatObserved(tensor.value, tensor.dtype)
+        {
+          class: 'jp-gradcheck-value',
+          testid: 'gradcheck-function-value',
+          title: formatObserved(tensor.value, tensor.dtype)
+        },
+        formatObserved(tensor.value, tensor.dtype, VALUE_DIGITS)
       ),
       el(
         'div',
@@ -105,8 +110,11 @@ function observationCell(observation: IFunctionMode): HTMLElement {
     );
   }
   const why = note(
-    observation.reason ??
-      (typeof observation.note === 'string' ? observation.note : null)
+    typeof observation.reason === 'string'
+      ? shownText(observation.reason)
+      : typeof observation.note === 'string'
+        ? shownText(observation.note)
+        : null
   );
   if (!observation.status) {
     // no value and no verdict: autograd could not give a Hessian, and the note says why
@@ -190,9 +198,10 @@ function caseCell(found: IModeCase): HTMLElement {
               'div',
               {
                 class: 'jp-gradcheck-value',
-                testid: 'gradcheck-function-value'
+                testid: 'gradcheck-function-value',
+                title: `${name}: ${formatObserved(gradient.value, gradient.dtype)}`
               },
-              `${name}: ${formatObserved(gradient.value, gradient.dtype)}`
+              `${name}: ${formatObserved(gradient.value, gradient.dtype, VALUE_DIGITS)}`
             ),
             el(
               'div',

@@ -7,7 +7,7 @@
  * run passed, because a kept failure is evidence the grader must see.
  */
 import { ICheckRecord, ILedgerEntry, ITolerance, JSONValue } from './types';
-import { trans } from './i18n';
+import { shownText, trans } from './i18n';
 
 /** One run of a check, as its observation entry recorded it. */
 export interface IRunView {
@@ -180,7 +180,9 @@ function applyObservation(view: ICheckView, entry: ILedgerEntry): void {
     record,
     passed: failedToRun || typeof passed !== 'boolean' ? null : passed,
     failedToRun: failedToRun
-      ? String(data.reason ?? trans.__('the run did not complete'))
+      ? typeof data.reason === 'string'
+        ? shownText(data.reason)
+        : trans.__('the run did not complete')
       : null
   };
   if (!view.declared) {

@@ -39,6 +39,7 @@ let bundle: Pick<TranslationBundle, '__' | '_n' | '_p'> = english;
 /** Translate through `translator` from now on (null: English again). */
 export function useTranslator(translator: ITranslator | null): void {
   bundle = translator ? translator.load(DOMAIN) : english;
+  useLanguageOf(translator);
 }
 
 /**
@@ -55,3 +56,46 @@ export const trans = {
   _p: (context: string, msgid: string, ...args: unknown[]): string =>
     bundle._p(context, msgid, ...args)
 };
+
+let languageCode = 'en';
+
+/**
+ * JupyterLab's interface language as an HTTP language tag (`es-ES`, `en`):
+ * what every REST call sends as `Accept-Language`, so the server answers
+ * its messages, reports and exports in it.
+ */
+export function interfaceLanguage(): string {
+  return languageCode;
+}
+
+/** Record the interface language of `translator` (null: English). */
+export function useLanguageOf(translator: ITranslator | null): void {
+  const code = translator?.languageCode;
+  languageCode =
+    typeof code === 'string' && code && code !== 'default'
+      ? code.replace(/_/g, '-')
+      : 'en';
+}
+
+/** English texts of records (kept English) and their translations, as the server's `shown` gave them. */
+const shownTexts = new Map<string, string>();
+
+/** Remember the translations an answer's `shown` carries. */
+export function learnShown(shown: unknown): void {
+  if (shown && typeof shown === 'object' && !Array.isArray(shown)) {
+    for (const [english, text] of Object.entries(shown)) {
+      if (typeof text === 'string') {
+        shownTexts.set(english, text);
+      }
+    }
+  }
+}
+
+/**
+ * A text a record keeps in English (a diagnosis reason, a device's reason)
+ * in the reader's language when the server has given its translation;
+ * itself otherwise.
+ */
+export function shownText(text: string): string {
+  return shownTexts.get(text) ?? text;
+}

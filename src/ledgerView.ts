@@ -15,12 +15,13 @@ import {
   formatTensorMeta,
   formatTime,
   formatTolerance,
+  VALUE_DIGITS,
   formatWhere,
   isComplexValue
 } from './format';
 import { functionChecks } from './functionChecksView';
 import { ICheckView, IHistoryItem, IRunView } from './grouping';
-import { trans } from './i18n';
+import { shownText, trans } from './i18n';
 import { ICheckRecord, ITolerance, JSONValue } from './types';
 import { wordsFor } from './words';
 
@@ -88,9 +89,16 @@ function observationCell(
       { class: 'jp-gradcheck-observation' },
       el(
         'div',
-        { testid: 'gradcheck-observation-value' },
+        {
+          testid: 'gradcheck-observation-value',
+          class: 'jp-gradcheck-value',
+          title:
+            output.index === null
+              ? formatObserved(record.observed_gradient, record.dtype)
+              : undefined
+        },
         output.index === null
-          ? formatObserved(record.observed_gradient, record.dtype)
+          ? formatObserved(record.observed_gradient, record.dtype, VALUE_DIGITS)
           : '—'
       ),
       el(
@@ -105,8 +113,12 @@ function observationCell(
     { class: 'jp-gradcheck-observation' },
     el(
       'div',
-      { testid: 'gradcheck-observation-value', class: 'jp-gradcheck-value' },
-      formatObserved(gradient.value, gradient.dtype)
+      {
+        testid: 'gradcheck-observation-value',
+        class: 'jp-gradcheck-value',
+        title: formatObserved(gradient.value, gradient.dtype)
+      },
+      formatObserved(gradient.value, gradient.dtype, VALUE_DIGITS)
     ),
     el(
       'div',
@@ -196,7 +208,10 @@ function details(view: ICheckView): HTMLElement {
     el('dt', {}, trans.__('tolerance')),
     el(
       'dd',
-      { testid: 'gradcheck-tolerance' },
+      {
+        testid: 'gradcheck-tolerance',
+        title: formatTolerance(view.tolerance as ITolerance, null)
+      },
       formatTolerance(view.tolerance as ITolerance)
     ),
     el('dt', {}, trans.__('FD')),
@@ -282,11 +297,19 @@ function keptFailure(run: IRunView): HTMLElement {
       (failure.left !== null || failure.right !== null)
       ? el(
           'div',
-          { class: 'jp-gradcheck-meta' },
+          {
+            class: 'jp-gradcheck-meta',
+            title: trans.__(
+              'expected %1 vs observed %2 (abs err %3)',
+              formatObserved(failure.left, run.record.dtype),
+              formatObserved(failure.right, run.record.dtype),
+              String(failure.abs_err)
+            )
+          },
           trans.__(
             'expected %1 vs observed %2 (abs err %3)',
-            formatObserved(failure.left, run.record.dtype),
-            formatObserved(failure.right, run.record.dtype),
+            formatObserved(failure.left, run.record.dtype, VALUE_DIGITS),
+            formatObserved(failure.right, run.record.dtype, VALUE_DIGITS),
             formatError(failure.abs_err)
           )
         )
@@ -299,7 +322,7 @@ function keptFailure(run: IRunView): HTMLElement {
         'data-diagnosis': failure?.diagnosis ?? ''
       },
       trans.__('diagnosis: %1', formatDiagnosis(failure?.diagnosis)),
-      failure?.reason ? ` — ${failure.reason}` : ''
+      failure?.reason ? ` — ${shownText(failure.reason)}` : ''
     )
   );
 }

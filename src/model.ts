@@ -68,6 +68,20 @@ export function exportFileName(path: string, format: ExportFormat): string {
   return `${basename(path).replace(/\.ipynb$/, '')}.gradcheck.${format}`;
 }
 
+/**
+ * What the form shows for a refused check. A tolerance that contradicts the
+ * ledger's current one is changed with the check's "Edit tolerance…" button,
+ * not with the command line the server's message names for a terminal.
+ */
+export function formMessage(error: GradcheckRequestError): string {
+  if (/gradcheck tolerance --check/.test(error.message)) {
+    return trans.__(
+      'this check already has a tolerance in its ledger, and the form gives another: leave the tolerance fields empty to use it, or change it with "Edit tolerance…" on the check below, with a justification (nothing was run or written)'
+    );
+  }
+  return error.message;
+}
+
 /** Why a tolerance change may not be sent, as a field and a message; null when it may. */
 export function toleranceEditProblem(edit: IToleranceEdit): IProblem | null {
   const justification = justificationProblem(edit.justification ?? '');
@@ -231,7 +245,7 @@ export class GradcheckModel implements IGradcheckModel {
       if (error instanceof GradcheckRequestError) {
         const inputs = Object.keys(built.value.inputs ?? {});
         this._formErrors = {
-          [fieldForError(error.field, inputs)]: error.message
+          [fieldForError(error.field, inputs)]: formMessage(error)
         };
       } else {
         this._formErrors = { '': (error as Error).message };

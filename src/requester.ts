@@ -13,6 +13,7 @@ import {
   IServerStatus,
   JSONValue
 } from './types';
+import { learnShown, trans } from './i18n';
 
 /** The URL namespace of the server extension. */
 export const API_NAMESPACE = 'gradcheck';
@@ -66,7 +67,8 @@ export function errorFrom(status: number, text: string): GradcheckRequestError {
   }
   const code = status === 404 ? 'not_found' : `http_${status}`;
   const message =
-    (typeof body.message === 'string' && body.message) || `HTTP ${status}`;
+    (typeof body.message === 'string' && body.message) ||
+    trans.__('the server answered HTTP %1 without an explanation', status);
   return new GradcheckRequestError(status, code, message, null);
 }
 
@@ -156,7 +158,28 @@ export function createRequester(transport: Transport): IGradcheckRequester {
   const sendJSON = async <T>(
     endPoint: string,
     init: RequestInit = {}
-  ): Promise<T> => (await (await send(endPoint, init)).json()) as T;
+  ): Promise<T> => {
+    const response = await send(endPoint, init);
+    let answer: unknown;
+    try {
+      answer = await response.json();
+    } catch {
+      // The browser's own words ("Unexpected token 'N'...") mean nothing to a student.
+      throw new GradcheckRequestError(
+        response.status,
+        'bad_answer',
+        trans.__(
+          'the server answered with text that is not JSON (HTTP %1); reload the page, and if it persists, restart the server',
+          response.status
+        ),
+        null
+      );
+    }
+    if (answer && typeof answer === 'object') {
+      learnShown((answer as { shown?: unknown }).shown);
+    }
+    return answer as T;
+  };
 
   return {
     getStatus: () => sendJSON<IServerStatus>(Endpoints.status()),

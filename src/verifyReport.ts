@@ -75,6 +75,21 @@ function one(report: Report, lines: IVerifyLine[]): void {
   for (const flag of Array.isArray(report.flags) ? report.flags : []) {
     lines.push({ level: 'flag', text: flagText(flag) });
   }
+  const witness = isReport(report.witness) ? report.witness : null;
+  for (const flag of Array.isArray(witness?.flags) ? witness.flags : []) {
+    lines.push({ level: 'flag', text: witnessFlagText(flag) });
+  }
+}
+
+/** A witness flag (core/ledger/witness_check.py): its words and how many it counts. */
+function witnessFlagText(flag: unknown): string {
+  if (!isReport(flag)) {
+    return String(flag);
+  }
+  const words = wordsFor('verifyFlag', String(flag.flag ?? ''));
+  return typeof flag.count === 'number'
+    ? trans.__('witness: %1 (%2)', words, flag.count)
+    : trans.__('witness: %1', words);
 }
 
 /** Summarise a single report or a `{"ok", "reports"}` answer. */

@@ -99,7 +99,10 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       expectation_revised_after_observation: trans.__(
         'expectation revised after observation'
       ),
-      entries_not_witnessed: trans.__('entries not witnessed'),
+      // core/ledger/witness_check.py's flags (verify JSON: witness.flags)
+      witnessed_late: trans.__('witnessed late'),
+      unwitnessed: trans.__('unwitnessed'),
+      other_ledgers_witnessed: trans.__('other ledgers witnessed'),
       private_runs_witnessed: trans.__('private runs witnessed')
     }
   };

@@ -180,3 +180,28 @@ describe('formatWhere', () => {
     expect(formatWhere(undefined, null)).toBe('');
   });
 });
+
+describe('numbers for people', () => {
+  it('shows a value to six significant digits and its error and tolerance to three, full precision kept apart', () => {
+    // Given a relative error and a finite-difference tolerance as the record keeps them
+    const value = 0.5125147650330922;
+    const tolerance = {
+      rtol: 3.666852862501036e-9,
+      atol: 3.666852862501036e-9
+    };
+    // Then the shown value has six digits, the tolerance three, and neither breaks mid-number
+    expect(formatObserved(value, 'float64', 6)).toBe('0.512515');
+    expect(formatObserved([value, 1e-12 / 3], 'float64', 6)).toBe(
+      '[0.512515, 3.33333e-13]'
+    );
+    expect(formatTolerance(tolerance)).toBe('rtol 3.67e-09, atol 3.67e-09');
+    // And the full value is what a title (hover) shows
+    expect(formatObserved(value, 'float64')).toBe('0.5125147650330922');
+    expect(formatTolerance(tolerance, null)).toBe(
+      'rtol 3.666852862501036e-09, atol 3.666852862501036e-09'
+    );
+    // And rounding keeps Python's float look: 6 is 6.0, integers stay bare
+    expect(formatFloat(5.999999999981665, 6)).toBe('6.0');
+    expect(formatNumber(7, 'int64', 6)).toBe('7');
+  });
+});

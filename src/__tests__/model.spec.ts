@@ -2,7 +2,12 @@
  * The side panel's model, with a fake requester at its edge: what each
  * action sends, the state it leaves, and the notebook binding it keeps.
  */
-import { GradcheckModel, exportFileName, toleranceEditProblem } from '../model';
+import {
+  GradcheckModel,
+  exportFileName,
+  formMessage,
+  toleranceEditProblem
+} from '../model';
 import { GradcheckRequestError, GradcheckValidationError } from '../requester';
 import { FALLBACK_DEFAULTS } from '../settings';
 import {
@@ -477,5 +482,33 @@ describe('GradcheckModel.setDefaults', () => {
     model.setDefaults(defaults);
     expect(model.defaults).toEqual(defaults);
     expect(emitted.count).toBe(1);
+  });
+});
+
+describe('a tolerance the form contradicts', () => {
+  it('points to "Edit tolerance…", not to the command line, in either language the server answered', () => {
+    // Given the server's refusal of a form rtol for a check whose ledger has another
+    for (const message of [
+      "check 'x*x@1': tolerance rtol=0.1 atol=0 differs from the ledger's current rtol=1e-07 atol=1e-10; change it with `jupyter gradcheck tolerance --check x*x@1 --rtol R --atol A --justification TEXT` (nothing was run or written)",
+      "comprobación 'x*x@1': tolerance rtol=0.1 atol=0 difiere de la actual del registro, rtol=1e-07 atol=1e-10; cámbiela con `jupyter gradcheck tolerance --check x*x@1 --rtol R --atol A --justification TEXTO` (no se ejecutó ni se escribió nada)"
+    ]) {
+      const shown = formMessage(
+        new GradcheckRequestError(400, 'bad_input', message, 'tolerance.rtol')
+      );
+      // Then the form names the button, and no command
+      expect(shown).toContain('"Edit tolerance…"');
+      expect(shown).not.toContain('jupyter gradcheck');
+    }
+    // And any other refusal is shown as the server wrote it
+    expect(
+      formMessage(
+        new GradcheckRequestError(
+          400,
+          'bad_input',
+          'rtol must be >= 0',
+          'tolerance.rtol'
+        )
+      )
+    ).toBe('rtol must be >= 0');
   });
 });

@@ -11,6 +11,13 @@ import {
   createRequester,
   errorFrom
 } from '../requester';
+import {
+  interfaceLanguage,
+  shownText,
+  useLanguageOf,
+  useTranslator
+} from '../i18n';
+import { spanish } from './spanishTranslator';
 
 /** A transport that records each request and answers from a queue. */
 function fakeTransport(...answers: IResponseLike[]) {
@@ -167,13 +174,64 @@ describe('createRequester', () => {
   });
 });
 
+describe('the reader language of the answers', () => {
+  afterEach(() => useTranslator(null));
+
+  it("names JupyterLab's language as an HTTP tag, English without a translator", () => {
+    // Given no translator, then a Spanish one whose code is written with an underscore
+    useLanguageOf(null);
+    expect(interfaceLanguage()).toBe('en');
+    useLanguageOf({ languageCode: 'es_ES' } as never);
+    // Then the tag the requests send is the HTTP form
+    expect(interfaceLanguage()).toBe('es-ES');
+  });
+
+  it("shows a record's English reason through the answer's shown translations", async () => {
+    // Given an answer whose record keeps an English reason, and shown gives its Spanish
+    const reason = 'the hand derivation gives 6 at x, but autograd gives 4';
+    const body = JSON.stringify({
+      record: { reason },
+      shown: { [reason]: 'la derivación a mano da 6 en x, pero autograd da 4' }
+    });
+    const { transport } = fakeTransport(answer(200, body));
+    // When the answer is read
+    const read = await createRequester(transport).runCheck('lab1.ipynb', {});
+    // Then the record stays English, and the reason is shown in Spanish
+    expect(
+      (read as unknown as { record: { reason: string } }).record.reason
+    ).toBe(reason);
+    expect(shownText(reason)).toBe(
+      'la derivación a mano da 6 en x, pero autograd da 4'
+    );
+    expect(shownText('a text no answer translated')).toBe(
+      'a text no answer translated'
+    );
+  });
+
+  it("turns an answer that is not JSON into one line in the reader's language, not the browser's parse error", async () => {
+    // Given Spanish, and a 200 answer whose body is not JSON (NaN written bare)
+    useTranslator(spanish());
+    const { transport } = fakeTransport(answer(200, '{"value": NaN}'));
+    // When it is read
+    const read = createRequester(transport).getStatus();
+    // Then the error is the catalog's Spanish line, without "Unexpected token"
+    await expect(read).rejects.toMatchObject({
+      code: 'bad_answer',
+      message: expect.stringContaining('no es JSON')
+    });
+    await expect(read).rejects.not.toMatchObject({
+      message: expect.stringContaining('Unexpected')
+    });
+  });
+});
+
 describe('errorFrom', () => {
   it('reads the 404 page of a server without the extension as not_found', () => {
     const error = errorFrom(404, '<html><title>404: Not Found</title></html>');
     expect([error.status, error.code, error.message, error.field]).toEqual([
       404,
       'not_found',
-      'HTTP 404',
+      'the server answered HTTP 404 without an explanation',
       null
     ]);
   });
@@ -185,7 +243,7 @@ describe('errorFrom', () => {
     });
     expect(errorFrom(502, 'null')).toMatchObject({
       code: 'http_502',
-      message: 'HTTP 502'
+      message: 'the server answered HTTP 502 without an explanation'
     });
   });
 

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .api_arguments import refuse_settings, refuse_ungradiented_integers
 from .core.check.record.complex_values import holds_complex
 from .core.check.record.fixed_arguments import fixed_value
 from .core.i18n import _, checked, localize
@@ -136,6 +137,7 @@ def check(
     the one the ledger holds needs `justification=`. `language=` ("en", "es") is the language
     of the result's summary and table.
     """
+    refuse_settings(fn, inputs, list(inspect.signature(check).parameters))
     inputs_json, inferred_dtype, inferred_device = _inputs_as_values(inputs)
     record: dict[str, Any] = {
         "function": _held(fn, list(inputs), fixed) if fixed else _as_checkable(fn, list(inputs)),
@@ -158,6 +160,8 @@ def check(
             record[key] = value
     if grad is None and callable(record["function"]):
         record["analytical_gradient"], record["origin"] = _backward_as_expectation(record, inputs)
+    elif callable(record["function"]):
+        _refuse_held_integers(record, inputs)
     return check_record(record, justification=justification, notebook=notebook, ledger=ledger, language=language)
 
 
@@ -203,6 +207,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
     function, names = record["function"], list(inputs)
     check_signature(function, names)
     device = resolve_device(record["device"], available_devices())
+    refuse_ungradiented_integers(function, inputs, record["dtype"], device)
     classes = custom_functions(function, inputs, record["dtype"], device)
     if not classes:
         return None, record["origin"]
@@ -216,6 +221,17 @@ def _backward_as_expectation(record: dict, inputs: dict):
         ),
         record["origin"] or backward_name(classes),
     )
+
+
+def _refuse_held_integers(record: dict, inputs: dict) -> None:
+    """SpecError for an integer input the backward gives no gradient for (api_arguments.py), the record validated first."""
+    from .core.check.environment import available_devices
+    from .core.check.record.devices import resolve_device
+    from .core.check.record.spec import parse_spec
+
+    parse_spec(record)
+    device = resolve_device(record["device"], available_devices())
+    refuse_ungradiented_integers(record["function"], inputs, record["dtype"], device)
 
 
 def _held(fn, input_names: list[str], fixed: dict):

@@ -22,7 +22,8 @@ import {
 } from './activeNotebook';
 import { requester } from './api';
 import { addCommands } from './commands';
-import { useTranslator } from './i18n';
+import { interfaceLanguage, useTranslator } from './i18n';
+import { ISessionLike, tellKernelLanguage } from './kernelLanguage';
 import { GradcheckModel } from './model';
 import { GradcheckPanel } from './panel';
 import { translatePlugin } from './schemaTranslation';
@@ -59,8 +60,13 @@ const plugin: JupyterFrontEndPlugin<IGradcheckModel> = {
         model
       );
       const stopRenames = watchRenames(notebook);
+      const stopLanguage = tellKernelLanguage(
+        notebook.sessionContext as unknown as ISessionLike,
+        interfaceLanguage
+      );
       notebook.disposed.connect(stop);
       notebook.disposed.connect(stopRenames);
+      notebook.disposed.connect(stopLanguage);
     };
     tracker.forEach(watchKernel);
     tracker.widgetAdded.connect((_tracker, notebook) => watchKernel(notebook));

@@ -8,7 +8,8 @@ English template and parameters, so a surface can show it in the reader's langua
 `localize(message)`.
 
 The language is, first to last: `language("es")` around the code (a context manager), the
-module setting `set_language("es")`, then the locale environment as gettext reads it
+module setting `set_language("es")`, JupyterLab's interface language when the kernel runs under
+JupyterLab (its front end tells the kernel: `follow_interface`), then the locale environment as gettext reads it
 (`LANGUAGE`, `LC_ALL`, `LC_MESSAGES`, `LANG`); English when none names a language we have.
 The catalog is `locale/<lang>/LC_MESSAGES/jupyterlab_gradcheck.mo` inside the package.
 """
@@ -32,6 +33,7 @@ LOCALE_VARIABLES = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
 
 _chosen: contextvars.ContextVar[str | None] = contextvars.ContextVar("gradcheck_language", default=None)
 _setting: list[str | None] = [None]
+_interface: list[str | None] = [None]
 
 
 def normalize(name: str | None) -> str | None:
@@ -72,9 +74,16 @@ def set_language(name: str | None) -> None:
     _setting[0] = None if name is None else checked(name)
 
 
+def follow_interface(name: str | None) -> None:
+    """The language of the interface this kernel serves (JupyterLab tells a kernel it starts,
+    see the front end's kernelLanguage.ts); it comes before the locale environment, after
+    `set_language`. A language we do not have is English, as the interface would show."""
+    _interface[0] = None if name is None else (normalize(name) or "en")
+
+
 def active_language() -> str:
     """The language messages are shown in now."""
-    return _chosen.get() or _setting[0] or environment_language()
+    return _chosen.get() or _setting[0] or _interface[0] or environment_language()
 
 
 @contextlib.contextmanager

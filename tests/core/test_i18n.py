@@ -121,3 +121,45 @@ def test_a_message_is_english_text_wherever_it_travels():
 def test_plain_text_is_looked_up_as_written_and_unknown_text_passes_through():
     assert localize("Failure kept", "es") == "Fallo conservado"
     assert localize("a sentence the catalog does not hold", "es") == "a sentence the catalog does not hold"
+
+
+def test_the_interface_language_comes_before_the_locale_and_after_set_language(monkeypatch):
+    """Given a kernel whose locale is English, when JupyterLab tells it its interface is
+    Spanish (`follow_interface("es-ES")`), then messages are Spanish; `set_language("en")`
+    still wins, and `follow_interface(None)` gives the locale back."""
+    from jupyterlab_gradcheck.core.i18n import _, active_language, follow_interface, set_language
+
+    monkeypatch.setenv("LANGUAGE", "en")
+    try:
+        follow_interface("es-ES")
+        assert active_language() == "es"
+        assert _("passed") == "correcto"
+        set_language("en")
+        assert active_language() == "en"
+        set_language(None)
+        follow_interface("fr-FR")  # a language we do not have: English, as the interface shows
+        assert active_language() == "en"
+    finally:
+        follow_interface(None)
+        set_language(None)
+    assert active_language() == "en"
+
+
+def test_an_english_text_that_crossed_a_process_is_recognised_and_translated():
+    """Given English texts a worker sent as plain strings (an error with a field prefix, a
+    nested reason), when translated to Spanish, then each is the catalog's Spanish with its
+    values kept; a text no message wrote is unchanged."""
+    from jupyterlab_gradcheck.core.i18n import accepted_language, translate_text
+
+    assert translate_text("function 'foo' is not in the allowed list", "es") == (
+        "la función 'foo' no está en la lista de funciones permitidas"
+    )
+    assert translate_text("analytical_gradient: unknown name 'y'; declared inputs: x", "es") == (
+        "analytical_gradient: nombre desconocido 'y'; entradas declaradas: x"
+    )
+    assert translate_text("hello world", "es") == "hello world"
+    assert translate_text("function 'foo' is not in the allowed list", "en").startswith("function")
+    assert accepted_language("es-ES,es;q=0.9,en;q=0.8") == "es"
+    assert accepted_language("fr, en;q=0.5") == "en"
+    assert accepted_language("en;q=0.9, es") == "es"
+    assert accepted_language(None) == "en"

@@ -6,7 +6,10 @@ standard output without `-o`. `csv` has one row per check; `submission-csv` one 
 and assignment, with `student_id` and `assignment` as `nbgrader export` names them, so the two
 CSVs join directly (docs/grading.md). `notebook` takes one notebook and writes a copy with its
 whole ledger embedded in the metadata, which `verify` accepts on its own. `--replay` re-runs every
-observation first, so one export also shows a forgery whose hashes were recomputed.
+observation first, so one export also shows a forgery whose hashes were recomputed. Over a
+folder, a progress bar is drawn on standard error when it is a terminal, as `verify` draws it.
+Submissions of different students that share a ledger are named in `shared_with` (CSV), in a
+section of the HTML, and in JSON (core.ledger.copies).
 """
 
 from __future__ import annotations
@@ -76,8 +79,14 @@ def run(args) -> int:
         print(_("wrote {path}").format(path=out), file=sys.stderr)
         return EXIT_OK
     from ..core.report.submissions import collect
+    from .progress import progress_bar
 
-    submissions = collect(args.paths, replay=args.replay, jobs=args.jobs, **witness_options(args))
+    bar = progress_bar() if any(Path(path).is_dir() for path in args.paths) else None
+    try:
+        submissions = collect(args.paths, replay=args.replay, jobs=args.jobs, progress=bar, **witness_options(args))
+    finally:
+        if bar is not None:
+            bar.close()
     if args.format == "csv":
         from ..core.report.csv_export import to_csv as render
     elif args.format == "submission-csv":

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..core.i18n import N_, _, localize
 from ..core.ledger.verify import verify_path
+from ..core.report.class_copies import class_pairs, pair_lines
 from .common import EXIT_FINDING, EXIT_OK, add_witness_argument, witness_options
 from .progress import progress_bar
 
@@ -172,4 +173,9 @@ def run(args) -> int:
             print("\n".join(_lines(report)))
         if not result["reports"]:
             print(_("nothing to verify under {path}: no notebooks or ledgers").format(path=args.path))
-    return EXIT_OK if result["ok"] and not any(_unwitnessed(r) for r in result["reports"]) else EXIT_FINDING
+    pairs = class_pairs(result["reports"], args.path) if Path(args.path).is_dir() else []
+    if not args.json:
+        for line in pair_lines(pairs):
+            print(line)
+    clean = result["ok"] and not pairs and not any(_unwitnessed(r) for r in result["reports"])
+    return EXIT_OK if clean else EXIT_FINDING

@@ -38,7 +38,7 @@ def run_attested(
         return completed, None
     refuse_bad_callable(spec)  # bad input writes nothing, not even the tolerance change it came with
     justify_tolerance_changes(spec, ledger, justification)
-    completed, entry = LedgeredRun.declare(ledger, spec).run()
+    completed, entry = LedgeredRun.declare(ledger, spec, justification).run()
     attestation = attestation_for(ledger, entry)
     publish(attestation)
     return completed, attestation

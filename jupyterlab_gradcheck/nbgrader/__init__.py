@@ -18,7 +18,8 @@ Preprocessors, each one concept, enabled together by `configure(c)` in `nbgrader
 This package imports nbgrader; the verdict, rubric and rows live in `core.report.grading`.
 """
 
-from .config import configure, grade_cell
+from .config import configure
 from .config_names import GRADE_CELL_ID
+from .grade_cell import grade_cell
 
 __all__ = ["GRADE_CELL_ID", "configure", "grade_cell"]

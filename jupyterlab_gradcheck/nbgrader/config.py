@@ -7,7 +7,8 @@ In the course's `nbgrader_config.py`:
     configure(c)
 
 `configure` puts each preprocessor at its place in nbgrader's default lists (docs/grading.md
-lists the resulting lines) and names every ledger of `source/` in
+lists the resulting lines), among them `AddLedgerCell`, which gives every notebook that calls the
+checker the ledger's grade cell, and names every ledger of `source/` in
 `c.Autograde.exclude_overwriting`, so autograde never copies the instructor's ledger over a
 student's. Call it after setting `c.CourseDirectory.root`, if you set it.
 """
@@ -17,37 +18,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import nbformat
-
 from ..core.ledger.store import LEDGER_SUFFIX
-from .config_names import GRADE_CELL_ID
 
 PACKAGE = "jupyterlab_gradcheck.nbgrader"
-#: The source of the grade cell: run by the student it scores nothing; autograde replaces its output.
-GRADE_CELL_SOURCE = (
-    "# The ledger's integrity. nbgrader's autograder verifies the ledger you submit and\n"
-    "# replaces this cell's output with its verdict and score (jupyterlab_gradcheck).\n"
-    "# Run here, it scores nothing.\n"
-    "0.0"
-)
-
-
-def grade_cell(points: float = 2, grade_id: str = GRADE_CELL_ID):
-    """The gradcheck grade cell for a source notebook: a locked, autograded code cell."""
-    return nbformat.v4.new_code_cell(
-        GRADE_CELL_SOURCE,
-        metadata={
-            "nbgrader": {
-                "grade": True,
-                "grade_id": grade_id,
-                "locked": True,
-                "points": points,
-                "schema_version": 3,
-                "solution": False,
-                "task": False,
-            }
-        },
-    )
 
 
 def ledgers_in_source(course_root: str | os.PathLike) -> dict[str, list[str]]:
@@ -76,6 +49,7 @@ def configure(c, course_root: str | os.PathLike | None = None) -> None:
     from nbgrader.converters import Autograde, GenerateAssignment
 
     from .comments import CommentLedgerFlags
+    from .ledger_cell import AddLedgerCell
     from .release import StripReleaseLedger
     from .rerun import IsolateRerun
     from .score import ScoreLedger
@@ -84,7 +58,9 @@ def configure(c, course_root: str | os.PathLike | None = None) -> None:
     def default(cls, name):
         return list(cls.class_traits()[name].make_dynamic_default())
 
-    c.GenerateAssignment.preprocessors = default(GenerateAssignment, "preprocessors") + [StripReleaseLedger]
+    c.GenerateAssignment.preprocessors = _with(
+        default(GenerateAssignment, "preprocessors"), {("before", "LockCells"): AddLedgerCell}
+    ) + [StripReleaseLedger]
     c.Autograde.sanitize_preprocessors = [VerifySubmittedLedger] + default(Autograde, "sanitize_preprocessors")
     c.Autograde.autograde_preprocessors = _with(
         default(Autograde, "autograde_preprocessors"),

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, Unicode
+from traitlets import Bool, Float, Unicode
 
 from ..core.i18n import Message, checked, localize
 from ..core.ledger.attestation import notebook_attestations
 from ..core.ledger.store import Ledger
-from ..core.report.grading import Rubric, score_line, score_of, verdict, verdict_lines
+from ..core.report.grading import WIDENED, Rubric, score_line, score_of, verdict, verdict_lines
 from ..core.report.rerun_comparison import compare_rerun
 from ..core.report.submissions import load
 from .config_names import GRADE_CELL_ID
@@ -70,6 +70,21 @@ class ScoreLedger(NbGraderPreprocessor):
         "deleted).",
     )
     no_checks = _share("no_checks", "Share of the points for a notebook that recorded no checks at all.")
+    revision_justified = _share(
+        "revision_justified",
+        "Share of the points lost per check whose expectation was revised, with a justification, after it ran "
+        "(the cost of a second try; an unjustified revision costs expectation_revised_after_observation).",
+    )
+    shared_with = _share(
+        "shared_with",
+        "Share of the points lost per other student's submission that shares this ledger (unless the witness "
+        "saw this student write it).",
+    )
+    fail_tests_of_widened = Bool(
+        True,
+        help="Score as failed the autograder test cells that follow a check whose tolerance was widened right "
+        "after it failed (up to the next solution cell): `assert check.passed` does not win the point back.",
+    ).tag(config=True)
 
     def rubric(self) -> Rubric:
         return Rubric(**{name: getattr(self, name) for name in Rubric.__dataclass_fields__})
@@ -80,15 +95,19 @@ class ScoreLedger(NbGraderPreprocessor):
             resources["metadata"]["path"] = rerun["folder"]
         state = nb.metadata.get(AUTOGRADE_KEY)
         if state is None:
-            self.log.error(
-                "gradcheck: no verify report in the notebook: put VerifySubmittedLedger first in "
-                "c.Autograde.sanitize_preprocessors (jupyterlab_gradcheck.nbgrader.configure does)"
+            return nb, self.unscored(
+                nb,
+                resources,
+                Message(
+                    "gradcheck: the ledger was not scored: no verify report in the notebook; put "
+                    "VerifySubmittedLedger first in c.Autograde.sanitize_preprocessors (configure(c) does)"
+                ),
             )
-            return nb, resources
         info = resources["nbgrader"]
         submitted = course_folder(self, "submitted", info["student"], info["assignment"])
         autograded = course_folder(self, "autograded", info["student"], info["assignment"])
         submission = load("notebook", submitted / f"{info['notebook']}.ipynb", state["report"])
+        submission["shared_with"] = state.get("shared_with") or []
         if file_sha256(autograded / state["ledger"]) != state["ledger_sha256"]:
             submission["verify"]["errors"].append(
                 {
@@ -112,11 +131,14 @@ class ScoreLedger(NbGraderPreprocessor):
         cell = next((c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == self.grade_id), None)
         score = None
         if cell is None:
-            self.log.warning(
-                "gradcheck: no grade cell %r in %s: the verdict is in the metadata only",
-                self.grade_id,
-                info["notebook"],
+            missing = Message(
+                "gradcheck: the ledger was not scored: {notebook} has no grade cell {grade_id!r}; its verdict is "
+                "in the feedback and the metadata only",
+                notebook=info["notebook"],
+                grade_id=self.grade_id,
             )
+            self.log.error("%s", missing)
+            lines.insert(0, localize(missing, language))
         else:
             points = float(cell.metadata["nbgrader"].get("points", 0))
             score = score_of(result, points)
@@ -129,9 +151,48 @@ class ScoreLedger(NbGraderPreprocessor):
             "score": score,
         }
         cells = {item["check_id"]: item["cell"] for item in reversed(notebook_attestations(nb))}  # first cell wins
+        if self.fail_tests_of_widened:
+            fail_widened_tests(nb, cells, [f["check_id"] for f in result["flags"] if f["flag"] == WIDENED], language)
         resources[VERDICT_KEY] = {"result": result, "lines": lines, "language": language, "cells": cells}
         drop_attestations(nb)  # they name the re-run's discarded ledger: autograded/ keeps the student's
         return nb, resources
+
+    def unscored(self, nb, resources, reason: Message):
+        """Say loudly, in the log and in the feedback, that this notebook's ledger was not scored."""
+        self.log.error("%s", reason)
+        language = checked(self.language)
+        result = {"flags": [], "status": "unscored"}
+        resources[VERDICT_KEY] = {
+            "result": result,
+            "lines": [localize(reason, language)],
+            "language": language,
+            "cells": {},
+        }
+        return resources
+
+
+def fail_widened_tests(nb, cells: dict, widened: list, language: str) -> None:
+    """Give an error output to every test cell (autograded, not a solution) that follows the cell
+    of a widened check, up to the next solution cell: nbgrader scores it 0."""
+    for check_id in widened:
+        start = cells.get(check_id)
+        if start is None:
+            continue
+        for cell in nb.cells[start:]:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("solution"):
+                break
+            if meta.get("grade") and cell.cell_type == "code" and meta.get("grade_id") != GRADE_CELL_ID:
+                text = localize(
+                    Message(
+                        "gradcheck: check {check_id!r} was widened right after it failed: this test counts as failed",
+                        check_id=check_id,
+                    ),
+                    language,
+                )
+                cell.outputs = [
+                    nbformat.v4.new_output("error", ename="WidenedAfterFailure", evalue=text, traceback=[text])
+                ]
 
 
 def _outputs(lines: list[str], score: float, execution_count) -> list:

@@ -17,11 +17,12 @@ import shutil
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Unicode
+from traitlets import Bool, Float, Unicode
 
 from ..core.ledger.store import LEDGER_SUFFIX, ledger_path_for
-from ..core.ledger.verify import verify_item
-from ..core.ledger.witness_check import load_witness
+from ..core.ledger.verify import verify_item, witness_for
+from ..core.ledger.witness_check import DEFAULT_MAX_DELAY
+from .class_copies import class_shared
 from .course_paths import course_folder
 
 #: The notebook metadata key that carries the autograder's state from one pass to the next.
@@ -79,6 +80,23 @@ class VerifySubmittedLedger(NbGraderPreprocessor):
         "submission against; its gaps become the witness_gap flag. None: no "
         "witness.",
     ).tag(config=True)
+    witness_key = Unicode(
+        None,
+        allow_none=True,
+        help="With a witness log file: the witness's public key (base64) or its fingerprint (sha256:<hex>) "
+        "recorded when the course started; the key file beside the log is never read. A URL gives its own key "
+        "(this pins it when set).",
+    ).tag(config=True)
+    max_delay = Float(
+        DEFAULT_MAX_DELAY,
+        help="Seconds an entry may take to reach the witness and still count as on time; later ones are "
+        "flagged 'witnessed late'.",
+    ).tag(config=True)
+    compare_class = Bool(
+        True,
+        help="Compare each submission with the other students' submissions of the assignment: a shared "
+        "ledger id, entry, attestation or identical run is flagged shared_with.",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
@@ -86,9 +104,8 @@ class VerifySubmittedLedger(NbGraderPreprocessor):
         autograded = course_folder(self, "autograded", info["student"], info["assignment"])
         notebook = submitted / f"{info['notebook']}.ipynb"
         restored = keep_students_ledgers(submitted, autograded, self.log)
-        report = verify_item(
-            "notebook", notebook, replay=self.replay, witness=load_witness(self.witness) if self.witness else None
-        )
+        witness = witness_for(self.witness, self.witness_key, info["student"] if self.witness else None, self.max_delay)
+        report = verify_item("notebook", notebook, replay=self.replay, witness=witness)
         ledger = Path(str(report.get("ledger") or ledger_path_for(notebook))).name
         self.log.info(
             "gradcheck: %s verified before re-execution: ok=%s, %d errors",
@@ -101,5 +118,6 @@ class VerifySubmittedLedger(NbGraderPreprocessor):
             "ledger": ledger,
             "ledger_sha256": file_sha256(submitted / ledger),
             "restored": restored,
+            "shared_with": json_safe(class_shared(self, info, report)) if self.compare_class else [],
         }
         return nb, resources

@@ -156,3 +156,27 @@ def environment() -> dict:
     for key in ("GRADCHECK_WITNESS_URL", "GRADCHECK_WITNESS_TOKEN", "JPY_SESSION_NAME"):
         env.pop(key, None)
     return env
+
+
+def grade(root: Path) -> None:
+    """What the instructor runs once the class has submitted: `nbgrader autograde` (its log kept
+    in autograde.log), `generate_feedback`, `export`, then our submission CSV (`ledgers.csv`)."""
+    autograde = run("autograde", ASSIGNMENT, cwd=root)
+    (root / "autograde.log").write_text(autograde.stdout + autograde.stderr)
+    run("generate_feedback", ASSIGNMENT, cwd=root)
+    run("export", cwd=root)
+    export_ledgers(root)
+
+
+def export_ledgers(root: Path) -> None:
+    """`jupyter gradcheck export submitted --format submission-csv -o ledgers.csv` in the course."""
+    completed = subprocess.run(
+        [str(NBGRADER.with_name("jupyter-gradcheck")), "export", "submitted", "--format", "submission-csv"]
+        + ["-o", "ledgers.csv"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment(),
+    )
+    assert completed.returncode == 0, completed.stderr

@@ -19,8 +19,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import course_builder as cb
@@ -56,27 +54,7 @@ def course(tmp_path_factory) -> Path:
         ledger = root / "submitted" / student / cb.ASSIGNMENT / cb.LEDGER
         if ledger.exists():
             (root / "handed_in" / student).write_bytes(ledger.read_bytes())
-    autograde = cb.run("autograde", cb.ASSIGNMENT, cwd=root)
-    (root / "autograde.log").write_text(autograde.stdout + autograde.stderr)
-    cb.run("generate_feedback", cb.ASSIGNMENT, cwd=root)
-    cb.run("export", cwd=root)
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("jupyter-gradcheck")),
-            "export",
-            "submitted",
-            "--format",
-            "submission-csv",
-            "-o",
-            "ledgers.csv",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=cb.environment(),
-    )
-    assert completed.returncode == 0, completed.stderr
+    cb.grade(root)
     return root
 
 

@@ -66,12 +66,13 @@ def apply_ledger_tolerance(spec: CheckSpec, history: dict | None) -> CheckSpec:
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
-def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
+def declare(ledger: Ledger, parsed: CheckSpec, justification: str | None = None) -> tuple[CheckSpec, dict, dict]:
     """Write the expectation of a check about to run; return (spec as run, as recorded, entry).
 
     The ledger's current tolerance applies (an explicit contradicting one is refused before
     anything is written), and an analytical gradient that differs from the recorded one is
-    first recorded as an `expectation_change`. The history is read and the entries written
+    first recorded as an `expectation_change`, carrying `justification` when given (the
+    honest correction a grader does not penalise). The history is read and the entries written
     under one exclusive lock, so no other writer's entry can come in between.
     """
     with ledger.locked() as held:
@@ -83,7 +84,9 @@ def declare(ledger: Ledger, parsed: CheckSpec) -> tuple[CheckSpec, dict, dict]:
             and history["expectation"] is not None
             and history["analytical_gradient"] != spec_dict["analytical_gradient"]
         ):
-            held.change_expectation(parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=None)
+            held.change_expectation(
+                parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=justification
+            )
         return parsed, spec_dict, held.record_expectation(spec_dict)
 
 
@@ -126,9 +129,9 @@ class LedgeredRun:
     expectation: dict  #: the expectation entry the outcome refers to
 
     @classmethod
-    def declare(cls, ledger: Ledger, parsed: CheckSpec) -> LedgeredRun:
+    def declare(cls, ledger: Ledger, parsed: CheckSpec, justification: str | None = None) -> LedgeredRun:
         """Write the expectation of `parsed` (see `declare`) and return the open attempt."""
-        spec, spec_dict, expectation = declare(ledger, parsed)
+        spec, spec_dict, expectation = declare(ledger, parsed, justification)
         return cls(ledger, spec, spec_dict, expectation)
 
     def observed(self, record: dict) -> dict:

@@ -27,8 +27,22 @@ RERUN_MISMATCH = "rerun_mismatch"
 WITNESSED_LATE = "witnessed_late"
 #: Entries the witness never received: the ledger is graded as one that does not verify.
 UNWITNESSED = "unwitnessed"
+#: An expectation revised after its check ran, with a written justification: the honest correction.
+REVISION_JUSTIFIED = "revision_justified"
+#: A ledger (id, entry, attestation or identical run) shared with another student's submission.
+SHARED_WITH = "shared_with"
 #: Every flag a verdict can carry, in the order they are shown.
-FLAGS = (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, WITNESSED_LATE, UNWITNESSED, RERUN_MISMATCH)
+FLAGS = (
+    WIDENED,
+    REVISED,
+    REVISION_JUSTIFIED,
+    SHARED_WITH,
+    REPLAY_MISMATCH,
+    WITNESS_GAP,
+    WITNESSED_LATE,
+    UNWITNESSED,
+    RERUN_MISMATCH,
+)
 #: A submission's statuses from the worst to the best: a student's row shows the worst of its notebooks.
 STATUS_ORDER = ("ledger_missing", "verify_failed", "no_checks", "ok")
 
@@ -43,10 +57,18 @@ class Rubric:
     so it gets `unverified`. Under a witness, entries it received late (an outage) cost nothing
     and are shown; entries it never received (`unwitnessed`) give the ledger `unverified`, as a
     ledger the witness never heard of; other witness findings (other ledgers of the notebook,
-    private runs) cost `witness_gap` each."""
+    private runs) cost `witness_gap` each.
+
+    A justified revision (`revision_justified`) costs `revision_justified`, by default the
+    cost of a second try: less than the test a wrong derivation fails, more than nothing, so an
+    honest correction ranks between the student right first time and the one who stayed wrong.
+    A ledger shared with another student's submission (`shared_with`) costs `shared_with`, unless
+    the witness saw this student write it (then the other one copied)."""
 
     widened_after_failure: float = 0.5
     expectation_revised_after_observation: float = 0.25
+    revision_justified: float = 0.1
+    shared_with: float = 1.0
     witness_gap: float = 0.5
     rerun_mismatch: float = 1.0
     unverified: float = 0.0
@@ -59,6 +81,46 @@ class Rubric:
 
 def _seqs(seqs) -> str:
     return ", ".join(str(seq) for seq in seqs)
+
+
+def _justified(submission: dict, check_id: str, seqs) -> list[dict]:
+    """The expectation changes of `check_id` at `seqs`, when every one carries a justification."""
+    changes = [
+        change
+        for change in ((submission.get("checks") or {}).get(check_id) or {}).get("expectation_changes") or []
+        if change["seq"] in set(seqs)
+    ]
+    return changes if changes and all(str(c.get("justification") or "").strip() for c in changes) else []
+
+
+def _revision_text(check_id: str, change: dict) -> Message:
+    return Message(
+        "{flag}: check {check_id!r}: expectation revised from {old!r} to {new!r} (ledger seq {seq}): {justification}",
+        flag=REVISION_JUSTIFIED,
+        check_id=check_id,
+        old=str(change.get("old")),
+        new=str(change.get("new")),
+        seq=change["seq"],
+        justification=str(change.get("justification")),
+    )
+
+
+def shared_flags(submission: dict) -> list[dict]:
+    """One flag per other submission this one shares its ledger with (core.ledger.copies)."""
+    return [
+        {
+            "flag": SHARED_WITH,
+            "check_id": None,
+            "text": Message(
+                "{flag}: {student} ({notebook}) shares this ledger: {how}",
+                flag=SHARED_WITH,
+                student=other["student"] or other["path"],
+                notebook=other["notebook"],
+                how=", ".join(other["how"]),
+            ),
+        }
+        for other in submission.get("shared_with") or []
+    ]
 
 
 def flags_of(submission: dict) -> list[dict]:
@@ -84,6 +146,11 @@ def flags_of(submission: dict) -> list[dict]:
                 check_id=item["check_id"],
                 seqs=_seqs(item["seqs"]),
             )
+        elif item["flag"] == REVISED and _justified(submission, item["check_id"], item["seqs"]):
+            for change in _justified(submission, item["check_id"], item["seqs"]):
+                text = _revision_text(item["check_id"], change)
+                found.append({"flag": REVISION_JUSTIFIED, "check_id": item["check_id"], "text": text})
+            continue
         elif item["flag"] == REVISED:
             text = Message(
                 "{flag}: check {check_id!r}: its expectation was revised after it had run (ledger seq {seqs})",
@@ -116,7 +183,13 @@ def flags_of(submission: dict) -> list[dict]:
             else Message("{flag}: {what} ({count})", flag=flag, what=item["flag"], count=item["count"])
         )
         found.append({"flag": flag, "check_id": None, "text": text})
-    return found
+    return found + shared_flags(submission)
+
+
+def own_ledger(submission: dict) -> bool:
+    """Whether a witness saw this student write the ledger (so a submission sharing it copied it)."""
+    witness = submission["verify"].get("witness") or {}
+    return bool(witness.get("seen")) and bool(witness.get("witnessed")) and submission["verify"]["ok"]
 
 
 def rerun_flags(findings: list[dict]) -> list[dict]:
@@ -149,7 +222,11 @@ def verdict(submission: dict, rubric: Rubric = Rubric(), rerun: list[dict] | Non
     elif any(flag["flag"] == UNWITNESSED for flag in flags):
         fraction = rubric.unverified
     else:
-        fraction = max(0.0, 1.0 - sum(rubric.penalty(flag["flag"]) for flag in flags))
+        owner = own_ledger(submission)
+        fraction = max(
+            0.0,
+            1.0 - sum(rubric.penalty(flag["flag"]) for flag in flags if not (owner and flag["flag"] == SHARED_WITH)),
+        )
     return {
         "status": status,
         "verified": bool(report["ok"]) and status != "ledger_missing",
@@ -200,14 +277,30 @@ SUBMISSION_COLUMNS = (
     "failures_kept",
     WIDENED,
     REVISED,
+    REVISION_JUSTIFIED,
     REPLAY_MISMATCH,
     WITNESS_GAP,
     WITNESSED_LATE,
     UNWITNESSED,
     "errors",
+    "error_reasons",
+    "justifications",
+    SHARED_WITH,
     "witnessed",
     "ledger_fraction",
 )
+#: The flags counted in a row, one column each.
+COUNTED = (WIDENED, REVISED, REVISION_JUSTIFIED, REPLAY_MISMATCH, WITNESS_GAP, WITNESSED_LATE, UNWITNESSED)
+
+
+def justifications_of(submission: dict) -> list[str]:
+    """`check: justification` for every tolerance or expectation change the ledger justifies."""
+    found = []
+    for check_id, history in (submission.get("checks") or {}).items():
+        for change in (history.get("tolerance_history") or []) + (history.get("expectation_changes") or []):
+            if str(change.get("justification") or "").strip():
+                found.append(f"{check_id}: {change['justification']}")
+    return found
 
 
 def _all(values) -> bool | None:
@@ -239,11 +332,13 @@ def submission_rows(submissions: list[dict], rubric: Rubric = Rubric()) -> list[
                 "checks": sum(v["checks"] for v in verdicts),
                 "runs": sum(v["runs"] for v in verdicts),
                 "failures_kept": sum(v["failures_kept"] for v in verdicts),
-                **{
-                    flag: counts[flag]
-                    for flag in (WIDENED, REVISED, REPLAY_MISMATCH, WITNESS_GAP, WITNESSED_LATE, UNWITNESSED)
-                },
+                **{flag: counts[flag] for flag in COUNTED},
                 "errors": sum(len(v["errors"]) for v in verdicts),
+                "error_reasons": " | ".join(str(reason) for v in verdicts for reason in v["errors"]),
+                "justifications": " | ".join(text for m in members for text in justifications_of(m)),
+                SHARED_WITH: ";".join(
+                    sorted({str(o["student"] or o["path"]) for m in members for o in m.get("shared_with") or []})
+                ),
                 "witnessed": _all(witnessed_of(m) for m in members),
                 "ledger_fraction": sum(v["fraction"] for v in verdicts) / len(verdicts),
             }

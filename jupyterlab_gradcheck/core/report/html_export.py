@@ -183,6 +183,21 @@ def _submission_block(submission: dict) -> str:
     )
 
 
+def _shared_block(submissions: list[dict]) -> str:
+    """The section that lists each pair of submissions sharing a ledger (core.ledger.copies)."""
+    pairs = sorted(
+        {
+            tuple(sorted((s["student"] or s["path"], o["student"] or o["path"]))) + (", ".join(o["how"]),)
+            for s in submissions
+            for o in s.get("shared_with") or []
+        }
+    )
+    if not pairs:
+        return ""
+    items = "".join(f"<li>{escape(a)} · {escape(b)}: {escape(how)}</li>" for a, b, how in pairs)
+    return f'<section class="shared"><h2>{escape(_("Shared ledgers"))}</h2><ul>{items}</ul></section>'
+
+
 def to_html(submissions: list[dict], *, title: str | None = None, language: str | None = None) -> str:
     """The whole report as one HTML document, in `language` (default: the active language)."""
     with in_language(language):
@@ -200,5 +215,5 @@ def _document(submissions: list[dict], title: str) -> str:
         f'<!DOCTYPE html>\n<html lang="{active_language()}"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_PAGE_STYLE}</style></head><body>"
         f'<h1>{escape(title)}</h1><div class="meta">{escape(summary)}</div>'
-        f"{body}</body></html>\n"
+        f"{_shared_block(submissions)}{body}</body></html>\n"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..ledger.copies import mark_shared
 from ..ledger.history import build_history
 from ..ledger.line_format import LineError, read_entry
 from ..ledger.verify import discover, ledger_lines, refused_report, verify_items, witness_for
@@ -68,7 +69,7 @@ def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = N
         "verify": report,
         "chain_ok": report["chain_ok"],
         "binding_ok": report["binding_ok"],
-        "replay_ok": replay["ok"] if replay is not None else None,
+        "replay_ok": replay["ok"] if replay is not None and (replay["reproduced"] or replay["differs"]) else None,
     }
 
 
@@ -82,13 +83,15 @@ def collect(
     student: str | None = None,
     max_delay: float = DEFAULT_MAX_DELAY,
     refused: dict[str, str] | None = None,
+    progress=None,
 ) -> list[dict]:
     """Every submission under `paths` (files or folders), in a stable order; with `replay`,
     each one's observations are re-run too (in `jobs` worker processes); with `witness` (a URL
     or a log file, its key pinned by `witness_key`) each is held against what the witness saw,
     as `student`'s or the student the path names, each entry due within `max_delay` seconds.
     The files named in `refused` are not read: each is a submission with no entries and the
-    reason as its error."""
+    reason as its error. Each submission gets `shared_with`: the other students' submissions it
+    shares a ledger with (core.ledger.copies); `progress(done, total)` hears of each one verified."""
     refused = refused or {}
     found = []
     for given in paths:
@@ -98,10 +101,12 @@ def collect(
     seen = witness_for(witness, witness_key, student, max_delay)
     if seen is not None and len(paths) == 1 and Path(paths[0]).is_dir():
         seen["root"] = str(paths[0])
-    reports = iter(verify_items(readable, replay=replay, jobs=jobs, witness=seen))
-    return [
+    reports = iter(verify_items(readable, replay=replay, jobs=jobs, witness=seen, progress=progress))
+    submissions = [
         load(
             kind, item, refused_report(kind, item, refused[str(item)]) if str(item) in refused else next(reports), root
         )
         for kind, item, root in found
     ]
+    mark_shared(submissions)
+    return submissions

@@ -11,7 +11,14 @@ from ..core.i18n import _, language
 from .common import EXIT_BAD_INPUT, add_language_argument, language_in
 
 #: Subcommand modules, each with `add_parser(subparsers)` and `run(args) -> int`.
-COMMANDS = ("run_command", "tolerance_command", "verify_command", "export_command", "witness_command")
+COMMANDS = (
+    "run_command",
+    "tolerance_command",
+    "verify_command",
+    "export_command",
+    "witness_command",
+    "nbgrader_command",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,19 @@ class NewStyleCube(torch.autograd.Function):
         ctx.x = inputs[0]
 
 
+class NewStyleDouble(torch.autograd.Function):
+    """2x as a new-style Function (forward without ctx, setup_context saving nothing), for subclasses to give a
+    backward."""
+
+    @staticmethod
+    def forward(x):
+        return 2 * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+
 class CubeWrongAt(NewStyleCube):
     """x**3 with a hand-written backward that adds 1 at one element only (new-style Function,
     no vmap rule: vmap refuses it, so the finite differences fall back to the loop)."""

@@ -20,6 +20,7 @@ from ..i18n import Message
 from .autograd import several_outputs
 from .autograd.custom_functions import graph_functions, only_built_in_formulas
 from .autograd.forward_and_batched import MODES, function_modes
+from .autograd.grad_output_derivative import grad_output_derivative
 from .autograd.observations import observe_autograd
 from .autograd.second_order import second_order, second_order_of_outputs
 from .autograd.signature import check_signature
@@ -28,7 +29,9 @@ from .autograd.undefined_grad import UNDEFINED_REASON
 from .compare.forward_pass import SeveralOutputs
 from .compare.tensors import to_tensor
 from .environment import available_devices, capture_environment
+from .failing_record import ensure_failure
 from .first_order import FirstOrder, elements, failure, first_order
+from .random_grad_output import by_output, random_grad_output
 from .record.devices import resolve_device
 from .record.spec import CheckSpec, parse_spec
 
@@ -58,10 +61,25 @@ def _add_function_modes(record: dict, modes: dict | None) -> None:
     if modes is None:
         return
     record["function_modes"] = modes
-    rows = [row for key in MODES for row in modes[key].get("comparisons", [])]
+    blocks = [modes.get(key) or {} for key in MODES]
+    rows = [row for block in blocks for row in block.get("comparisons", [])]
     failed = [failure(row, "probable_bug", _MODE_REASONS[row["name"]]) for row in rows if not row["passed"]]
-    failed += modes["undefined_grad"].get("failures", [])
+    failed += [found for block in blocks for found in block.get("failures", [])]
     _join(record, failed, passed=not failed)
+
+
+def _add_grad_output_derivative(block: dict, found: dict) -> None:
+    """The double backward's derivative in grad_output, into the second-order block: its failures first (they name
+    an element, where a failing gradgradcheck names none)."""
+    block["grad_output"] = found
+    block["failures"] = found.get("failures", []) + block["failures"]
+    block["passed"] = block["passed"] and not found.get("failures")
+
+
+def _join_block(record: dict, key: str, block: dict) -> None:
+    """A further block under `key`, its failures and verdict joined to the record's."""
+    record[key] = block
+    _join(record, block.get("failures", []), passed=block.get("passed", True))
 
 
 def _join(record: dict, failures: list, *, passed: bool) -> None:
@@ -93,8 +111,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
         except SeveralOutputs as several:
             found = several.outputs
         else:
-            return _one_output(spec, function, leaves, device, observed, sweep=sweep, symbolic=symbolic)
-    return _several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic)
+            return ensure_failure(_one_output(spec, function, leaves, device, observed, sweep=sweep, symbolic=symbolic))
+    return ensure_failure(_several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic))
 
 
 def _sweep_wanted(sweep: bool | None, leaves: dict) -> bool:
@@ -113,8 +131,13 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
             "environment": capture_environment(device),
         }
     )
+    if not spec.expression and part.raw["custom_functions"]:
+        # a custom Function's backward under a grad_output that sees more than all ones
+        _join_block(record, "random_grad_output", random_grad_output(spec, function, leaves, part.v, part.raw))
     if spec.hessian is not None:
         block = second_order(function, leaves, part.v, spec.hessian, spec.tolerance)
+        if not spec.expression and part.raw["custom_functions"]:
+            _add_grad_output_derivative(block, grad_output_derivative(function, leaves, part.v, spec.tolerance))
         record["second_order"] = block
         _join(record, block["failures"], passed=block["passed"])
     if not spec.expression:
@@ -154,8 +177,17 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
     )
     # each differentiable output's grad_output, for the blocks observed over several outputs
     weights = {k: p.v.detach() for k, p in parts.items()}
+    custom = not spec.expression and bool(graph_functions(found))
+    if custom:
+        randomised = {k: random_grad_output(*plan.parts[k], leaves, p.v, p.raw) for k, p in parts.items()}
+        _join_block(record, "random_grad_output", by_output(randomised))
     if spec.hessian is not None:
         block = second_order_of_outputs(function, leaves, weights, spec.hessian, spec.tolerance)
+        if custom:
+            derivatives = {
+                k: grad_output_derivative(plan.parts[k][1], leaves, p.v, spec.tolerance) for k, p in parts.items()
+            }
+            _add_grad_output_derivative(block, by_output(derivatives))
         record["second_order"] = block
         _join(record, block["failures"], passed=block["passed"])
     _add_function_modes(

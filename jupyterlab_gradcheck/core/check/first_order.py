@@ -17,6 +17,7 @@ import torch
 
 from ..i18n import Message
 from .autograd.expectation_tensors import analytical_tensors
+from .autograd.failures import failure
 from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
 from .compare.comparison import Operand
 from .compare.stacked_rows import compare_rows
@@ -148,26 +149,27 @@ def batching(info: dict) -> str | None:
     return "" if info.get("batched") and info.get("batch_check_evaluations") else None
 
 
-def failure(row: dict, diagnosis: str, reason: str) -> dict:
-    """The failure a failed comparison row becomes: its diagnosis, the reason in words, and the worst element."""
-    """The failure of a comparison row, naming its output where the row does (a function of several outputs)."""
-    worst = row["worst"]
-    return {
-        "comparison": row["name"],
-        "input": row["input"],
-        "index": worst["index"],
-        "left_label": row["left"],
-        "right_label": row["right"],
-        "left": worst["left"],
-        "right": worst["right"],
-        "abs_err": worst["abs_err"],
-        "rel_err": worst["rel_err"],
-        "rtol": row["rtol"],
-        "atol": row["atol"],
-        "diagnosis": diagnosis,
-        "reason": reason,
-        **({"output": row["output"]} if "output" in row else {}),
-    }
+def diagnosed_failures(spec: CheckSpec, function, leaves: dict, diffs, grads: dict, comparisons: list) -> list:
+    """The failures of the failed `comparisons`, each with its diagnosis, against the finite differences `diffs`
+    (core/check/differences.py) and the gradients `grads` (observation name -> {input name -> tensor})."""
+    if all(row["passed"] for row in comparisons):
+        return []
+    fd_step = spec.finite_difference["step"]
+    context = DiagnosisContext(
+        function=function,
+        fd_values=diffs.values,
+        fd_v=diffs.v,
+        dtype=spec.dtype,
+        scheme=spec.finite_difference["scheme"],
+        step=diffs.info["step"] if fd_step is not None else None,
+        fd_tolerance=spec.finite_difference,
+        grads=grads,
+        # two more forward passes, needed only to explain a failure
+        nondeterminism=nondeterminism(function, leaves),
+        fd_structure={n: i["structure"] for n, i in diffs.info["inputs"].items()},
+        refinement=diffs.info.get("refinement", {}),
+    )
+    return [failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
 
 
 def elements(tensors) -> int:
@@ -247,7 +249,7 @@ def first_order(
     diffs = finite_differences(spec, function, leaves, raw, v, sweep=sweep)
     fd_values, fd_v, fd_raw, fd_info, fd_dtype = diffs.values, diffs.v, diffs.estimates, diffs.info, diffs.dtype
     bounds, projected_rows, riders = diffs.bounds, diffs.projected_rows, diffs.riders
-    fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
+    fd_scheme = spec.finite_difference["scheme"]
     names = list(spec.inputs)
     fd = {n: as_dtype(g, leaves[n].dtype) for n, g in fd_raw.items()}
     half_note = (
@@ -274,21 +276,7 @@ def first_order(
     raw["finite_difference"] = fd
 
     comparisons = comparisons_of(spec, analytical, raw, fd, bounds, projected_rows)
-    context = DiagnosisContext(
-        function=function,
-        fd_values=fd_values,
-        fd_v=fd_v,
-        dtype=spec.dtype,
-        scheme=fd_scheme,
-        step=fd_info["step"] if fd_step is not None else None,
-        fd_tolerance=spec.finite_difference,
-        grads=raw,
-        # two more forward passes, needed only to explain a failure
-        nondeterminism=nondeterminism(function, leaves) if any(not r["passed"] for r in comparisons) else "",
-        fd_structure={n: i["structure"] for n, i in fd_info["inputs"].items()},
-        refinement=fd_info.get("refinement", {}),
-    )
-    failures = [failure(row, *diagnose(row, context)) for row in comparisons if not row["passed"]]
+    failures = diagnosed_failures(spec, function, leaves, diffs, raw, comparisons)
     verdict = observations["torch_gradcheck"]["status"] if whole else None
     # the pass-1 tensors read once more (a value of its own, not shared with the observation's)
     pass_1 = raw["backward_pass_1"]

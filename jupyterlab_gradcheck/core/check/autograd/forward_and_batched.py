@@ -30,27 +30,35 @@ from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.complex_tensors import real_inner
 from ..compare.tensors import describe
+from ..fd.mode_tolerance import difference_bound, mode_tolerances
+from .custom_op_registration import opcheck_registration
 from .forward_and_batched_outputs import (
     along_u,
     batched_grad_outputs,
     dual_pairs,
     forward_ad_outputs,
-    forward_skipped,
+    forward_refused,
+    gradients_of,
+    missing_tangent,
     vmap_skipped,
 )
 from .undefined_grad import undefined_grad
 
-#: The observations of the block, in the record's order.
-MODES = ("forward_ad", "batched_grad", "undefined_grad")
+#: The observations of the block, in the record's order (`custom_op` only where the graph holds one).
+MODES = ("forward_ad", "batched_grad", "undefined_grad", "custom_op")
+#: The module of the autograd Function PyTorch generates for a torch.library.custom_op's register_autograd.
+CUSTOM_OP_MODULE = "torch._library.autograd"
 
 #: Seed of the direction u and of the batched grad_outputs: a record is reproducible.
 SEED = 17
-#: Tolerances (float64): forward AD against the backward's Jacobian differ by rounding alone
-#: (1e-9 allows sums of 10^4 terms); central differences along u err by ~eps^(2/3) ~ 4e-11 times
-#: the third derivative's scale (1e-6 allows 10^4); batched and one-at-a-time gradients run the
-#: same kernels batched, equal to rounding (1e-9).
-EXACT = {"rtol": 1e-9, "atol": 1e-9}
-DIFFERENCES = {"rtol": 1e-6, "atol": 1e-6}
+
+
+def _tolerances(leaves: dict) -> dict:
+    """The modes' tolerances in the inputs' dtype and on their device (core/check/fd/mode_tolerance.py):
+    forward AD against the backward's Jacobian and batched against one-at-a-time gradients differ by
+    rounding alone ("exact"); central differences along u by their truncation and rounding ("differences")."""
+    x = next(iter(leaves.values()))
+    return mode_tolerances(x.dtype, x.device)
 
 
 def _directions(leaves: dict) -> dict:
@@ -79,15 +87,19 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
     direction per input, u = (u_x, u_w, ...), against central differences along u and sum_i grad_i . u_i."""
     directions = _directions(leaves)
     try:
-        ((_, tangent),) = dual_pairs(function, leaves, directions)
-    except Exception as exc:  # no jvp, or an operation forward AD does not support: say so
-        return forward_skipped(exc)
+        pairs = dual_pairs(function, leaves, directions)
+    except Exception as exc:  # no jvp (skipped), or a jvp that raised (failed)
+        return forward_refused(exc)
+    if (missing := missing_tangent(pairs, [0])) is not None:
+        return missing
+    ((_, tangent),) = pairs
     plus, minus, width = along_u(function, leaves, directions)
     fd = (plus - minus) / width
     weights = torch.ones_like(tangent) if v is None else v.detach()
     along = real_inner(weights, tangent).reshape(1)  # sum(Re(conj(v) * J u)) for complex values
     backward_along = sum(real_inner(gradients[n].detach(), directions[n]).reshape(1) for n in leaves)
     label = _label(leaves)
+    tolerances = _tolerances(leaves)
     comparisons = [
         compare(
             "forward_ad_vs_finite_difference",
@@ -96,7 +108,8 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
             tangent.detach().reshape(-1),
             left_label="finite_difference_along_u",
             right_label="forward_ad",
-            **DIFFERENCES,
+            **tolerances["differences"],
+            bound=difference_bound(plus, minus, width).reshape(-1),
         ),
         compare(
             "forward_ad_vs_backward",
@@ -105,7 +118,7 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
             along,
             left_label="grad . u (backward)",
             right_label="sum(v * J u) (forward_ad)",
-            **EXACT,
+            **tolerances["exact"],
         ),
     ]
     return {
@@ -125,11 +138,9 @@ def batched_grad(function, leaves: dict, v) -> dict:
         output = function(**inputs)
         generator = torch.Generator().manual_seed(SEED)
         outputs = torch.randn((3, *output.shape), dtype=output.dtype, generator=generator).to(output.device)
-        # an input the output does not reach has zero gradients (one input: as it always was asked)
-        unused = {"allow_unused": True, "materialize_grads": True} if several else {}
 
         def grad_of(weights):
-            return torch.autograd.grad(output, [inputs[n] for n in names], weights, retain_graph=True, **unused)
+            return gradients_of(output, [inputs[n] for n in names], weights)
 
         one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(w) for w in outputs))]
         try:
@@ -149,7 +160,7 @@ def batched_grad(function, leaves: dict, v) -> dict:
                 together.detach().reshape(-1),
                 left_label="one_at_a_time",
                 right_label="vmap",
-                **EXACT,
+                **_tolerances(leaves)["exact"],
             )
             for name, one, together in zip(names, one_by_one, batched)
         ],
@@ -186,15 +197,25 @@ def function_modes(
             }
         )
     else:
-        forward = forward_ad_outputs(function, leaves, _directions(leaves), weights, (DIFFERENCES, EXACT))
+        forward = forward_ad_outputs(
+            function,
+            leaves,
+            _directions(leaves),
+            weights,
+            (_tolerances(leaves)["differences"], _tolerances(leaves)["exact"]),
+        )
         if forward["status"] == "observed":
             forward["direction"] = _direction_text(leaves)
         block.update(
             {
                 "input": _label(leaves),
                 "forward_ad": forward,
-                "batched_grad": batched_grad_outputs(function, leaves, sorted(weights), SEED, EXACT),
+                "batched_grad": batched_grad_outputs(
+                    function, leaves, sorted(weights), SEED, _tolerances(leaves)["exact"]
+                ),
             }
         )
     block["undefined_grad"] = undefined_grad(function, leaves)
+    if any(c.__module__ == CUSTOM_OP_MODULE for c in classes):  # a torch.library.custom_op's generated Function
+        block["custom_op"] = opcheck_registration(function, leaves)
     return block

@@ -23,6 +23,8 @@ from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.complex_tensors import real_inner
 from ..compare.tensors import describe
+from ..fd.mode_tolerance import difference_bound
+from .failures import event_failure
 
 
 def _flat(tensors: list):
@@ -31,11 +33,28 @@ def _flat(tensors: list):
 
 
 def forward_skipped(exc) -> dict:
-    """Forward mode recorded as not applying, with the reason PyTorch gave (no jvp, an unsupported operation)."""
+    """Forward mode recorded as not applying, with the reason PyTorch gave (no jvp, an operation without a
+    forward-mode formula)."""
     return {
         "status": "skipped",
         "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc)),
     }
+
+
+def forward_failed(exc) -> dict:
+    """Forward mode recorded as failed: the jvp (or an operation's forward-mode formula) raised, which
+    `gradcheck(check_forward_ad=True)` fails too."""
+    reason = Message(
+        "forward-mode AD raised: {reason}: suspect the jvp, which gradcheck(check_forward_ad=True) fails too",
+        reason=exception_line(exc),
+    )
+    return {"status": "failed", "reason": reason, "failures": [event_failure("forward_ad", reason)]}
+
+
+def forward_refused(exc) -> dict:
+    """A forward-mode pass that raised: skipped where PyTorch says forward mode is not implemented (a custom
+    Function without a jvp, an operation without a formula), failed otherwise."""
+    return forward_skipped(exc) if isinstance(exc, NotImplementedError) else forward_failed(exc)
 
 
 def vmap_skipped(exc) -> dict:
@@ -48,14 +67,30 @@ def vmap_skipped(exc) -> dict:
 
 def dual_pairs(function, leaves: dict, directions: dict) -> list:
     """(primal, tangent) of each output of forward-mode AD along `directions` (one pair for a tensor output, a list
-    for a tuple), a tangent forward AD leaves undefined as zeros; raises what forward AD raises."""
+    for a tuple), a tangent forward AD leaves undefined as None; raises what forward AD raises.
+
+    Each direction is handed to forward AD as a copy: a jvp returning a view of its input's tangent (a Function
+    whose output is a view) may change it in place, and the finite differences along u must read u as drawn."""
     import torch.autograd.forward_ad as fwad
 
     with fwad.dual_level():
-        found = function(**{n: fwad.make_dual(x.detach(), directions[n]) for n, x in leaves.items()})
+        found = function(**{n: fwad.make_dual(x.detach(), directions[n].clone()) for n, x in leaves.items()})
         pairs = [fwad.unpack_dual(o) for o in (found if isinstance(found, (tuple, list)) else [found])]
         pairs = [(p.primal, p.tangent) for p in pairs]
-    return [(primal, torch.zeros_like(primal) if tangent is None else tangent.detach()) for primal, tangent in pairs]
+    return [(primal, None if tangent is None else tangent.detach()) for primal, tangent in pairs]
+
+
+def missing_tangent(pairs: list, indices: list):
+    """The forward_ad block skipped for the first differentiable output (of `indices`) without a tangent, else None."""
+    for k in indices:
+        if pairs[k][1] is None:
+            reason = Message(
+                "forward-mode AD does not apply: output {k} gets no tangent: an operation on its path has no "
+                "forward-mode formula (a torch.library.custom_op registers none with register_autograd)",
+                k=k,
+            )
+            return {"status": "skipped", "reason": reason}
+    return None
 
 
 def along_u(function, leaves: dict, directions: dict) -> tuple:
@@ -93,8 +128,10 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
     indices = sorted(weights)
     try:
         pairs = dual_pairs(function, leaves, directions)
-    except Exception as exc:  # no jvp, or an operation forward AD does not support: say so
-        return forward_skipped(exc)
+    except Exception as exc:  # no jvp (skipped), or a jvp that raised (failed)
+        return forward_refused(exc)
+    if (missing := missing_tangent(pairs, indices)) is not None:
+        return missing
     tangents = {k: pairs[k][1] for k in indices}
     plus, minus, width = along_u(function, leaves, directions)
     label = ", ".join(leaves)
@@ -109,6 +146,7 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
                 left_label=f"finite_difference_along_u (output {k})",
                 right_label=f"forward_ad (output {k})",
                 **differences,
+                bound=difference_bound(plus[k], minus[k], width).reshape(-1),
             ),
             "output": k,
         }
@@ -138,6 +176,13 @@ def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, 
     }
 
 
+def gradients_of(outputs, inputs: list, weights) -> tuple:
+    """The backward's gradients of `outputs` under `weights`, the graph kept; zeros for an input the outputs do not
+    reach or whose gradient the backward leaves out (a needs_input_grad slip): the first order's comparison against
+    finite differences names such an element, the batched mode only needs a tensor."""
+    return torch.autograd.grad(outputs, inputs, weights, retain_graph=True, allow_unused=True, materialize_grads=True)
+
+
 def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, tolerance: dict) -> dict:
     """The `batched_grad` observation of a function of several outputs, one comparison per input (or
     skipped, with the reason): three grad_output tuples over the differentiable outputs `indices`."""
@@ -150,14 +195,7 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
         draws = [torch.randn((3, *o.shape), dtype=o.dtype, generator=generator).to(o.device) for o in outputs]
 
         def grad_of(*weights):
-            return torch.autograd.grad(
-                outputs,
-                [inputs[n] for n in names],
-                weights,
-                retain_graph=True,
-                allow_unused=True,
-                materialize_grads=True,
-            )
+            return gradients_of(outputs, [inputs[n] for n in names], weights)
 
         one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(*(d[i] for d in draws)) for i in range(3)))]
         try:

@@ -27,13 +27,9 @@ import torch
 from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.tensors import describe, to_tensor
+from ..fd.mode_tolerance import mode_tolerances
 from ..record.hessian_field import DOUBLE_BACKWARD, refuse_wrong_size
-
-#: Tolerance of the finite differences of a gradient (central, step eps^(1/3) max(1, |x|)): their
-#: truncation and rounding are each ~eps^(2/3) ~ 4e-11 times the scale of the third derivative and
-#: of the gradient, in float64; 1e-6 allows for scales up to 10^4 and is still far below a wrong
-#: second derivative's error.
-FD_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
+from .failures import event_failure, failure
 
 
 def _gradients(function, values: dict, v, *, create_graph: bool):
@@ -181,7 +177,10 @@ def second_order(
     weights = None if v is None else v.detach()
     autograd, reason = autograd_hessian(function, values, weights)
     fd = finite_difference_hessian(function, values, weights)
-    if autograd is None and float(fd.abs().max()) <= FD_TOLERANCE["atol"]:
+    # the finite differences of a gradient (central, step eps^(1/3) max(1, |x|)) against the double
+    # backward: the modes' "differences" tolerance in x's dtype and on its device (core/check/fd/mode_tolerance.py)
+    fd_tolerance = mode_tolerances(x.dtype, x.device)["differences"]
+    if autograd is None and float(fd.abs().max()) <= fd_tolerance["atol"]:
         # a gradient that does not depend on x (a linear function) has no graph to differentiate
         # either: its finite differences say the Hessian is 0, so the backward is not at fault
         autograd = fd.new_zeros(fd.shape)
@@ -207,23 +206,7 @@ def second_order(
     expected = expected_hessian(written, function, values, weights, autograd)
     comparisons, failures = [], []
     if autograd is None:
-        failures.append(
-            {
-                "comparison": "hessian_autograd",
-                "input": label,
-                "index": None,
-                "left_label": "hessian_autograd",
-                "right_label": "",
-                "left": None,
-                "right": None,
-                "abs_err": None,
-                "rel_err": None,
-                "rtol": None,
-                "atol": None,
-                "diagnosis": "probable_bug",
-                "reason": reason,
-            }
-        )
+        failures.append(event_failure("hessian_autograd", reason, input_name=label))
     else:
         if expected is not None and written != DOUBLE_BACKWARD:
             comparisons.append(
@@ -245,7 +228,7 @@ def second_order(
                 autograd,
                 left_label="hessian_finite_difference",
                 right_label="hessian_autograd",
-                **FD_TOLERANCE,
+                **fd_tolerance,
             )
         )
     failures += [_failure(row, label, layout if several else None) for row in comparisons if not row["passed"]]
@@ -290,21 +273,7 @@ def _failure(row: dict, label: str, layout: list[dict] | None) -> dict:
             **found,
         )
     )
-    return {
-        "comparison": row["name"],
-        "input": label,
-        "index": worst["index"],
-        "left_label": row["left"],
-        "right_label": row["right"],
-        "left": worst["left"],
-        "right": worst["right"],
-        "abs_err": worst["abs_err"],
-        "rel_err": worst["rel_err"],
-        "rtol": row["rtol"],
-        "atol": row["atol"],
-        "diagnosis": "probable_bug",
-        "reason": reason,
-    }
+    return {**failure(row, "probable_bug", reason), "input": label}
 
 
 def second_order_of_outputs(function, leaves: dict, weights: dict, written, tolerance: dict) -> dict:

@@ -19,6 +19,7 @@ from ...errors import exception_line
 from ...i18n import Message
 from ..compare.comparison import compare
 from ..compare.tensors import describe
+from .failures import event_failure
 from .several_outputs import differentiable
 
 #: Why a nonzero gradient in a case fails.
@@ -80,24 +81,7 @@ def undefined_grad(function, leaves: dict) -> dict:
         if exc is not None:
             reason = _crash_reason(undefined, several, exc)
             observed.append({"undefined": label, "status": "crashed", "reason": reason})
-            failures.append(
-                {
-                    "comparison": "undefined_grad",
-                    "input": None,
-                    "index": None,
-                    "undefined": label,
-                    "left_label": "undefined_grad",
-                    "right_label": "",
-                    "left": None,
-                    "right": None,
-                    "abs_err": None,
-                    "rel_err": None,
-                    "rtol": None,
-                    "atol": None,
-                    "diagnosis": "probable_bug",
-                    "reason": reason,
-                }
-            )
+            failures.append(event_failure("undefined_grad", reason, undefined=label))
             continue
         returned = {name: None if g is None else describe(g.detach()) for name, g in grads.items()}
         observed.append({"undefined": label, "status": "returned", "gradients": returned})

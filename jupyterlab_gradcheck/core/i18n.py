@@ -253,11 +253,12 @@ def _fill_text(template: str, values: dict) -> str:
 
 
 def translate_tree(value, lang: str):
-    """Every string of a JSON value through `translate_text` (keys kept: they are the contract)."""
+    """Every sentence (a string with a space) of a JSON value through `translate_text`; keys
+    and codes (`passed`, `probable_bug`: no space) are kept, as the contract they are."""
     if lang == "en":
         return value
     if isinstance(value, str):
-        return translate_text(value, lang)
+        return translate_text(value, lang) if " " in value else value
     if isinstance(value, list):
         return [translate_tree(item, lang) for item in value]
     if isinstance(value, dict):

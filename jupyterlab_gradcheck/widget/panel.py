@@ -20,7 +20,7 @@ from ..core.check.record import defaults
 from ..core.check.record.devices import resolve_device
 from ..core.check.record.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
-from ..core.i18n import _, checked, language, localize
+from ..core.i18n import _, active_language, checked, language, localize, translate_tree
 from ..core.jsonio import loads_strict
 from ..core.report.record_html import FONT_DIM, history_html, record_html
 from ..kernel.kernel_run import run_attested
@@ -60,6 +60,31 @@ def _written(value) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+#: Significant digits of an error or a tolerance the panel shows (the ledger keeps them whole).
+ERROR_DIGITS = 3
+_ROUNDED = ("max_abs_err", "max_rel_err", "abs_err", "rel_err", "rtol", "atol")
+
+
+def shown(record: dict, history: dict | None) -> tuple[dict, dict | None]:
+    """The record and its history as a person reads them, for display only: each English
+    sentence the record keeps (a diagnosis, a note) in the panel's language, and errors and
+    tolerances to ERROR_DIGITS significant digits (3.67e-09, not 3.666852862501036e-09).
+    The record in the ledger and the one `run()` returns stay as they are."""
+    lang = active_language()
+    return _rounded(translate_tree(record, lang)), None if history is None else translate_tree(history, lang)
+
+
+def _rounded(value):
+    if isinstance(value, dict):
+        return {
+            key: float(f"{item:.{ERROR_DIGITS}g}") if key in _ROUNDED and isinstance(item, float) else _rounded(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
 
 
 class GradcheckPanel(widgets.VBox):
@@ -326,12 +351,13 @@ class GradcheckPanel(widgets.VBox):
         check_id = parse_spec(spec).id
         history = self.ledger.checks().get(check_id)
         self.record = None
-        self.result.value = history_html(history) if history else ""
+        self.result.value = history_html(shown(history, None)[0]) if history else ""
 
     def _show(self, record: dict) -> None:
         self.record = record
         history = self.ledger.checks().get(record["id"])
-        self.result.value = record_html(record, history=history)
+        shown_record, shown_history = shown(record, history)
+        self.result.value = record_html(shown_record, history=shown_history)
         verdict = _("passed") if record.get("passed") else _("failed: the failure is kept in the ledger")
         self.message.value = _message(f"{record['id']}: {verdict}", _OK if record.get("passed") else _ERROR)
         used = record["tolerance"]

@@ -8,8 +8,9 @@ hub test (`make test-hub`) starts a hub from this very file, with the class list
 GRADCHECK_HUB_DIR/passwords.json, so what is written here is what the test runs.
 
 Settings read from the environment, all optional:
-- GRADCHECK_HUB_DIR: where the hub keeps its database, cookie secret, the students' home
-  folders and the witness's log and key (default: ./gradcheck-hub);
+- GRADCHECK_HUB_DIR: where the hub keeps its database, cookie secret, the class list and the
+  witness's log and key, mode 0700 (default: ./gradcheck-hub); the students' homes are their
+  OS accounts' own;
 - GRADCHECK_HUB_PORT: the public port (default 8000); the proxy's API listens on the next port,
   the witness on the one after, the hub's own API on the one after that;
 - GRADCHECK_HUB_PROXY: the configurable-http-proxy command (default: found on PATH);
@@ -18,11 +19,13 @@ Settings read from the environment, all optional:
   to it); its folder GRADCHECK_HUB_DIR/witness is then given to that user, mode 0700, so that no
   student's server can read or write the witness's log or key (docs/jupyterhub.md).
 
-This sample is for one machine: SimpleLocalProcessSpawner runs every student's server as the
-hub's own OS user, so the students share one file system. What the hub keeps apart here is who
-may reach which server and what the witness records for whom (docs/jupyterhub.md); for a real
-class, use a spawner that gives each student their own account or container (SystemdSpawner,
-DockerSpawner, KubeSpawner) and the institution's authenticator, and keep the rest.
+Each student's server runs as the student's own OS account (LocalProcessSpawner): the hub runs as
+root, every name on the class list is an account of this machine whose home (mode 0700) is the
+server's root, so no student's kernel can read or write another student's home or ledger. The
+hub's state (GRADCHECK_HUB_DIR, mode 0700: its database, cookie secret, class list) and the
+witness's folder (mode 0700, its own account's with GRADCHECK_WITNESS_USER) are out of every
+student's reach too. docs/jupyterhub.md gives the accounts' set-up, and the same class on
+Kubernetes.
 """
 
 import json
@@ -39,7 +42,9 @@ HUB_DIR = os.path.abspath(os.environ.get("GRADCHECK_HUB_DIR", "gradcheck-hub"))
 PORT = int(os.environ.get("GRADCHECK_HUB_PORT", "8000"))
 PROXY_API_PORT, WITNESS_PORT, HUB_API_PORT = PORT + 1, PORT + 2, PORT + 3
 PUBLIC_URL = f"http://127.0.0.1:{PORT}"
-os.makedirs(HUB_DIR, exist_ok=True)
+os.makedirs(HUB_DIR, mode=0o700, exist_ok=True)
+if os.stat(HUB_DIR).st_uid == os.getuid():
+    os.chmod(HUB_DIR, 0o700)  # the database, cookie secret and class list: the hub's alone
 
 
 class ClassListAuthenticator(Authenticator):
@@ -86,15 +91,17 @@ if os.path.exists(PASSWORDS_FILE):
 c.ClassListAuthenticator.passwords = PASSWORDS
 c.Authenticator.allowed_users = set(PASSWORDS)
 
-# --- every student's single-user server: JupyterLab with the extension, under /user/<name>/ ----
-c.JupyterHub.spawner_class = "simple"  # SimpleLocalProcessSpawner: one machine, no OS accounts
-c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HUB_DIR, "home", "{username}")
+# --- every student's single-user server, as the student's own OS account, under /user/<name>/ -----
+# LocalProcessSpawner starts each server as the OS user of the student's name (the hub runs as
+# root to switch to it), in that account's home: a student's kernel or terminal has her own
+# permissions, so another student's home (mode 0700) answers "Permission denied".
+c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
 c.Spawner.default_url = "/lab"
 c.Spawner.args = [
     # One worker process per student: a class shares its machine's cores.
     "--GradcheckExtension.workers=1",
-] + (["--allow-root"] if os.getuid() == 0 else [])
+]
 # Every ledger head a student's server writes is reported to the witness, through the proxy, with
 # the server's own hub token (JUPYTERHUB_API_TOKEN): the witness asks the hub whose token it is.
 # Never put GRADCHECK_WITNESS_TOKEN here: that is the instructor's.

@@ -7,10 +7,26 @@ These tests live outside `tests/` (the plain `pytest` of `make test-python` coll
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
-from hub import PASSWORDS, PROXY, HubProcess, Student, log_in, start_servers, stop_servers
+from hub import (
+    PASSWORDS,
+    PROXY,
+    HubProcess,
+    Student,
+    interpreter_reachable,
+    kill_processes_in,
+    log_in,
+    make_accounts,
+    remove_accounts,
+    start_servers,
+    stop_servers,
+)
 
 #: Each student's lab1.ipynb; its kernelspec spares the browser JupyterLab's kernel dialog.
 NOTEBOOK = {
@@ -22,7 +38,25 @@ NOTEBOOK = {
 
 
 @pytest.fixture(scope="session")
-def hub(tmp_path_factory):
+def homes():
+    """The students' OS accounts (ana, bob), made for the session when missing, each with a home
+    of mode 0700 in a folder others may traverse but not list; removed at the end."""
+    if os.getuid() != 0:
+        pytest.fail("the hub test runs as root: the hub starts each student's server as her own OS account")
+    folder = Path(tempfile.mkdtemp(prefix="gradcheck-homes-"))
+    folder.chmod(0o711)
+    made = make_accounts(folder, PASSWORDS)
+    try:
+        with interpreter_reachable():
+            yield folder
+    finally:
+        kill_processes_in(folder)
+        remove_accounts(made)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory, homes):
     """A JupyterHub from examples/jupyterhub_config.py on ports 18000-18003, stopped with everything
     it started at the end of the session, even when a test failed."""
     if not PROXY.exists():
@@ -31,6 +65,7 @@ def hub(tmp_path_factory):
             "run `bash scripts/hub-tests.sh` (it runs `npm ci` in hub-tests/)"
         )
     running = HubProcess(tmp_path_factory.mktemp("hub"), instructor_token=secrets.token_hex(24))
+    running.homes = homes
     try:
         running.start()
     except RuntimeError as failed:

@@ -8,10 +8,13 @@ spawned servers run in `<state>/home/<name>`), each by its id.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pwd
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -93,6 +96,8 @@ class HubProcess:
         self.folder, self.instructor_token = folder, instructor_token
         self.log_path = folder / "hub.log"
         self.process: subprocess.Popen | None = None
+        #: The folder of the students' homes (their OS accounts'), set by the test's fixture.
+        self.homes: Path | None = None
 
     def start(self, timeout: float = 90.0) -> HubProcess:
         taken = ports_taken(PORT, 4)
@@ -157,6 +162,58 @@ class HubProcess:
                 self.process.kill()
                 self.process.wait(10)
         return kill_processes_in(self.folder)
+
+
+def make_accounts(homes: Path, names) -> list[str]:
+    """An OS account for each student name that has none, its home `homes/<name>` (mode 0700, the
+    student's own); the names of the accounts made, for `remove_accounts`. Needs root."""
+    made = []
+    for name in names:
+        home = homes / name
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/usr/sbin/nologin"]
+                + ["--user-group", name],
+                check=True,
+                capture_output=True,
+            )
+            made.append(name)
+        account = pwd.getpwnam(name)
+        home.mkdir(parents=True, exist_ok=True)
+        os.chown(home, account.pw_uid, account.pw_gid)
+        home.chmod(0o700)
+    return made
+
+
+def remove_accounts(names: list[str]) -> None:
+    """Remove the accounts `make_accounts` made (their homes go with the test's folder)."""
+    for name in names:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def interpreter_reachable():
+    """While inside, every student account may reach this Python (the servers run it as them):
+    each folder above the real interpreter that others cannot traverse gets o+x (traverse, not
+    list) and has its mode back on leaving."""
+    changed = []
+    try:
+        for folder in Path(os.path.realpath(sys.executable)).parents:
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+                changed.append((folder, stat.S_IMODE(mode)))
+        yield
+    finally:
+        for folder, mode in changed:
+            folder.chmod(mode)
+
+
+def as_student(name: str, *command: str) -> subprocess.CompletedProcess:
+    """`command` run as the OS account `name` (runuser), as that student's kernel would run it."""
+    return subprocess.run(["runuser", "-u", name, "--", *command], capture_output=True, text=True, timeout=60)
 
 
 def kill_processes_in(folder: Path) -> list[int]:

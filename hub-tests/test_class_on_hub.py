@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from hub import PASSWORDS, PUBLIC_URL, ROOT, WITNESS, call, log_in, processes_in
+from hub import PASSWORDS, PUBLIC_URL, ROOT, WITNESS, as_student, call, log_in, processes_in
 
 CHECKS = {
     "ana": {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6},
@@ -101,7 +102,7 @@ def test_each_student_checks_under_her_own_base_url_and_the_witness_signs_both_h
         assert all(r["signature"] for r in theirs)
 
     # The instructor holds ana's ledger file against the witness, through the hub, with her token.
-    ledger = hub.folder / "home" / "ana" / "lab1.gradcheck.jsonl"
+    ledger = hub.homes / "ana" / "lab1.gradcheck.jsonl"
     verified = subprocess.run(
         [str(JUPYTER_GRADCHECK), "verify", str(ledger), "--witness", PUBLIC_URL + WITNESS],
         env={**os.environ, "GRADCHECK_WITNESS_TOKEN": hub.instructor_token},
@@ -240,3 +241,30 @@ def test_the_side_panel_is_served_under_the_students_base_url(hub, students):
     assert "chain OK" in seen["chain"] and "binding broken" not in seen["chain"], seen["chain"]
     assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert seen["otherStatus"] == 403  # ana's browser login does not open bob's JupyterLab
+
+
+def test_each_student_runs_as_her_own_account_and_cannot_read_the_others_files(hub, students):
+    """Given ana's and bob's servers, each spawned as the student's own OS account, with bob's
+    ledger in his home and the witness's key and log in the hub's folder, when ana's account (what
+    her kernel or terminal runs as) lists bob's home, reads or appends to bob's ledger, or reads
+    the witness's private key or its log, then each is refused with "Permission denied" and bob's
+    ledger keeps its bytes; and the processes of ana's server belong to her account."""
+    bob = students["bob"]
+    if not _ledger(bob).json()["entries"]:
+        _run_check(bob)
+    ledger = hub.homes / "bob" / "lab1.gradcheck.jsonl"
+    before = ledger.read_bytes()
+    witness = hub.folder / "witness"
+    attempts = [
+        ("ls", str(hub.homes / "bob")),
+        ("cat", str(ledger)),
+        ("sh", "-c", f"echo forged >> {ledger}"),
+        ("cat", str(witness / "witness.jsonl.key")),
+        ("cat", str(witness / "witness.jsonl")),
+    ]
+    for command in attempts:
+        done = as_student("ana", *command)
+        assert (done.returncode != 0, "Permission denied" in done.stderr) == (True, True), (command, done)
+    assert ledger.read_bytes() == before
+    owners = {Path(f"/proc/{pid}").stat().st_uid for pid in processes_in(hub.homes / "ana")}
+    assert owners == {pwd.getpwnam("ana").pw_uid}, owners

@@ -287,7 +287,7 @@ def _as_value(value):
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").tolist()
+        return fixed_value(value)
     if isinstance(value, dict):
         return {key: _as_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)) and any(isinstance(item, (torch.Tensor, dict, list, tuple)) for item in value):

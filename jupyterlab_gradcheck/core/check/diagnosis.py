@@ -106,7 +106,71 @@ def kink_evidence(ctx: DiagnosisContext, input_name: str, flat_index: int):
     d1, d2 = abs(f1 - b1), abs(f2 - b2)
     scale = max(abs(f2), abs(b2))
     threshold = ctx.fd_tolerance["atol"] + ctx.fd_tolerance["rtol"] * scale + 2 * BOUND_FACTOR * rounding
+    # each side's change between the two steps is measured noise (a linear op's quotients differ only by
+    # rounding, which the bound from |f| underestimates when the op sums terms that cancel); a kink's
+    # one-sided differences each settle, so their gap stands far above it
+    threshold += 2 * (abs(f1 - f2) + abs(b1 - b2))
     return (d2 > threshold and d2 > 0.5 * d1), f2, b2
+
+
+def crossed_discontinuity(ctx: DiagnosisContext, input_name: str, flat_index: int, fd: float, autograd: float):
+    """The reason, or None, when the finite difference failed because its step crosses a kink or a jump
+    near x (not at x): on a ladder of one-sided differences, steps a decade apart from eps**0.25,
+
+    - a jump: at a smaller step the output does not move at all on either side, where a smooth function
+      with the slope seen at a larger step would move well beyond rounding, and autograd gives 0 there;
+    - a kink crossed: at one step the one-sided differences disagree beyond tolerance and rounding and
+      their mean moves by a quarter of that gap at the next step, where they agree.
+
+    Either way the differences at the smaller step side with autograd, within an allowance less than
+    half the failing difference |fd - autograd|: a wrong backward at a smooth point is never excused."""
+    eps = defaults.EPS[defaults.FD_DTYPE[ctx.dtype]]
+    probe = Probe(ctx.function, ctx.fd_values, ctx.fd_v, input_name)
+    x_i = float(ctx.fd_values[input_name].reshape(-1)[flat_index])
+    tol = ctx.fd_tolerance["atol"] + ctx.fd_tolerance["rtol"] * abs(autograd)
+    gap = abs(fd - autograd)
+    ladder = []
+    for k in range(6):
+        h = eps**0.25 * max(1.0, abs(x_i)) / 10**k
+        if h < 64 * eps * max(1.0, abs(x_i)):  # below a few dozen ulps of x the step is not taken as written
+            break
+        ladder.append((h, *_one_sided(probe, flat_index, h)))
+    for (h, f, b, r), (h2, f2, b2, r2) in zip(ladder, ladder[1:]):
+        allowance = tol + 2 * BOUND_FACTOR * r2
+        if f2 == b2 == 0.0 and abs(autograd) <= tol and gap > 2 * tol:
+            smooth_move = max(abs(f), abs(b)) * h2  # what the output would move by at h2 with the slope seen at h
+            if smooth_move > 4 * BOUND_FACTOR * r * h:
+                return Message(
+                    "the step crosses a jump of the function near {where}: one-sided differences give "
+                    "{forward} at step {step}, but at step {small} the output does not move at all, as autograd's 0 "
+                    "says: the function is discontinuous within the step, not wrong at the point",
+                    where=_where(input_name, ctx, flat_index),
+                    forward=_fmt(max(f, b, key=abs)),
+                    step=_fmt(h),
+                    small=_fmt(h2),
+                )
+        crossed = abs(f - b) > tol + 2 * BOUND_FACTOR * r and abs((f + b) - (f2 + b2)) / 2 > 0.25 * abs(f - b)
+        settled = abs(f2 - b2) <= allowance and abs((f2 + b2) / 2 - autograd) <= allowance
+        if crossed and settled and gap > 2 * allowance:
+            return Message(
+                "the step crosses a kink of the function near {where}: one-sided differences disagree at step "
+                "{step} (forward {forward}, backward {backward}) and agree with autograd at step {small}: the "
+                "function is not differentiable within the step, not wrong at the point",
+                where=_where(input_name, ctx, flat_index),
+                step=_fmt(h),
+                forward=_fmt(f),
+                backward=_fmt(b),
+                small=_fmt(h2),
+            )
+    return None
+
+
+def _where(input_name: str, ctx: DiagnosisContext, flat_index: int) -> str:
+    shape = tuple(ctx.fd_values[input_name].shape)
+    if not shape:
+        return input_name
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat_index), shape)]
+    return f"{input_name}{index}"
 
 
 def _rounding_floor(
@@ -181,6 +245,10 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
                 backward=_fmt(backward),
             )
         )
+    if "finite_difference" in name and not complex_input and isinstance(left, float) and isinstance(right, float):
+        crossing = crossed_discontinuity(ctx, input_name, flat, left, right)
+        if crossing is not None:
+            return "kink", crossing
     abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
     tried = ctx.refinement.get(input_name)
     if "finite_difference" in name and tried:

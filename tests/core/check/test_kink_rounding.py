@@ -9,21 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from jupyterlab_gradcheck.core.check.diagnosis import DiagnosisContext, kink_evidence
-from jupyterlab_gradcheck.core.check.record import defaults
-
-
-def _context(function, x) -> DiagnosisContext:
-    return DiagnosisContext(
-        function=function,
-        fd_values={"x": x},
-        fd_v=torch.ones(()),
-        dtype="float64",
-        scheme="central",
-        step=None,
-        fd_tolerance=defaults.fd_tolerance("float64", "central"),
-        grads={},
-    )
+from jupyterlab_gradcheck.core.check.diagnosis import kink_evidence
+from support.diagnosis_context import float64_context
 
 
 def test_a_linear_op_with_a_large_value_is_not_a_kink():
@@ -40,7 +27,7 @@ def test_a_linear_op_with_a_large_value_is_not_a_kink():
         return (torch.kron(a, x) * weights).sum() + 1e6
 
     x = torch.linspace(-1.0, 1.0, 20, dtype=torch.float64)
-    is_kink, forward, backward = kink_evidence(_context(function, x), "x", 7)
+    is_kink, forward, backward = kink_evidence(float64_context(function, x), "x", 7)
     assert is_kink is False
     assert abs(forward - backward) < 1e-3
 
@@ -55,6 +42,6 @@ def test_a_real_kink_is_still_found():
     def function(x):
         return x.abs().sum() + 1e6
 
-    is_kink, forward, backward = kink_evidence(_context(function, x), "x", 1)
+    is_kink, forward, backward = kink_evidence(float64_context(function, x), "x", 1)
     assert is_kink is True
     assert abs(forward - 1.0) < 1e-3 and abs(backward + 1.0) < 1e-3

@@ -17,12 +17,21 @@ MAX_FIXED_ELEMENTS = 100_000
 
 
 def fixed_value(value):
-    """The JSON form of one held argument: tuples and tensors as nested lists, the rest as given."""
+    """The JSON form of one held argument (or of any tensor the Python API is given): tuples and tensors as
+    nested lists, the rest as given. Any tensor is read, autograd's zero placeholder included."""
     if hasattr(value, "detach") and hasattr(value, "tolist"):
-        return value.detach().to("cpu").tolist()
+        value = value.detach()
+        if getattr(value, "_is_zerotensor", lambda: False)():
+            # autograd's zero placeholder (the gradient of sgn, say) has no storage to read: its zeros
+            return _zeros(list(value.shape))
+        return value.to("cpu").tolist()
     if isinstance(value, (list, tuple)):
         return [fixed_value(item) for item in value]
     return value
+
+
+def _zeros(shape: list[int]):
+    return 0.0 if not shape else [_zeros(shape[1:]) for _ in range(shape[0])]
 
 
 def _count(value) -> int:

@@ -29,7 +29,7 @@ from .complex_values import (
     refuse_unsupported,
 )
 from .expectation_field import analytical_field, check_shapes
-from .fixed_arguments import parse_fixed
+from .fixed_arguments import fixed_value, parse_fixed
 from .hessian_field import parse_hessian
 from .inputs_field import INPUT_NAME, check_inputs
 from .per_output_fields import grad_output_shape, per_output
@@ -169,7 +169,7 @@ def _plain(value):
     """A tensor or array given through the Python API, as the nested list a record holds."""
     if hasattr(value, "tolist") and hasattr(value, "dtype"):
         if hasattr(value, "detach"):
-            value = value.detach().cpu()
+            return fixed_value(value)  # any tensor, autograd's zero placeholder included
         return value.tolist()
     return value
 

@@ -48,11 +48,13 @@ lab: setup
 test: setup lint test-python test-js test-wheel test-ui test-hub bench-quick
 
 # The field's habits, with 0 findings: ruff lints and formats the Python; stylelint, prettier and
-# eslint (jlpm lint:check, configured as the JupyterLab extension template does) the front end.
+# eslint (jlpm lint:check, configured as the JupyterLab extension template does) the front end; and
+# every message of the Python and the front end has its Spanish (scripts/i18n_catalog.py --check).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	jlpm lint:check
+	$(PY) scripts/i18n_catalog.py --check
 
 # Chromium first: the HTML report's rendering test needs it, and would only be skipped without it.
 test-python: setup

@@ -2,7 +2,8 @@
 
     python scripts/i18n_catalog.py           # compile the .po into the .mo beside it
     python scripts/i18n_catalog.py --update  # add the messages the .po lacks (empty msgstr), then compile
-    python scripts/i18n_catalog.py --check   # exit 1 when a message lacks Spanish or the .mo is stale
+    python scripts/i18n_catalog.py --check   # exit 1 when a message lacks Spanish or the .mo is stale,
+                                             # or a front-end string lacks its es_ES entry
 
 A message is the first argument, a string literal, of `_()`, `N_()`, `Message()`,
 `Message.one_line()`, `ngettext()` (both forms), or of an error class of the package
@@ -13,6 +14,8 @@ Standard library only, so the .mo can be rebuilt anywhere the package runs.
 from __future__ import annotations
 
 import ast
+import json
+import re
 import struct
 import sys
 from pathlib import Path
@@ -21,6 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "jupyterlab_gradcheck"
 PO = PACKAGE / "locale" / "es" / "LC_MESSAGES" / "jupyterlab_gradcheck.po"
 MO = PO.with_suffix(".mo")
+#: The front end's Spanish catalog (Jed JSON, where jupyterlab_server looks) and its sources.
+FRONT_END_CATALOG = PACKAGE / "locale" / "es_ES" / "LC_MESSAGES" / "jupyterlab_gradcheck.json"
+FRONT_END_SOURCES = ROOT / "src"
 #: Parts of the package whose text is not translated, each with the reason.
 NOT_TRANSLATED = {
     # REST and witness answers keep English messages: the side panel translates them by code
@@ -271,9 +277,42 @@ def problems() -> list[str]:
     return found + [f"not through the catalog: {place}" for place in unrouted()]
 
 
+# ------------------------------------------------------------------------------ the front end
+_LITERAL = r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+_TRANS_CALL = re.compile(rf"trans\.(__|_n)\(\s*({_LITERAL})")
+
+
+def _js_string(literal: str) -> str:
+    body = literal[1:-1]
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+
+
+def front_end_strings() -> dict[str, str]:
+    """Every `trans.__()` / `trans._n()` string literal of src/*.ts (not the tests), with its file."""
+    found = {}
+    for path in sorted(FRONT_END_SOURCES.glob("*.ts")):
+        text = re.sub(r"/\*[\s\S]*?\*/", "", path.read_text(encoding="utf-8"))
+        text = re.sub(r"(?m)^\s*//.*$", "", text)
+        for match in _TRANS_CALL.finditer(text):
+            found.setdefault(_js_string(match.group(2)), f"src/{path.name}")
+    return found
+
+
+def front_end_problems() -> list[str]:
+    """The front-end strings that have no Spanish in the es_ES catalog."""
+    if not FRONT_END_SOURCES.is_dir():
+        return []
+    catalog = json.loads(FRONT_END_CATALOG.read_text(encoding="utf-8"))
+    return [
+        f"no Spanish for {msgid!r} ({place})"
+        for msgid, place in front_end_strings().items()
+        if not (isinstance(catalog.get(msgid), list) and all(catalog[msgid]))
+    ]
+
+
 def main(argv: list[str]) -> int:
     if "--check" in argv:
-        found = problems()
+        found = problems() + front_end_problems()
         print("\n".join(found) or "catalog complete", file=sys.stderr if found else sys.stdout)
         return 1 if found else 0
     if "--update" in argv:

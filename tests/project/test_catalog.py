@@ -130,3 +130,18 @@ def test_the_catalog_ships_in_the_wheel(tmp_path):
     wheel = next(tmp_path.glob("jupyterlab_gradcheck-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "jupyterlab_gradcheck/locale/es/LC_MESSAGES/jupyterlab_gradcheck.mo" in names
+
+
+def test_the_check_covers_the_front_end_strings(tmp_path, monkeypatch):
+    """Given the front end's sources, then every trans.__() string has its es_ES entry; and
+    given a source with a new string and no entry, then `--check` names it and fails."""
+    assert len(CATALOG.front_end_strings()) > 150
+    assert CATALOG.front_end_problems() == []
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "panel.ts").write_text(
+        "// trans.__('a comment is not shown')\nconst label = trans.__('A label nobody translated');\n"
+    )
+    monkeypatch.setattr(CATALOG, "FRONT_END_SOURCES", sources)
+    assert CATALOG.front_end_problems() == ["no Spanish for 'A label nobody translated' (src/panel.ts)"]
+    assert CATALOG.main(["--check"]) == 1

@@ -29,7 +29,31 @@ def capture_environment(device: str) -> dict:
         "device_name": device_name,
         "cuda": cuda,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        **math_modes(device),
     }
+
+
+def math_modes(device: str) -> dict:
+    """The settings that decide float32's accuracy and a backward's reproducibility: the float32
+    matmul precision always; on a CUDA device also TF32 for matrix products and convolutions, cuDNN's
+    deterministic and benchmark modes, and `float32_precision`, the precision a float32 check's rounding
+    bounds assume there ("tf32" where any TF32 setting is on, core/check/fd/working_precision.py)."""
+    import torch
+
+    modes = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+    if device.startswith("cuda"):
+        from .fd.working_precision import tf32_settings
+
+        modes.update(
+            {
+                "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+                "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+                "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+                "float32_precision": "tf32" if tf32_settings() else "float32",
+            }
+        )
+    return modes
 
 
 def available_devices() -> list[dict]:

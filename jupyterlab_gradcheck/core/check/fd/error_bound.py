@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from .working_precision import working_eps
+
 #: Multiple of the rounding bound allowed per element: one evaluation of f_j may round by a
 #: few eps |f_j| (a libm function by ~1 ulp, a sum of k terms by up to k ulps of its largest
 #: term), so the bound from |f_j| alone is widened by this constant.
@@ -35,10 +37,11 @@ def rounding_of(probe, first, second, width):
 
     `first` and `second` are the stacked outputs (one row per element) whose difference is the
     quotient's numerator, or `second` None for the complex step (no subtraction: the imaginary
-    part's own rounding, eps * |Im f| / h).
+    part's own rounding, eps * |Im f| / h). eps is that of the precision the outputs were computed in
+    (core/check/fd/working_precision.py): TF32's on a cuda device that lets float32 run in it.
     """
     real = first.real if first.is_complex() else first
-    eps = torch.finfo(real.dtype).eps
+    eps = working_eps(real.dtype, real.device)  # TF32's where float32 may run in it on cuda
     rows = first.shape[0]
     if second is None:
         magnitude = first.abs()

@@ -24,7 +24,9 @@ def valid(pattern, colours) -> bool:
     if pattern.shape[-1] <= 1:
         return True
     mask = pattern >= 0
-    coloured = torch.where(mask, colours[pattern.clamp(min=0)], -1 - torch.arange(pattern.shape[-1]))
+    coloured = torch.where(
+        mask, colours[pattern.clamp(min=0)], -1 - torch.arange(pattern.shape[-1], device=pattern.device)
+    )
     ordered = torch.sort(coloured, dim=-1).values
     return not bool((ordered[:, 1:] == ordered[:, :-1]).any())
 
@@ -76,12 +78,13 @@ def greedy(pattern, columns: int):
         while c in taken:
             c += 1
         colour[column] = c
-    return torch.tensor(colour, dtype=torch.long)
+    return torch.tensor(colour, dtype=torch.long, device=pattern.device)
 
 
 def colour_columns(pattern, columns: int):
-    """(colours per column, how they were found) for a pattern of `columns` columns."""
-    index = torch.arange(columns)
+    """(colours per column, how they were found) for a pattern of `columns` columns, on the pattern's
+    device (a pattern learned on cuda is indexed by these colours there)."""
+    index = torch.arange(columns, device=pattern.device)
     if pattern.numel() == 0:
         return index % 1, "cyclic (column i takes colour i mod 1)"
     high, low, counts = spans(pattern)
@@ -91,7 +94,7 @@ def colour_columns(pattern, columns: int):
     spread = high - low if full or bool((counts > 0).all()) else (high - low)[counts > 0]
     widest = int(spread.max()) if spread.numel() else -1
     for count in range(max(width, 1), max(width, 1) + CYCLIC_TRIES):
-        if widest < count or valid(pattern, torch.arange(int(high.max()) + 1) % count):
+        if widest < count or valid(pattern, torch.arange(int(high.max()) + 1, device=pattern.device) % count):
             return index % count, f"cyclic (column i takes colour i mod {count})"
     colours = greedy(pattern, columns)
     return colours, "greedy (Curtis-Powell-Reid, columns in order)"

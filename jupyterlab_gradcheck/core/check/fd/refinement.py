@@ -107,7 +107,7 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
     error = change + error_bound.element_tolerance(torch.maximum(extrapolated_rounding[1:], extrapolated_rounding[:-1]))
     error = torch.where(torch.isnan(error), torch.full_like(error, float("inf")), error)
     best = torch.argmin(error, dim=0)
-    columns = torch.arange(count)
+    columns = torch.arange(count, device=extrapolated.device)
     refined = extrapolated[best + 1, columns]
     refined_error = error[best, columns]
     new_estimate, new_bound = estimate.clone(), bound.clone()

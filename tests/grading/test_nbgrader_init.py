@@ -58,3 +58,30 @@ def test_init_refuses_to_overwrite(tmp_path):
     done = init(tmp_path)
     assert (done.returncode, "exists; pass --force" in done.stderr) == (2, True)
     assert (tmp_path / "nbgrader_config.py").read_text() == "c = get_config()\n"
+
+
+def test_an_autograde_that_cannot_score_the_ledger_says_so(tmp_path):
+    """Given a course from init whose ledger cell was given another grade_id than ScoreLedger
+    looks for (a misconfiguration), when one honest student is autograded and given feedback,
+    then nbgrader's log shows an error that the ledger was not scored, and so does the student's
+    feedback: never silent."""
+    course = tmp_path / "grad101"
+    assert init(course).returncode == 0
+    with open(course / "nbgrader_config.py", "a", encoding="utf-8") as config:
+        config.write('c.AddLedgerCell.grade_id = "ledger_points"\n')
+    source = course / "source" / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.ipynb"
+    source.parent.mkdir(parents=True)
+    nbformat.write(sk.source_notebook(), str(source))
+    cb.run("generate_assignment", cb.ASSIGNMENT, cwd=course)
+    folder = course / "submitted" / "honest" / cb.ASSIGNMENT
+    folder.mkdir(parents=True)
+    notebook = folder / source.name
+    nbformat.write(sk.student_notebook(course / "release" / cb.ASSIGNMENT / source.name, "honest"), str(notebook))
+    sk.execute(notebook)
+    autograde = cb.run("autograde", cb.ASSIGNMENT, cwd=course)
+    cb.run("generate_feedback", cb.ASSIGNMENT, cwd=course)
+    said = "gradcheck: the ledger was not scored: ps1 has no grade cell 'gradcheck_ledger'"
+    feedback = (course / "feedback" / "honest" / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.html").read_text()
+    logged = [line for line in (autograde.stdout + autograde.stderr).splitlines() if said in line]
+    assert [("ERROR" in line) for line in logged] == [True]
+    assert said in feedback

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import device
+
 #: Largest number of differentiable elements in one sample (all inputs together).
 MAX_ELEMENTS = 2000
 #: Samples taken per operator (the first ones that fit).
@@ -246,7 +248,7 @@ def cases(
         torch.manual_seed(0)
         taken = 0
         try:
-            samples = op.sample_inputs("cpu", dtype, requires_grad=True)
+            samples = op.sample_inputs(device(), dtype, requires_grad=True)  # cpu unless --device
             for index, sample in enumerate(samples):
                 if taken >= samples_per_op:
                     break

@@ -11,7 +11,7 @@ from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.check.environment import capture_environment
 from jupyterlab_gradcheck.core.check.fd.mode_tolerance import difference_bound, mode_tolerances
 from jupyterlab_gradcheck.core.check.fd.working_precision import TF32_EPS, precision_name, working_eps
-from tests.support.functions import CubeWithJvp
+from support.functions import CubeWithJvp
 
 
 class WrongJvpAt6(CubeWithJvp):

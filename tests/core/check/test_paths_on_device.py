@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from tests.support.functions import NewStyleCube
+from support.functions import NewStyleCube
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 

@@ -177,3 +177,26 @@ def test_a_double_backward_wrong_in_grad_output_is_caught_with_its_element():
     assert failure["comparison"] == "double_backward_in_grad_output_vs_finite_difference"
     assert failure["input"] == "grad_output" and failure["index"] is not None
     assert result.record["second_order"]["grad_output"]["status"] == "observed"
+
+
+class OnlyUnderOnes(NewStyleDouble):
+    """2x whose backward refuses any grad_output that is not all ones (it was only ever run under them)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not bool((grad == 1).all()):
+            raise ValueError("expected a grad_output of ones")
+        return 2 * grad
+
+
+def test_a_backward_that_raises_under_the_random_grad_output_is_a_failure_not_a_crash():
+    """Given 2x whose backward raises unless its grad_output is all ones,
+    when it is checked,
+    then the check does not crash: the first order passes, and the record fails on the random grad_output with the
+    backward's own error in the reason."""
+    result = check(lambda x: OnlyUnderOnes.apply(x), x=X, ledger=False)
+    assert all(r["passed"] for r in result.record["comparisons"])
+    assert result.record["random_grad_output"]["status"] == "failed"
+    failure = result.record["failure"]
+    assert failure["comparison"] == "random_grad_output_vs_finite_difference"
+    assert "ValueError: expected a grad_output of ones" in failure["reason"]

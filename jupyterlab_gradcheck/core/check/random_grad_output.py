@@ -16,7 +16,9 @@ import hashlib
 
 import torch
 
+from ..errors import exception_line
 from ..i18n import Message
+from .autograd.failures import event_failure
 from .compare.comparison import compare
 from .compare.tensors import describe
 from .differences import as_dtype, finite_differences
@@ -58,7 +60,15 @@ def random_grad_output(spec: CheckSpec, function, leaves: dict, v, raw: dict) ->
     if v.is_complex():
         return {"status": "skipped", "reason": Message("a complex output: the random grad_output is drawn real only")}
     r = draw(v)
-    autograd = _gradients(function, leaves, r)
+    try:
+        autograd = _gradients(function, leaves, r)
+    except Exception as exc:  # a backward that only runs under all ones: the finding
+        reason = Message(
+            "the backward raised under a random grad_output (seed {seed}): {error}",
+            seed=SEED,
+            error=exception_line(exc),
+        )
+        return {"status": "failed", "seed": SEED, "failures": [event_failure(NAME, reason)], "passed": False}
     diffs = finite_differences(spec, function, leaves, {**raw, "autograd_grad": autograd}, r, sweep=False)
     if diffs.projected_rows:
         return {

@@ -34,6 +34,7 @@ from ..fd.mode_tolerance import difference_bound, mode_tolerances
 from .custom_op_registration import opcheck_registration
 from .forward_and_batched_outputs import (
     along_u,
+    backward_failed,
     batched_grad_outputs,
     dual_pairs,
     forward_ad_outputs,
@@ -142,7 +143,10 @@ def batched_grad(function, leaves: dict, v) -> dict:
         def grad_of(weights):
             return gradients_of(output, [inputs[n] for n in names], weights)
 
-        one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(w) for w in outputs))]
+        try:
+            one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(w) for w in outputs))]
+        except Exception as exc:  # a backward that runs only under some grad_outputs: the finding
+            return backward_failed(exc)
         try:
             batched = torch.func.vmap(grad_of)(outputs)
         except Exception as exc:  # a backward vmap cannot batch: say so

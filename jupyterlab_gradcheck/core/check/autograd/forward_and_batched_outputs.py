@@ -57,6 +57,15 @@ def forward_refused(exc) -> dict:
     return forward_skipped(exc) if isinstance(exc, NotImplementedError) else forward_failed(exc)
 
 
+def backward_failed(exc) -> dict:
+    """Batched gradients recorded as failed: the backward itself raised under a random grad_output, one at a time
+    (`gradcheck(check_batched_grad=True)` fails it too)."""
+    reason = Message(
+        "the backward raised under a random grad_output, one at a time: {reason}", reason=exception_line(exc)
+    )
+    return {"status": "failed", "reason": reason, "failures": [event_failure("batched_grad", reason)]}
+
+
 def vmap_skipped(exc) -> dict:
     """Batched gradients recorded as not applying, with the reason PyTorch gave (a backward vmap cannot batch)."""
     return {
@@ -197,7 +206,10 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
         def grad_of(*weights):
             return gradients_of(outputs, [inputs[n] for n in names], weights)
 
-        one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(*(d[i] for d in draws)) for i in range(3)))]
+        try:
+            one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(*(d[i] for d in draws)) for i in range(3)))]
+        except Exception as exc:  # a backward that runs only under some grad_outputs: the finding
+            return backward_failed(exc)
         try:
             batched = torch.func.vmap(grad_of)(*draws)
         except Exception as exc:  # a backward vmap cannot batch: say so

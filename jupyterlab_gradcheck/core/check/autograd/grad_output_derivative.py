@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import exception_line
 from ...i18n import Message
 from ..compare.comparison import compare
-from .failures import failure
+from .failures import event_failure, failure
 
 #: Seed of the weights w.
 SEED = 31
@@ -42,20 +43,16 @@ def _weighted(output, inputs: dict, weights: dict, v, *, create_graph: bool):
     return sum((weights[n] * g).sum() for n, g in zip(inputs, grads))
 
 
-def grad_output_derivative(function, leaves: dict, v, tolerance: dict) -> dict:
-    """The `grad_output` observation of the second order: d/dv sum(w * backward(v)) by autograd against central
-    differences in v, its comparison and failures; skipped, with the reason, where it does not apply."""
-    if v is None or v.is_complex() or v.numel() > MAX_ELEMENTS:
-        return {"status": "skipped", "reason": Message("a complex or a large output: not differenced in grad_output")}
-    generator = torch.Generator().manual_seed(SEED)
-    weights = {n: torch.randn(x.shape, dtype=x.dtype, generator=generator).to(x.device) for n, x in leaves.items()}
+def _derivatives(function, leaves: dict, v, weights: dict):
+    """(autograd's d/dv sum(w * backward(v)), sum(w * backward(v + h e_j)) and (v - h e_j) for each j, h), or None
+    where the backward is not differentiable in v."""
     with torch.enable_grad():
         inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
         output = function(**inputs)
         at = v.detach().clone().requires_grad_(True)
         total = _weighted(output, inputs, weights, at, create_graph=True)
         if not total.requires_grad:  # a once_differentiable backward: no graph in v to compare
-            return {"status": "skipped", "reason": Message("the backward is not differentiable in its grad_output")}
+            return None
         (autograd,) = torch.autograd.grad(total, at, allow_unused=True, materialize_grads=True)
         h = max(1.0, float(v.detach().abs().max()))
         plus, minus = torch.empty_like(autograd).reshape(-1), torch.empty_like(autograd).reshape(-1)
@@ -64,6 +61,24 @@ def grad_output_derivative(function, leaves: dict, v, tolerance: dict) -> dict:
             step[j] = h
             plus[j] = _weighted(output, inputs, weights, v.detach() + step.reshape(v.shape), create_graph=False)
             minus[j] = _weighted(output, inputs, weights, v.detach() - step.reshape(v.shape), create_graph=False)
+    return autograd, plus, minus, h
+
+
+def grad_output_derivative(function, leaves: dict, v, tolerance: dict) -> dict:
+    """The `grad_output` observation of the second order: d/dv sum(w * backward(v)) by autograd against central
+    differences in v, its comparison and failures; skipped, with the reason, where it does not apply."""
+    if v is None or v.is_complex() or v.numel() > MAX_ELEMENTS:
+        return {"status": "skipped", "reason": Message("a complex or a large output: not differenced in grad_output")}
+    generator = torch.Generator().manual_seed(SEED)
+    weights = {n: torch.randn(x.shape, dtype=x.dtype, generator=generator).to(x.device) for n, x in leaves.items()}
+    try:
+        found = _derivatives(function, leaves, v, weights)
+    except Exception as exc:  # a backward that runs only under some grad_outputs, or whose graph raises
+        reason = Message("the double backward in grad_output raised: {error}", error=exception_line(exc))
+        return {"status": "failed", "failures": [event_failure(NAME, reason, input_name="grad_output")]}
+    if found is None:  # a once_differentiable backward: no graph in v to compare
+        return {"status": "skipped", "reason": Message("the backward is not differentiable in its grad_output")}
+    autograd, plus, minus, h = found
     fd = ((plus - minus) / (2 * h)).reshape(v.shape)
     bound = BOUND_FACTOR * torch.finfo(fd.dtype).eps * (plus.abs() + minus.abs()).reshape(v.shape) / (2 * h)
     row = compare(

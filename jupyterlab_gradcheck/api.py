@@ -22,6 +22,7 @@ from typing import Any
 
 from .api_arguments import refuse_settings, refuse_ungradiented_integers
 from .core.check.record.complex_values import holds_complex
+from .core.check.record.empty_values import as_empty_value
 from .core.check.record.fixed_arguments import fixed_value
 from .core.i18n import _, checked, localize
 from .core.i18n import language as in_language
@@ -287,7 +288,7 @@ def _as_value(value):
     import torch
 
     if isinstance(value, torch.Tensor):
-        return fixed_value(value)
+        return fixed_value(value) if value.numel() else as_empty_value(value)
     if isinstance(value, dict):
         return {key: _as_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)) and any(isinstance(item, (torch.Tensor, dict, list, tuple)) for item in value):

@@ -28,6 +28,7 @@ from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
 from .autograd.undefined_grad import UNDEFINED_REASON
 from .compare.forward_pass import SeveralOutputs
 from .compare.tensors import to_tensor
+from .empty_inputs import empty_inputs, run_without_empty
 from .environment import available_devices, capture_environment
 from .failing_record import ensure_failure
 from .first_order import FirstOrder, elements, failure, first_order
@@ -101,6 +102,10 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     device = resolve_device(spec.device, available_devices() if devices is None else devices)
     if not spec.expression:
         check_signature(spec.function, list(spec.inputs))
+        if empty_inputs(spec):  # nothing to compare for an input with no elements (core/check/empty_inputs.py)
+            return run_without_empty(
+                spec, device, lambda rest: run_check(rest, sweep=sweep, devices=devices, symbolic=symbolic)
+            )
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
     if spec.outputs_analytical is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..record.complex_values import is_complex_value, refuse_complex_grad_output
+from ..record.empty_values import is_empty_value
 
 
 def to_value(data):
@@ -25,6 +26,8 @@ def to_tensor(value, dtype, device: str):
     """A tensor of the torch `dtype` holding a record value in either form."""
     if isinstance(value, torch.Tensor):  # a tensor given through the API: copied, as torch.tensor would, silently
         return value.detach().to(device=device, dtype=dtype, copy=True)
+    if is_empty_value(value):  # an empty array, by its shape (core/check/record/empty_values.py)
+        return torch.zeros(value["shape"], dtype=dtype, device=device)
     if not is_complex_value(value):
         return torch.tensor(value, dtype=dtype, device=device)
     real_dtype = torch.empty((), dtype=dtype).real.dtype if dtype.is_complex else dtype

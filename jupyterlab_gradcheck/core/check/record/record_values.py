@@ -1,5 +1,6 @@
-"""Validation of numeric values written in a record: numbers and rectangular nested lists, or a
-complex value's two parts `{"real": ..., "imag": ...}` of one shape (core/check/record/complex_values.py).
+"""Validation of numeric values written in a record: numbers and rectangular nested lists, a
+complex value's two parts `{"real": ..., "imag": ...}` of one shape (core/check/record/complex_values.py),
+or an empty array by its shape `{"shape": [0, 5]}` (core/check/record/empty_values.py).
 
 Torch-free, so the server can refuse a ragged list or a huge shape before anything runs.
 """
@@ -11,10 +12,14 @@ import math
 from ...errors import SpecError
 from ...expr.limits import DEFAULT_LIMITS, Limits
 from .complex_values import is_complex_value
+from .empty_values import empty_shape, is_empty_value
 
 
 def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
-    """Shape of a number or rectangular nested list, or of a complex value's parts; SpecError naming the first problem."""
+    """Shape of a number or rectangular nested list, of a complex value's parts, or of an empty array
+    (core/check/record/empty_values.py); SpecError naming the first problem."""
+    if is_empty_value(value):
+        return empty_shape(value, field, limits.max_input_rank)
     if not is_complex_value(value):
         return _real_shape(value, field, limits)
     real = _real_shape(value["real"], f"{field}.real", limits)

@@ -28,6 +28,7 @@ from .complex_values import (
     is_complex_value,
     refuse_unsupported,
 )
+from .empty_values import as_empty_value
 from .expectation_field import analytical_field, check_shapes
 from .fixed_arguments import fixed_value, parse_fixed
 from .hessian_field import parse_hessian
@@ -168,6 +169,8 @@ def _callable_text(value):
 def _plain(value):
     """A tensor or array given through the Python API, as the nested list a record holds."""
     if hasattr(value, "tolist") and hasattr(value, "dtype"):
+        if as_empty_value(value) is not value:
+            return as_empty_value(value)  # written by its shape: a nested list cannot say (0, 5)
         if hasattr(value, "detach"):
             return fixed_value(value)  # any tensor, autograd's zero placeholder included
         return value.tolist()

@@ -4,7 +4,7 @@
  * errors, and the verdict. The check's own comparisons and those of its
  * second-order and function-mode blocks are shown the same way.
  */
-import { el } from './dom';
+import { el, wholeNumbers } from './dom';
 import { formatError, formatUndefinedCase, formatWhere } from './format';
 import { trans } from './i18n';
 import { IComparison } from './types';
@@ -36,12 +36,14 @@ function comparisonItem(c: IComparison): HTMLElement {
           ? undefined
           : String(c.output)
     },
-    trans.__(
-      '%1: max abs err %2, max rel err %3 — %4',
-      comparisonLabel(c),
-      formatError(c.max_abs_err),
-      formatError(c.max_rel_err),
-      c.passed ? trans.__('ok') : trans.__('FAILED')
+    wholeNumbers(
+      trans.__(
+        '%1: max abs err %2, max rel err %3 — %4',
+        comparisonLabel(c),
+        formatError(c.max_abs_err),
+        formatError(c.max_rel_err),
+        c.passed ? trans.__('ok') : trans.__('FAILED')
+      )
     )
   );
 }

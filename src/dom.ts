@@ -66,3 +66,27 @@ export function replaceChildren(
   }
   append(parent, ...children);
 }
+
+/** A number written with an exponent (`1.83e-11`), which a browser may break after its `-`. */
+const EXPONENT_NUMBER = /-?\d[\d.]*e[+-]\d+/g;
+
+/**
+ * `text` as children in which every number with an exponent is one unbreakable
+ * span (`jp-gradcheck-number`), so a line never breaks inside a number.
+ */
+export function wholeNumbers(text: string): (string | HTMLElement)[] {
+  const parts: (string | HTMLElement)[] = [];
+  let last = 0;
+  for (const match of text.matchAll(EXPONENT_NUMBER)) {
+    const start = match.index ?? 0;
+    if (start > last) {
+      parts.push(text.slice(last, start));
+    }
+    parts.push(el('span', { class: 'jp-gradcheck-number' }, match[0]));
+    last = start + match[0].length;
+  }
+  if (last < text.length) {
+    parts.push(text.slice(last));
+  }
+  return parts;
+}

@@ -6,7 +6,7 @@
 import { badge } from './badge';
 import { IOutputView, outputViews } from './checkOutputs';
 import { comparisonList } from './comparisonList';
-import { el } from './dom';
+import { el, wholeNumbers } from './dom';
 import {
   formatDeclared,
   formatDiagnosis,
@@ -306,11 +306,13 @@ function keptFailure(run: IRunView): HTMLElement {
               String(failure.abs_err)
             )
           },
-          trans.__(
-            'expected %1 vs observed %2 (abs err %3)',
-            formatObserved(failure.left, run.record.dtype, VALUE_DIGITS),
-            formatObserved(failure.right, run.record.dtype, VALUE_DIGITS),
-            formatError(failure.abs_err)
+          wholeNumbers(
+            trans.__(
+              'expected %1 vs observed %2 (abs err %3)',
+              formatObserved(failure.left, run.record.dtype, VALUE_DIGITS),
+              formatObserved(failure.right, run.record.dtype, VALUE_DIGITS),
+              formatError(failure.abs_err)
+            )
           )
         )
       : null,

@@ -4,6 +4,7 @@
  * The check card, rendered into a DOM: the Expectation and Observation
  * columns, the kept failures and the history, as the UI tests find them.
  */
+import { wholeNumbers } from '../dom';
 import { groupByCheck } from '../grouping';
 import { checkCard } from '../ledgerView';
 import { ICheckRecord, ILedgerEntry } from '../types';
@@ -122,5 +123,27 @@ describe('checkCard', () => {
     ).click();
     // Then the action receives that check
     expect(seen).toEqual(['x*x@b2']);
+  });
+});
+
+describe('wholeNumbers', () => {
+  it('keeps each number with an exponent in one unbreakable span, the rest as text', () => {
+    // Given a comparison line with two errors written with exponents
+    const parts = wholeNumbers(
+      'max abs err 1.83e-11, max rel err 4.58e-12 — ok'
+    );
+    // Then the numbers are spans of their own and the words stay text, in order
+    expect(
+      parts.map(part =>
+        typeof part === 'string' ? part : `[${part.textContent}]`
+      )
+    ).toEqual([
+      'max abs err ',
+      '[1.83e-11]',
+      ', max rel err ',
+      '[4.58e-12]',
+      ' — ok'
+    ]);
+    expect((parts[1] as HTMLElement).className).toBe('jp-gradcheck-number');
   });
 });

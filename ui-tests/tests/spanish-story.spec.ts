@@ -102,10 +102,12 @@ async function layoutProblems(panel: Locator): Promise<string[]> {
         problems.push(`control taller than its natural height (${Math.round(box.height)} px): ${name(node)}`);
       }
     }
-    for (const value of root.querySelectorAll('.jp-gradcheck-value')) {
+    for (const value of root.querySelectorAll(
+      '.jp-gradcheck-value, .jp-gradcheck-comparisons li, .jp-gradcheck-meta'
+    )) {
       const walker = document.createTreeWalker(value, NodeFilter.SHOW_TEXT);
       for (let text = walker.nextNode(); text; text = walker.nextNode()) {
-        for (const match of (text.textContent ?? '').matchAll(/-?\d[\d.]*(e[+-]\d+)?/g)) {
+        for (const match of (text.textContent ?? '').matchAll(/(?<![\w-])-?\d[\d.]*(?:e[+-]\d+)?/g)) {
           const range = document.createRange();
           range.setStart(text, match.index ?? 0);
           range.setEnd(text, (match.index ?? 0) + match[0].length);

@@ -1,7 +1,9 @@
 /**
  * Summaries of verify reports, in the shape core/verify.py answers.
  */
+import { useTranslator } from '../i18n';
 import { summariseVerify } from '../verifyReport';
+import { spanish } from './spanishTranslator';
 import { honestVerifyAnswer } from './fakes';
 
 describe('summariseVerify', () => {
@@ -60,5 +62,46 @@ describe('summariseVerify', () => {
       ok: false,
       lines: [{ level: 'info', text: 'chain OK' }]
     });
+  });
+
+  it("shows the witness's flags in words, in English and in Spanish", () => {
+    // Given a verify answer whose witness saw entries late, missed some and saw other ledgers
+    const answer = {
+      ok: true,
+      chain_ok: true,
+      binding_ok: true,
+      entries: 4,
+      errors: [],
+      warnings: [],
+      flags: [],
+      witness: {
+        witnessed: true,
+        seen: 4,
+        student: 'ana',
+        flags: [
+          { flag: 'witnessed_late', count: 2, reason: 'witnessed late: ...' },
+          { flag: 'unwitnessed', count: 1, reason: 'unwitnessed: ...' },
+          { flag: 'other_ledgers_witnessed', count: 1, reason: '...' }
+        ]
+      }
+    };
+    // Then each is a flag line naming it and its count
+    const flags = (lines: { level: string; text: string }[]) =>
+      lines.filter(line => line.level === 'flag').map(line => line.text);
+    expect(flags(summariseVerify(answer).lines)).toEqual([
+      'witness: witnessed late (2)',
+      'witness: unwitnessed (1)',
+      'witness: other ledgers witnessed (1)'
+    ]);
+    useTranslator(spanish());
+    try {
+      expect(flags(summariseVerify(answer).lines)).toEqual([
+        'testigo: atestiguado con retraso (2)',
+        'testigo: sin testigo (1)',
+        'testigo: el testigo vio otros registros (1)'
+      ]);
+    } finally {
+      useTranslator(null);
+    }
   });
 });

@@ -118,3 +118,14 @@ def test_an_expectation_tensor_with_unallocated_storage_is_accepted():
         case.function, autograd_gradient(case.function, case.inputs)["x0"], x0=case.inputs["x0"], ledger=False
     )
     assert sample.passed, sample.summary()
+
+
+def test_a_pole_and_a_rounding_jump_at_x_stay_kinks():
+    """Given OpInfo's float32 tan sample 0 (x0[13, 3] next to a pole, where the one-sided quotients never
+    settle) and round.decimals_3 sample 2 (x at a rounding jump), when each is checked, then each is
+    still diagnosed kink by the one-sided test: the noise allowance for a linear op applies only where
+    both sides' quotients have settled between the two steps."""
+    tan = _opinfo_float32("tan", 0)["failure"]
+    assert tan["diagnosis"] == "kink" and tan["reason"].startswith("one-sided differences at x0[13, 3] disagree")
+    rounding = _opinfo_float32("round.decimals_3", 2)["failure"]
+    assert rounding["diagnosis"] == "kink" and rounding["reason"].startswith("one-sided differences at x0 disagree")

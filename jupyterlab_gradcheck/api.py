@@ -127,7 +127,10 @@ def check(
     Inputs are numbers, nested lists or
     tensors (a tensor also gives the dtype and device when they are not named). `fixed=` maps the
     names of arguments `fn` is also given but not differentiated (ints, bools, tuples, None, tensors
-    that do not require grad) to their values: every call gets them, the record keeps them.
+    that do not require grad) to their values: every call gets them, the record keeps them. A keyword
+    that is a setting (`rtol=`, `eps=`, a misspelt `dtype=`) and an integer input the backward gives no
+    gradient for are refused in one line (api_arguments.py); an input with no elements is checked with
+    nothing to compare for it.
     `hessian=` adds the second order: the expected Hessian (a matrix over the inputs flattened and
     concatenated in their order, a callable of the inputs, or "double_backward" for a custom
     Function's own) beside autograd's double backward, finite differences of the gradient and

@@ -100,3 +100,16 @@ def test_an_empty_array_written_without_a_zero_size_is_refused_in_one_line():
     assert caught.value.localized("es") == (
         'inputs.x: un array vacío se escribe {"shape": [...]} con como mucho 8 tamaños, uno de ellos 0'
     )
+
+
+def test_an_expression_with_an_empty_input_is_refused_in_one_line():
+    """Given the expression x*x with x written as an empty array, when it is checked, then it is refused in
+    one line (English and Spanish) naming the input: an expression has no held arguments to leave it in."""
+    with pytest.raises(SpecError) as caught:
+        check("x*x", "2*x", x={"shape": [0]}, ledger=False)
+    assert caught.value.message == (
+        "input 'x' has no elements: an expression needs values to differentiate "
+        "(a Python callable is checked on its other inputs)"
+    )
+    assert caught.value.localized("es").startswith("la entrada 'x' no tiene elementos")
+    assert caught.value.field == "inputs.x"

@@ -28,7 +28,7 @@ from .complex_values import (
     is_complex_value,
     refuse_unsupported,
 )
-from .empty_values import as_empty_value
+from .empty_values import as_empty_value, is_empty_value
 from .expectation_field import analytical_field, check_shapes
 from .fixed_arguments import fixed_value, parse_fixed
 from .hessian_field import parse_hessian
@@ -260,6 +260,14 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
     inputs, expression = _split_inputs(record, None if is_callable else function, limits)
     inputs = {k: as_record_value(_plain(v)) for k, v in inputs.items()}
     shapes = check_inputs(inputs, limits)
+    empty = [name for name, value in inputs.items() if is_empty_value(value)]
+    if expression is not None and empty:
+        raise SpecError(
+            "input {name!r} has no elements: an expression needs values to differentiate (a Python callable "
+            "is checked on its other inputs)",
+            name=empty[0],
+            field=f"inputs.{empty[0]}",
+        )
     if expression is not None and not expression.names:
         raise SpecError("function uses none of the inputs, so it has no gradient to check", field="function")
     dtype = record.get("dtype", "complex128" if any(map(is_complex_value, inputs.values())) else "float64")

@@ -32,11 +32,11 @@ NOT_TRANSLATED = {
     # REST and witness answers keep English messages: the side panel translates them by code
     # REST answers come in the reader's language (Accept-Language); the handlers and errors.py are
     # in the catalog, the service's own refusals below are still English f-strings
-    "server": "the service, paths, pool and worker refusals are not yet templates",
+    "server": "the pool's and the worker's own failures are not yet templates",
     "witness": "the witness service answers stay English",
 }
 #: Parts inside an excluded part that are translated all the same.
-TRANSLATED_INSIDE = ("server/handlers/", "server/errors.py")
+TRANSLATED_INSIDE = ("server/handlers/", "server/errors.py", "server/paths.py", "server/service.py")
 #: The modules that hold the translation machinery itself (they pass templates on, not text).
 MACHINERY = {"core/i18n.py", "core/errors.py"}
 MARKERS = {"_", "N_", "Message", "one_line"}

@@ -25,24 +25,35 @@ def resolve(
 ) -> Path:
     """The real file an API path names, checked to lie inside `root`."""
     if not isinstance(api_path, str) or not api_path.strip():
-        raise BadPath(f"{field} must be a path relative to the server root, like work/lab1.ipynb", field=field)
+        raise BadPath(
+            "{name} must be a path relative to the server root, like work/lab1.ipynb", name=field, field=field
+        )
     if "\x00" in api_path:
-        raise BadPath(f"{field} contains a NUL character", field=field)
+        raise BadPath("{name} contains a NUL character", name=field, field=field)
     text = api_path.replace("\\", "/")
     if text.startswith("/") or _DRIVE.match(text):
-        raise BadPath(f"{field} {api_path!r} is absolute: give a path relative to the server root", field=field)
+        raise BadPath(
+            "{name} {path!r} is absolute: give a path relative to the server root",
+            name=field,
+            path=api_path,
+            field=field,
+        )
     parts = PurePosixPath(text).parts
     if ".." in parts:
-        raise BadPath(f"{field} {api_path!r} contains '..': paths may not leave the server root", field=field)
+        raise BadPath(
+            "{name} {path!r} contains '..': paths may not leave the server root", name=field, path=api_path, field=field
+        )
     for part in parts:  # the filesystem would answer ENAMETOOLONG; the request is bad input
         if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
             raise BadPath(
-                f"{field} has a path component of {len(part.encode('utf-8', 'surrogatepass'))} "
-                f"bytes; the limit is {NAME_MAX}",
+                "{name} has a path component of {size} bytes; the limit is {limit}",
+                name=field,
+                size=len(part.encode("utf-8", "surrogatepass")),
+                limit=NAME_MAX,
                 field=field,
             )
     if suffix is not None and not text.endswith(suffix):
-        raise BadPath(f"{field} {api_path!r} does not end in {suffix}", field=field)
+        raise BadPath("{name} {path!r} does not end in {suffix}", name=field, path=api_path, suffix=suffix, field=field)
     real_root = Path(os.path.realpath(root))
     size = len(str(real_root.joinpath(*parts)).encode("utf-8", "surrogatepass"))
     if size >= PATH_MAX:  # the system calls would answer ENAMETOOLONG as well
@@ -55,7 +66,7 @@ def resolve(
         )
     target = ensure_inside(real_root, real_root.joinpath(*parts), field=field, shown=api_path)
     if must_exist and not target.exists():
-        raise NotFound(f"{field} {api_path!r} does not exist under the server root", field=field)
+        raise NotFound("{name} {path!r} does not exist under the server root", name=field, path=api_path, field=field)
     return target
 
 
@@ -65,7 +76,9 @@ def ensure_inside(root: str | os.PathLike, path: str | os.PathLike, *, field: st
     real = Path(os.path.realpath(path))
     if real != real_root and real_root not in real.parents:
         raise PathForbidden(
-            f"{field} {shown or to_api_path(real_root, path)!r} leads outside the server root through a symbolic link",
+            "{name} {path!r} leads outside the server root through a symbolic link",
+            name=field,
+            path=shown or to_api_path(real_root, path),
             field=field,
         )
     return real

@@ -169,7 +169,12 @@ class GradcheckService:
     async def export(self, api_path, export_format) -> tuple[str, str, str]:
         """(text, media type, file name) of a CSV, JSON or HTML export of a notebook or folder."""
         if export_format not in _EXPORTS:
-            raise SpecError(f"format {export_format!r} is not one of {', '.join(_EXPORTS)}", field="format")
+            raise SpecError(
+                "format {format!r} is not one of {choices}",
+                format=export_format,
+                choices=", ".join(_EXPORTS),
+                field="format",
+            )
         target = paths.resolve(self.root, api_path, field="path")
         refused = await self.ledgers.run(self._confine_tree, target, "path")
         module, function, media_type = _EXPORTS[export_format]
@@ -181,7 +186,7 @@ class GradcheckService:
         (replay re-runs checks; every verify parses files that may be hostile)."""
         for name, value in (("replay", replay), ("deep", deep)):
             if not isinstance(value, bool):
-                raise SpecError(f"{name} must be true or false", field=name)
+                raise SpecError("{name} must be true or false", name=name, field=name)
         target = paths.resolve(self.root, api_path, field="path")
         refused = await self.ledgers.run(self._confine_tree, target, "path")
         report = await self.pool.run(
@@ -198,7 +203,7 @@ class GradcheckService:
         """
         notebook_path = paths.resolve(self.root, notebook, field=field, suffix=".ipynb")
         if not notebook_path.is_file():
-            raise NotFound(f"{field} {notebook!r} is not a notebook file", field=field)
+            raise NotFound("{name} {path!r} is not a notebook file", name=field, path=notebook, field=field)
         ledger = Ledger.for_notebook(notebook_path, bind=False)
         paths.ensure_inside(self.root, ledger.path, field=field, shown=self._api_path(ledger.path))
         return notebook_path, ledger
@@ -296,7 +301,7 @@ def _render(module: str, function: str, target: Path, refused: dict[str, str]) -
 
 def _require_text(value, field: str) -> None:
     if not isinstance(value, str) or not value:
-        raise SpecError(f"{field} must be a non-empty string", field=field)
+        raise SpecError("{name} must be a non-empty string", name=field, field=field)
 
 
 def _stem(path: Path) -> str:

@@ -40,6 +40,21 @@ async def test_a_body_that_is_no_object_is_refused_in_the_reader_language(api):
     assert answers["en"] == (400, "bad_input", "the request body must be a JSON object, got list")
 
 
+async def test_a_path_leaving_the_root_is_refused_in_the_reader_language(api):
+    """Given an export of `../x`, when it is asked with `Accept-Language: es` and `en`, then
+    both are 400 bad_path naming the path, each in its language."""
+    answers = {}
+    for header in ("es", "en"):
+        status, _, body = await api("GET", "export", headers={"Accept-Language": header}, path="../x", format="html")
+        answers[header] = (status, body["code"], body["message"])
+    assert answers["es"] == (
+        400,
+        "bad_path",
+        "path '../x' contiene '..': las rutas no pueden salir de la raíz del servidor",
+    )
+    assert answers["en"] == (400, "bad_path", "path '../x' contains '..': paths may not leave the server root")
+
+
 async def test_a_failing_check_keeps_its_record_english_and_shows_its_reason_in_spanish(api, lab1, ledger_lines):
     """Given a wrong hand derivative (3*x for x*x), when it runs with `Accept-Language: es`, then
     the record in the answer and the ledger keep the English reason, and the answer's `shown`

@@ -177,6 +177,8 @@ class GradcheckPanel(widgets.VBox):
             button_style="primary",
             icon="play",
             tooltip=_("record the expectation, run the check here, record the observation"),
+            # as wide as its label: "Ejecutar la comprobación" is longer than the default width
+            layout=widgets.Layout(width="auto", min_width="148px"),
         )
         self.message = widgets.HTML()
         self.ledger_note = widgets.HTML()

@@ -197,6 +197,10 @@ test('a Spanish session: panel, inline widget, Verify, HTML, at 250 and 400 px',
   }
 
   // When the inline panel runs the same wrong derivative in the notebook's kernel
+  // (the right sidebar closed by its command: Galata's helper reads the English menu)
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('application:toggle-right-area')
+  );
   const file = `${tmpPath}/inline.ipynb`;
   await page.contents.uploadContent(
     JSON.stringify(
@@ -232,6 +236,10 @@ test('a Spanish session: panel, inline widget, Verify, HTML, at 250 and 400 px',
   // Then it speaks JupyterLab's language, not the kernel's English locale
   const run = inline.getByRole('button', { name: 'Ejecutar la comprobación' });
   await expect(run).toBeVisible();
+  // whose label is whole inside its button, not "Ejecutar la co…"
+  expect(
+    await run.evaluate(node => node.scrollWidth <= node.clientWidth + 1)
+  ).toBe(true);
   await run.click();
   await expect(inline.locator('table.jp-gradcheck-expectation-observation')).toBeVisible({
     timeout: 60000

@@ -29,9 +29,8 @@ FRONT_END_CATALOG = PACKAGE / "locale" / "es_ES" / "LC_MESSAGES" / "jupyterlab_g
 FRONT_END_SOURCES = ROOT / "src"
 #: Parts of the package whose text is not translated, each with the reason.
 NOT_TRANSLATED = {
-    # REST and witness answers keep English messages: the side panel translates them by code
-    # REST answers come in the reader's language (Accept-Language); the handlers and errors.py are
-    # in the catalog, the service's own refusals below are still English f-strings
+    # REST answers come in the reader's language (Accept-Language); the parts of server/ named in
+    # TRANSLATED_INSIDE are in the catalog, the pool's and the worker's own failures not yet
     "server": "the pool's and the worker's own failures are not yet templates",
     "witness": "the witness service answers stay English",
 }

@@ -186,9 +186,11 @@ def test_entries_the_witness_never_saw_grade_the_ledger_as_unverified(tmp_path):
 
 def test_the_verdict_speaks_spanish(submitted):
     """Given the widener's verdict, when it is shown in Spanish (c.ScoreLedger.language = "es"),
-    then the summary and the flag read in Spanish and the flag keeps its name and its check."""
+    then the summary, the flag and the student's justification read in Spanish, and the flag
+    keeps its name and its check."""
     from jupyterlab_gradcheck.core.i18n import localize
 
-    summary, flag = [localize(line, "es") for line in verdict_lines(verdict(submitted["widener"]))]
+    summary, flag, reason = [localize(line, "es") for line in verdict_lines(verdict(submitted["widener"]))]
+    assert reason.startswith("justificación: comprobación 'cube_wrong': tolerancia ")
     assert summary == "gradcheck: el registro se verifica: comprobaciones 3, ejecuciones 3, fallos conservados 1"
     assert flag.startswith("widened_after_failure: comprobación 'cube_wrong': su tolerancia se amplió justo después")

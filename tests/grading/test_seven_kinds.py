@@ -92,11 +92,15 @@ def test_the_copier_is_flagged_with_its_pair(course):
 
 def test_the_feedback_shows_the_revision_and_the_copy(course):
     """Given the fixer's justified revision and the copier's shared ledger, when the feedback is
-    generated, then the fixer's shows the old and the new derivation with the justification, and
-    the copier's names the honest student and the witness's verdict."""
+    generated, then the fixer's shows the old and the new derivation with the justification, the
+    widener's shows the reason given for the widening, and the copier's names the honest student
+    and the witness's verdict."""
     fixer = (course / "feedback" / "fixer" / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.html").read_text()
     assert "expectation revised from 'x' to '2*x' (ledger seq 3)" in fixer
     assert sk.FIXER_JUSTIFICATION in fixer
+    widener = (course / "feedback" / "widener" / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.html").read_text()
+    assert "justification: check 'square': tolerance atol 1e-10, rtol 1e-07 -" in widener
+    assert "atol 0, rtol 0.9 (ledger seq 3): float rounding" in widener
     copier = (course / "feedback" / "copier" / cb.ASSIGNMENT / f"{cb.NOTEBOOK}.html").read_text()
     assert "shared_with: honest" in copier
     assert "this ledger was witnessed for honest; it is submitted as copier's" in copier

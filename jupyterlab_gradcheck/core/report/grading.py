@@ -192,6 +192,33 @@ def own_ledger(submission: dict) -> bool:
     return bool(witness.get("seen")) and bool(witness.get("witnessed")) and submission["verify"]["ok"]
 
 
+def justification_lines(submission: dict) -> list[Message]:
+    """One line per tolerance change the ledger justifies: the student's reason, for the grader
+    and in the feedback (a justified revised expectation shows as `revision_justified`)."""
+    return [
+        Message(
+            "justification: check {check_id!r}: tolerance {old} -> {new} (ledger seq {seq}): {justification}",
+            check_id=check_id,
+            old=_tolerance_text(change.get("old")),
+            new=_tolerance_text(change.get("new")),
+            seq=change["seq"],
+            justification=str(change["justification"]),
+        )
+        for check_id, history in (submission.get("checks") or {}).items()
+        for change in history.get("tolerance_history") or []
+        if str(change.get("justification") or "").strip()
+    ]
+
+
+def _tolerance_text(tolerance) -> str:
+    if not isinstance(tolerance, dict):
+        return str(tolerance)
+    return ", ".join(
+        f"{key} {tolerance[key]:g}" if isinstance(tolerance[key], (int, float)) else f"{key} {tolerance[key]}"
+        for key in sorted(tolerance)
+    )
+
+
 def rerun_flags(findings: list[dict]) -> list[dict]:
     """The flags of what the autograder's re-execution found (core.report.rerun_comparison)."""
     return [
@@ -236,6 +263,7 @@ def verdict(submission: dict, rubric: Rubric = Rubric(), rerun: list[dict] | Non
         "checks": len(checks),
         "runs": sum(h.get("runs", 0) for h in checks.values()),
         "failures_kept": sum(len(h.get("failures_kept") or []) for h in checks.values()),
+        "justifications": justification_lines(submission),
     }
 
 
@@ -258,6 +286,7 @@ def verdict_lines(result: dict) -> list[Message]:
         ]
     lines += [Message("error: {reason}", reason=reason) for reason in result["errors"]]
     lines += [flag["text"] for flag in result["flags"]]
+    lines += result.get("justifications") or []
     return lines
 
 

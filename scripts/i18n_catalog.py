@@ -116,6 +116,29 @@ def printed_text(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+#: Keyword arguments whose text a widget shows a person (ipywidgets' label, hint and tooltip).
+WIDGET_TEXT = {"description", "placeholder", "tooltip"}
+
+
+def widget_text(path: Path) -> list[tuple[int, str]]:
+    """(line, what) of every widget label, placeholder or tooltip written as English words in
+    place (two words at least), not through `_()`: a field name (`rtol`) or an example of JSON
+    (`{"x": 3}`) is not words."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                value = keyword.value
+                if (
+                    keyword.arg in WIDGET_TEXT
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                    and re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", value.value)
+                ):
+                    found.append((node.lineno, f"{keyword.arg}={value.value[:60]!r}"))
+    return found
+
+
 def _passed_on(node) -> bool:
     """An error built from another error's message (`SpecError(exc.message)`) keeps its template."""
     return isinstance(node, ast.Attribute) and node.attr == "message"
@@ -142,6 +165,7 @@ def unrouted() -> list[str]:
         if relative in MACHINERY:
             continue
         places = messages_of(path, errors)[1] + (printed_text(path) if relative.startswith("cli/") else [])
+        places += widget_text(path) if relative.startswith("widget/") else []
         found += [f"{path.relative_to(ROOT).as_posix()}:{line} {what}" for line, what in places]
     return found
 

@@ -145,3 +145,14 @@ def test_the_check_covers_the_front_end_strings(tmp_path, monkeypatch):
     monkeypatch.setattr(CATALOG, "FRONT_END_SOURCES", sources)
     assert CATALOG.front_end_problems() == ["no Spanish for 'A label nobody translated' (src/panel.ts)"]
     assert CATALOG.main(["--check"]) == 1
+
+
+def test_a_widget_label_written_in_place_is_named(tmp_path):
+    """Given a widget built with an English placeholder in place and another through `_()`,
+    then the scan names only the first line; a field name (`rtol`) is not words."""
+    module = tmp_path / "panel.py"
+    module.write_text(
+        'a = Text(description="rtol", placeholder="the dtype default")\n'
+        'b = Text(description=_("function"), placeholder=_("the dtype default"))\n'
+    )
+    assert CATALOG.widget_text(module) == [(1, "placeholder='the dtype default'")]

@@ -167,7 +167,7 @@ def test_verify_catches_each_cheat_and_passes_the_honest_work(submissions):
 def _csv_rows(text: str) -> dict[str, list[dict]]:
     rows: dict[str, list[dict]] = {}
     for row in csv.DictReader(io.StringIO(text)):
-        rows.setdefault(row["student"], []).append(row)
+        rows.setdefault(row["student_id"], []).append(row)
     return rows
 
 

@@ -214,7 +214,7 @@ def _export(folder: Path, *extra: str) -> dict[str, list[dict]]:
     assert done.returncode == 0, done.stderr
     by_student: dict[str, list[dict]] = {}
     for row in csv.DictReader(io.StringIO(done.stdout)):
-        by_student.setdefault(row["student"], []).append(row)
+        by_student.setdefault(row["student_id"], []).append(row)
     return by_student
 
 

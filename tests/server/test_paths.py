@@ -108,7 +108,7 @@ async def test_paths_leaving_the_root_are_refused_and_nothing_outside_is_touched
         answers.append(text)
         assert status == 200, text
         rows = list(csv.DictReader(io.StringIO(text)))
-        assert {r["notebook"] for r in rows if r["status"] == "verify_failed"} >= {
+        assert {r["notebook_id"] for r in rows if r["status"] == "verify_failed"} >= {
             p.rsplit("/", 1)[-1] for p in refused
         }
 

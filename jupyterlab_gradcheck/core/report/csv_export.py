@@ -21,9 +21,9 @@ import json
 from .renamed_reruns import renamed_rerun_flags
 
 COLUMNS = (
-    "student",
-    "assignment",
-    "notebook",
+    "student_id",
+    "assignment_id",
+    "notebook_id",
     "check_id",
     "function",
     "inputs",
@@ -106,9 +106,9 @@ def check_row(submission: dict, history: dict) -> dict:
     passed = None if latest is None else bool((latest.get("data") or {}).get("passed"))
     max_abs, max_rel = worst_errors(record)
     return {
-        "student": submission["student"],
-        "assignment": submission["assignment"],
-        "notebook": submission["notebook"] or submission["ledger"],
+        "student_id": submission["student"],
+        "assignment_id": submission["assignment"],
+        "notebook_id": submission["notebook"] or submission["ledger"],
         "check_id": history["check_id"],
         "function": source.get("function"),
         "inputs": source.get("inputs"),
@@ -162,9 +162,9 @@ def witnessed_of(submission: dict) -> bool | None:
 def submission_row(submission: dict) -> dict:
     """The one row of a submission that has no check: who, where, and its status."""
     return {
-        "student": submission["student"],
-        "assignment": submission["assignment"],
-        "notebook": submission["notebook"] or submission["ledger"],
+        "student_id": submission["student"],
+        "assignment_id": submission["assignment"],
+        "notebook_id": submission["notebook"] or submission["ledger"],
         "runs": 0,
         "failures_kept": 0,
         "chain_ok": submission["chain_ok"],

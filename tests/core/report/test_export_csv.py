@@ -15,9 +15,9 @@ from jupyterlab_gradcheck.core.report.submissions import collect, nbgrader_ident
 from support.ledger import THREE_CHECKS, lines_of, notebook_with_three_checks, rechain, write_lines
 
 COLUMNS = [
-    "student",
-    "assignment",
-    "notebook",
+    "student_id",
+    "assignment_id",
+    "notebook_id",
     "check_id",
     "function",
     "inputs",
@@ -78,10 +78,10 @@ def test_folder_of_three_students_exports_one_csv(course, tmp_path, gradcheck_cl
     reader = csv.DictReader(io.StringIO(out.read_text(encoding="utf-8")))
     assert reader.fieldnames == COLUMNS
     rows = list(reader)
-    assert [(r["student"], r["assignment"], r["notebook"], r["check_id"]) for r in rows] == [
+    assert [(r["student_id"], r["assignment_id"], r["notebook_id"], r["check_id"]) for r in rows] == [
         (student, "ps1", "lab1.ipynb", check["id"]) for student in ("alice", "bob", "carol") for check in THREE_CHECKS
     ]
-    row = {(r["student"], r["check_id"]): r for r in rows}
+    row = {(r["student_id"], r["check_id"]): r for r in rows}
 
     square = row["alice", "square"]
     assert (square["function"], json.loads(square["inputs"]), square["dtype"], square["device"]) == (
@@ -107,9 +107,9 @@ def test_folder_of_three_students_exports_one_csv(course, tmp_path, gradcheck_cl
     assert (bob["passed"], bob["runs"], bob["failures_kept"], bob["tolerance_edits"]) == ("true", "2", "1", "1")
     assert (bob["widened_after_failure"], float(bob["rtol"])) == ("true", 0.9)
 
-    assert {r["chain_ok"] for r in rows if r["student"] != "carol"} == {"true"}
-    assert {r["binding_ok"] for r in rows if r["student"] != "carol"} == {"true"}
-    assert {(r["chain_ok"], r["binding_ok"]) for r in rows if r["student"] == "carol"} == {("true", "false")}
+    assert {r["chain_ok"] for r in rows if r["student_id"] != "carol"} == {"true"}
+    assert {r["binding_ok"] for r in rows if r["student_id"] != "carol"} == {"true"}
+    assert {(r["chain_ok"], r["binding_ok"]) for r in rows if r["student_id"] == "carol"} == {("true", "false")}
 
 
 def test_a_bare_ledger_has_no_binding_to_check(tmp_path):
@@ -120,7 +120,7 @@ def test_a_bare_ledger_has_no_binding_to_check(tmp_path):
     from jupyterlab_gradcheck.core.report.csv_export import to_csv
 
     [row] = list(csv.DictReader(io.StringIO(to_csv(collect([ledger.path])))))
-    assert (row["notebook"], row["chain_ok"], row["binding_ok"]) == ("loose.gradcheck.jsonl", "true", "")
+    assert (row["notebook_id"], row["chain_ok"], row["binding_ok"]) == ("loose.gradcheck.jsonl", "true", "")
 
 
 def test_a_check_that_never_ran_has_an_empty_verdict(tmp_path):
@@ -161,7 +161,7 @@ def test_export_with_replay_adds_a_replay_ok_column(tmp_path, gradcheck_cli):
     reader = csv.DictReader(io.StringIO(csv_out.read_text(encoding="utf-8")))
     assert reader.fieldnames == COLUMNS + ["replay_ok"]
     rows = list(reader)
-    assert {(r["student"], r["chain_ok"], r["binding_ok"], r["replay_ok"]) for r in rows} == {
+    assert {(r["student_id"], r["chain_ok"], r["binding_ok"], r["replay_ok"]) for r in rows} == {
         ("eve", "true", "true", "false"),
         ("fay", "true", "true", "true"),
     }
@@ -192,11 +192,11 @@ def test_a_deleted_ledger_is_a_row_with_its_status_and_a_failed_verify(course, t
     code, _out, err = gradcheck_cli("export", str(course), "--format", "csv", "-o", str(out))
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
-    mine = [r for r in rows if r["student"] == "dave"]
+    mine = [r for r in rows if r["student_id"] == "dave"]
     assert [(r["check_id"], r["status"], r["runs"], r["chain_ok"]) for r in mine] == [
         ("", "ledger_missing", "0", "true")
     ]
-    statuses = {r["student"]: r["status"] for r in rows if r["student"] != "dave"}
+    statuses = {r["student_id"]: r["status"] for r in rows if r["student_id"] != "dave"}
     assert statuses == {"alice": "ok", "bob": "ok", "carol": "verify_failed"}
     assert {r["witnessed"] for r in rows} == {""}  # exported without a witness
     code, out_text, _err = gradcheck_cli("verify", str(course))

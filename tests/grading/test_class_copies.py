@@ -19,6 +19,7 @@ from pathlib import Path
 import class_folder as cf
 import pytest
 
+from jupyterlab_gradcheck.core.report.html_export import to_html
 from jupyterlab_gradcheck.core.report.submission_csv import to_submission_csv
 from jupyterlab_gradcheck.core.report.submissions import collect
 
@@ -71,3 +72,18 @@ def test_verify_names_each_pair_and_exits_1(folder):
     lines = [line for line in completed.stdout.splitlines() if line.startswith("shared ledger: ")]
     named = sorted(tuple(line.split(" (")[0].removeprefix("shared ledger: ").split(" and ")) for line in lines)
     assert (completed.returncode, named) == (1, sorted((source, copier) for copier, source, _way in copies))
+
+
+def test_the_html_export_lists_the_pairs(folder):
+    """Given the same folder, when it is exported as HTML, then its "Shared ledgers" section
+    lists exactly the three pairs, each source and copier with the ways they share."""
+    root, copies = folder
+    page = to_html(collect([str(root)]), language="en")
+    section = page.split('<section class="shared">', 1)[1].split("</section>", 1)[0]
+    items = [item.removesuffix("</ul>").removesuffix("</li>") for item in section.split("<li>")[1:]]
+    expected = {
+        "byte copy": "ledger_id, entry_hash, identical_run",
+        "continued": "ledger_id, entry_hash",
+        "re-chained": "identical_run",
+    }
+    assert items == [f"{source} · {copier}: {expected[way]}" for copier, source, way in copies]

@@ -97,8 +97,16 @@ async function expectRows(
       want.meta
     );
     const hand = [want.gradient].flat(2);
-    const shown = numbers(
-      (await tr.getByTestId('gradcheck-observation-value').textContent()) ?? ''
+    // The cell shows 6 significant digits (so within half a unit of the 6th, 5e-6 relative);
+    // its title (hover) holds the full value, held to HAND_TOLERANCE below
+    const value = tr.getByTestId('gradcheck-observation-value');
+    const shown = numbers((await value.getAttribute('title')) ?? '');
+    const rounded = numbers((await value.textContent()) ?? '');
+    rounded.forEach((number, i) =>
+      expect(
+        Math.abs(number - hand[i]),
+        `${input}[${i}] as shown: ${number} against ${hand[i]}`
+      ).toBeLessThanOrEqual(Math.abs(hand[i]) * 5e-6 + 1e-12)
     );
     expect(shown, `the gradient shown for ${input}`).toHaveLength(hand.length);
     shown.forEach((value, i) =>

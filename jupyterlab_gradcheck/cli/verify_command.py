@@ -166,15 +166,14 @@ def run(args) -> int:
     finally:
         if bar is not None:
             bar.close()
+    pairs = class_pairs(result["reports"], args.path) if Path(args.path).is_dir() else []
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(json.dumps({**result, "shared": pairs}, indent=2, ensure_ascii=False, default=str))
     else:
         for report in result["reports"]:
             print("\n".join(_lines(report)))
         if not result["reports"]:
             print(_("nothing to verify under {path}: no notebooks or ledgers").format(path=args.path))
-    pairs = class_pairs(result["reports"], args.path) if Path(args.path).is_dir() else []
-    if not args.json:
         for line in pair_lines(pairs):
             print(line)
     clean = result["ok"] and not pairs and not any(_unwitnessed(r) for r in result["reports"])

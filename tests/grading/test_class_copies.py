@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 import sys
 import time
@@ -72,6 +73,24 @@ def test_verify_names_each_pair_and_exits_1(folder):
     lines = [line for line in completed.stdout.splitlines() if line.startswith("shared ledger: ")]
     named = sorted(tuple(line.split(" (")[0].removeprefix("shared ledger: ").split(" and ")) for line in lines)
     assert (completed.returncode, named) == (1, sorted((source, copier) for copier, source, _way in copies))
+
+
+def test_verify_json_names_the_pairs(folder):
+    """Given the same folder, when `verify --json` reads it, then its answer carries `shared`:
+    the three pairs, each with both students and the ways they share, and exits 1."""
+    root, copies = folder
+    completed = subprocess.run(
+        [str(Path(sys.executable).with_name("jupyter-gradcheck")), "verify", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"LANGUAGE": "en", "PATH": str(Path(sys.executable).parent)},
+    )
+    shared = json.loads(completed.stdout)["shared"]
+    assert (completed.returncode, [pair["students"] for pair in shared]) == (
+        1,
+        [[source, copier] for copier, source, _way in copies],
+    )
 
 
 def test_the_html_export_lists_the_pairs(folder):

@@ -68,3 +68,33 @@ def make_class(root: Path, size: int) -> list[tuple[str, str, str]]:
         if way == "continued":
             run_and_record(spec(5.0 + index), Ledger(target))
     return [(student(index), student(source), way) for index, (source, way) in copies.items()]
+
+
+def measure(size: int, jobs: int | None) -> None:
+    """Print the figures of benchmarks/results.md ("Grading at class scale") for a class of `size`:
+    collect with copy detection, then with the replay at --jobs 1 and `jobs` (None: every core)."""
+    import os
+    import tempfile
+    import time
+
+    from jupyterlab_gradcheck.core.report.submissions import collect
+
+    root = Path(tempfile.mkdtemp(prefix="gradcheck-class-"))
+    make_class(root, size)
+    for replay, workers in ((False, 1), (True, 1), (True, jobs)):
+        started = time.perf_counter()
+        found = collect([str(root)], replay=replay, jobs=workers)
+        seconds = time.perf_counter() - started
+        flagged = sum(1 for submission in found if submission["shared_with"])
+        print(
+            f"{size} submissions, replay {replay}, jobs {workers or os.cpu_count()}: {seconds:.2f} s, "
+            f"{seconds / size * 1000:.2f} ms each, {size / seconds:.0f} per second, {flagged} students in pairs"
+        )
+    shutil.rmtree(root)
+
+
+if __name__ == "__main__":  # python tests/grading/class_folder.py [SIZE [JOBS]]
+    import sys
+
+    arguments = sys.argv[1:]
+    measure(int(arguments[0]) if arguments else 1000, int(arguments[1]) if len(arguments) > 1 else None)

@@ -22,9 +22,9 @@ import {
  * out here rather than imported, so a renamed column fails this test.
  */
 const CSV_COLUMNS = [
-  'student',
-  'assignment',
-  'notebook',
+  'student_id',
+  'assignment_id',
+  'notebook_id',
   'check_id',
   'function',
   'inputs',

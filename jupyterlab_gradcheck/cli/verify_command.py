@@ -74,6 +74,8 @@ def _lines(report: dict) -> list[str]:
             status=status, path=report["path"], entries=report["entries"], head=report["head"][:16]
         )
     ]
+    if report.get("checks"):
+        out.append(_("  checks: {checks}").format(checks=", ".join(report["checks"])))
     for error in report["errors"]:
         where = _("line {line}: ").format(line=error["line"]) if error.get("line") else ""
         out.append(_("  error: {where}{reason}").format(where=where, reason=localize(error["reason"])))

@@ -14,6 +14,7 @@ def new_report() -> dict:
     return {
         "ok": True,
         "entries": 0,
+        "checks": [],
         "head": GENESIS,
         "errors": [],
         "warnings": [],

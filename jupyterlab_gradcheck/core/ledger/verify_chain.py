@@ -56,6 +56,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     else:
         checked = (pair for batch, flags in hashed_ahead(lines) for pair in zip(batch, flags))
     last_complete = 0
+    checks: dict[str, None] = {}
     for (number, raw, complete), hash_ok in checked:
         last_complete = number if complete else last_complete
         if not complete:
@@ -101,6 +102,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
             )
         add(light_entry(info))
         if info.kind == "expectation":
+            checks.setdefault(info.check_id)
             # A check declared again supersedes its earlier expectation: an expectation
             # written first and run later (declare, then check) is not an interruption.
             for earlier in [s for s, (check, _) in awaiting.items() if check == info.check_id]:
@@ -111,6 +113,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
         last_seq, last_hash, last_time = seq, info.hash, max(last_time, info.time)
         hashes[seq], line_of_seq[seq], times[seq] = last_hash, number, info.time
     report["entries"] = len(line_of_seq)
+    report["checks"] = list(checks)  # every check declared, in the order of its first expectation
     torn = report["torn_tail"]
     if pending and torn is not None and len(pending) <= MAX_SEAL_RUN:
         torn["interrupted_lines"] = [{"line": n, "bytes": len(raw)} for n, raw, _ in pending]

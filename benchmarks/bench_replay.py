@@ -378,10 +378,11 @@ def run(quick: bool) -> list[dict]:
                     f"B8 jupyter gradcheck verify --replay over {submissions}, --jobs {best}",
                     round(seconds, 1),
                     "s",
-                    "exit 0",
-                    "PASS" if code == 0 else "MISS",
+                    "exit 1",
+                    "PASS" if code == 1 else "MISS",
                     f"the real command end to end (start, fork server, discovery, replay, {submissions} "
-                    f"reports printed); exit {code}, {passed} OK and {failed} FAIL; "
+                    f"reports printed); the class is copies of {variants} runs, so verify flags the shared "
+                    f"ledgers and exits 1 (a finding); exit {code}, {passed} OK and {failed} FAIL; "
                     f"{submissions / seconds:.2f} submissions/s",
                 )
             )

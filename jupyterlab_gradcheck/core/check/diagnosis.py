@@ -22,6 +22,7 @@ from .fd import diagonal
 from .fd.error_bound import BOUND_FACTOR
 from .fd.evaluations import Probe
 from .fd.finite_difference import difference_quotient
+from .fd.wider_precision import rounding_explains
 from .record import defaults
 from .record.complex_values import as_number, complex_text
 
@@ -257,6 +258,12 @@ def diagnose(comparison: dict, ctx: DiagnosisContext) -> tuple[str, str]:
     abs_err = worst["abs_err"] if worst["abs_err"] is not None else float("inf")
     tried = ctx.refinement.get(input_name)
     if "finite_difference" in name and tried:
+        cancelled = rounding_explains(
+            ctx.function, ctx.fd_values, ctx.fd_v, input_name, dtype=ctx.dtype, grads=ctx.grads,
+            tolerance=ctx.fd_tolerance, worst=(flat, left, right),
+        )  # fmt: skip
+        if cancelled is not None:
+            return "precision_limited", cancelled
         bound = (comparison.get("error_bound") or {}).get("at_worst")
         return "probable_bug", (
             Message(

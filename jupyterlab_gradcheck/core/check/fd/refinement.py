@@ -26,16 +26,13 @@ from __future__ import annotations
 import torch
 
 from ...i18n import Message
-from . import error_bound
 from .evaluations import Probe
-from .finite_difference import difference_quotient, signed_steps
+from .finite_difference import signed_steps
+from .richardson import MAX_ELEMENTS, REFINED_MARGIN, extrapolate
+from .wide_steps import rejudge
 
 #: Step multiples of the default step at which failing elements are re-estimated.
 MULTIPLES = (4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
-#: Most elements of one input re-estimated (the worst by excess); the others keep their verdict.
-MAX_ELEMENTS = 256
-#: Multiple of the refined estimate's own error estimate allowed in its tolerance.
-REFINED_MARGIN = 2.0
 #: Multiple of the default step at which refinement looks for the outputs a failing element moves (about 6e-3
 #: max(1, |x_i|) in float64): an output that moves there but not at the steps differenced changed by less than its
 #: rounding at those steps, and counts in their bound; one that does not move even there has a derivative below
@@ -79,37 +76,9 @@ def refine(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: flo
         failing = failing[torch.argsort(excess[failing], descending=True)[:MAX_ELEMENTS]]
     count, k = failing.numel(), len(MULTIPLES)
     probe.track_rounding = True
-    if probe.structured:
-        # an observed elementwise chain: every element at once per step keeps each quotient's
-        # rounding that of one element, not that of the whole sum (core/check/fd/diagonal.py)
-        rows, roundings, widths = [], [], []
-        for m in MULTIPLES:
-            rows.append(difference_quotient(probe, "central", h * m, exact=True)[failing])
-            roundings.append(probe.rounding[failing])
-            taken = signed_steps(probe, "central", h[failing] * m, failing, exact=True)
-            widths.append(taken[0] - taken[1])
-        central, rounding, widths = torch.stack(rows), torch.stack(roundings), torch.stack(widths)
-    else:
+    if not probe.structured:
         probe.touched = touched_outputs(probe, h, failing)
-        indices = failing.repeat(k)
-        steps = torch.cat([h[failing] * m for m in MULTIPLES])
-        central = difference_quotient(probe, "central", steps, indices, exact=True).reshape(k, count)
-        rounding = probe.rounding.reshape(k, count)
-        taken = signed_steps(probe, "central", steps, indices, exact=True)
-        widths = (taken[0] - taken[1]).reshape(k, count)
-    if central.is_complex():  # the loss of a complex output, as a complex number: its real part is phi
-        central = central.real
-    ratio = widths[:-1] / widths[1:]  # ~2: the Richardson weights use the steps really taken
-    weight = ratio * ratio
-    extrapolated = (weight * central[1:] - central[:-1]) / (weight - 1)
-    extrapolated_rounding = (weight * rounding[1:] + rounding[:-1]) / (weight - 1)
-    change = (extrapolated[1:] - extrapolated[:-1]).abs()
-    error = change + error_bound.element_tolerance(torch.maximum(extrapolated_rounding[1:], extrapolated_rounding[:-1]))
-    error = torch.where(torch.isnan(error), torch.full_like(error, float("inf")), error)
-    best = torch.argmin(error, dim=0)
-    columns = torch.arange(count, device=extrapolated.device)
-    refined = extrapolated[best + 1, columns]
-    refined_error = error[best, columns]
+    refined, refined_error, best = extrapolate(probe, h, failing, MULTIPLES)
     new_estimate, new_bound = estimate.clone(), bound.clone()
     new_estimate[failing] = refined
     new_bound[failing] = REFINED_MARGIN * refined_error
@@ -176,8 +145,8 @@ def refine_inputs(
     report = {}
     for name, estimate in estimates.items():
         reference = autograd[name].detach().reshape(estimate.shape).to(estimate.dtype)
-        if bool(((estimate - reference).abs() <= atol + rtol * reference.abs() + bounds[name]).all()):
-            continue  # every element already passes: nothing to refine (NaN compares False, so it is refined)
+        if bool(((estimate - reference).abs() <= atol + rtol * reference.abs()).all()):
+            continue  # every element passes without its bound: nothing to refine (NaN compares False)
         if values[name].is_complex():
             info = refine_complex(
                 function,
@@ -207,10 +176,12 @@ def refine_inputs(
         flat_estimate, flat_bound = estimate.reshape(-1), bounds[name].reshape(-1)
         reference = reference.reshape(-1)
         new_estimate, new_bound, info = refine(probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol)
-        if info is not None:
+        # the elements that pass only inside their bound, the default one or the refinement's
+        new_estimate, new_bound, wide = rejudge(probe, h, reference, new_estimate, new_bound, rtol=rtol, atol=atol)
+        if info is not None or wide is not None:
             estimates[name] = new_estimate.reshape(estimate.shape)
             bounds[name] = new_bound.reshape(estimate.shape)
-            report[name] = info
+            report[name] = wide if info is None else {**info, **({"wide_steps": wide} if wide is not None else {})}
     return report
 
 

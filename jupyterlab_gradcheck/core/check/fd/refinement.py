@@ -177,7 +177,9 @@ def refine_inputs(
         reference = reference.reshape(-1)
         new_estimate, new_bound, info = refine(probe, h, reference, flat_estimate, flat_bound, rtol=rtol, atol=atol)
         # the elements that pass only inside their bound, the default one or the refinement's
-        new_estimate, new_bound, wide = rejudge(probe, h, reference, new_estimate, new_bound, rtol=rtol, atol=atol)
+        new_estimate, new_bound, wide = rejudge(
+            probe, h, reference, new_estimate, new_bound, rtol=rtol, atol=atol, default_bound=flat_bound
+        )
         if info is not None or wide is not None:
             estimates[name] = new_estimate.reshape(estimate.shape)
             bounds[name] = new_bound.reshape(estimate.shape)

@@ -44,13 +44,16 @@ def bound_only(autograd, estimate, bound, *, rtol: float, atol: float):
     return elements[torch.argsort(plain[elements], descending=True)[:MAX_ELEMENTS]]
 
 
-def rejudge(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float):
+def rejudge(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: float, default_bound=None):
     """(estimate, bound, info) with the elements that pass only inside their bound re-judged at wider steps.
 
     `h`, `autograd`, `estimate` and `bound` are the flat default step, reference, estimate and
     allowance of one input, after refinement: an element it re-estimated at smaller steps, whose
     rounding bound grows as the step shrinks, qualifies as a default one does. info is None when
-    no element failed at the wider steps.
+    no element failed at the wider steps. `default_bound` (the bound at the default step, before
+    refinement; `bound` where None) is what the wider estimate must agree with the estimate within:
+    a refined element's own bound, grown at steps down to h/16, would let wider steps that cross a
+    change of branch (two near-tied values of a sort) contradict it unseen.
     """
     elements = bound_only(autograd, estimate, bound, rtol=rtol, atol=atol)
     if elements.numel() == 0:
@@ -63,10 +66,11 @@ def rejudge(probe: Probe, h, autograd, estimate, bound, *, rtol: float, atol: fl
     # tighter than the bound it replaces, and consistent with the estimate it replaces: wide steps that cross a kink
     # or a change of branch (clamp's bound, a sort's ties) give an estimate the default step's contradicts
     margin = REFINED_MARGIN * error
+    agreement = torch.minimum(bound, bound if default_bound is None else default_bound)[elements]
     tighter = (
         torch.isfinite(refined)
         & (margin < bound[elements])
-        & ((refined - estimate[elements]).abs() <= bound[elements] + margin)
+        & ((refined - estimate[elements]).abs() <= agreement + margin)
     )
     reference = autograd[elements]
     failing = tighter & ((refined - reference).abs() > atol + rtol * reference.abs() + margin)

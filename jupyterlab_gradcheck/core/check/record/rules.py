@@ -7,27 +7,28 @@ and moves RULES to that version; it never adds a second code path. A record made
 under today's (core/ledger/replay_rules.py).
 
 Records of 0.1.0 name a policy instead (`"policy": 1` to `7`; an executed record with neither field predates them and
-was made by policy 1). The rules of 0.2.0 are policy 7's.
+was made by policy 1). The rules of 0.2.0 are policy 7's; those of 0.3.0 (CHANGELOG.md) followed.
 """
 
 from __future__ import annotations
 
 #: The version in which the rules of new checks last changed (package.json's version at that change).
-RULES = "0.2.0"
+RULES = "0.3.0"
 #: The record field that names them.
 FIELD = "rules"
 #: The field 0.1.0's records name their policy in: accepted and not acted on.
 LEGACY_FIELD = "policy"
-#: The policy of 0.1.0 whose rules became those of 0.2.0.
+#: The policy of 0.1.0 whose rules became those of 0.2.0, and the rules it names.
 LAST_POLICY = 7
+LAST_POLICY_RULES = "0.2.0"
 
 
 def rules_of(record: dict) -> str:
-    """The rules a completed record was made under: its `rules`, RULES for 0.1.0's last policy, else `policy N`
+    """The rules a completed record was made under: its `rules`, 0.2.0 for 0.1.0's last policy, else `policy N`
     (`policy 1` for an executed record that names neither, written before policies were numbered)."""
     if record.get(FIELD) is not None:
         return str(record[FIELD])
     policy = record.get(LEGACY_FIELD)
     if policy is None:
         return "policy 1"
-    return RULES if policy == LAST_POLICY and not isinstance(policy, bool) else f"policy {policy}"
+    return LAST_POLICY_RULES if policy == LAST_POLICY and not isinstance(policy, bool) else f"policy {policy}"

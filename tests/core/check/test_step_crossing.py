@@ -102,6 +102,27 @@ def test_a_linear_op_whose_sum_cancels_is_not_a_kink():
     assert abs(forward - backward) < 1e-5 and abs(forward - float(w[24])) < 1e-5
 
 
+def test_a_float64_conv_transpose3d_passes_with_no_element_called_a_kink():
+    """Given conv_transpose3d (stride 2, padding 1), linear in each of its input, weight and bias, in
+    float64 with a weighted sum over its 1,029 outputs, and autograd's gradient written as the expectation,
+    when it is checked, then it passes with no failure and no element is diagnosed at all: a linear op is
+    never a kink."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 4, 4, 4, dtype=torch.float64)
+    w = torch.randn(2, 3, 3, 3, 3, dtype=torch.float64)
+    b = torch.randn(3, dtype=torch.float64)
+    weights = torch.linspace(-1, 1, 3 * 7 * 7 * 7, dtype=torch.float64).reshape(1, 3, 7, 7, 7)
+
+    def loss(x, w, b):
+        return (torch.nn.functional.conv_transpose3d(x, w, b, stride=2, padding=1) * weights).sum()
+
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    grads = torch.autograd.grad(loss(*leaves), leaves)
+    result = check(loss, grad=dict(zip("xwb", grads)), x=x, w=w, b=b, ledger=False)
+    assert (result.passed, result.failure) == (True, None)
+    assert result.record["failures"] == []
+
+
 def test_an_expectation_tensor_with_unallocated_storage_is_accepted():
     """Given sgn's autograd gradient (a zero tensor with no storage, autograd's placeholder) given to
     check() as the expectation, when it runs, then it is read as zeros and the check passes, as it

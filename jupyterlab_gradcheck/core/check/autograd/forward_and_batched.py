@@ -35,6 +35,7 @@ from .custom_op_registration import opcheck_registration
 from .forward_and_batched_outputs import (
     along_u,
     backward_failed,
+    batched_comparisons,
     batched_grad_outputs,
     dual_pairs,
     forward_ad_outputs,
@@ -156,18 +157,7 @@ def batched_grad(function, leaves: dict, v) -> dict:
         "status": "observed",
         "grad_outputs": 3,
         "gradients": describe(shown.detach()),
-        "comparisons": [
-            compare(
-                "batched_grad_vs_one_at_a_time",
-                name,
-                one.detach().reshape(-1),
-                together.detach().reshape(-1),
-                left_label="one_at_a_time",
-                right_label="vmap",
-                **_tolerances(leaves)["exact"],
-            )
-            for name, one, together in zip(names, one_by_one, batched)
-        ],
+        "comparisons": batched_comparisons(names, one_by_one, batched, _tolerances(leaves)["exact"]),
     }
     if several:
         block["note"] = Message("the gradients of {names}, each flattened, side by side", names=_label(leaves))

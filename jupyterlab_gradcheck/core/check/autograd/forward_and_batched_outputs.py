@@ -224,16 +224,22 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
             outputs=", ".join(map(str, indices)),
             names=", ".join(names),
         ),
-        "comparisons": [
-            compare(
-                "batched_grad_vs_one_at_a_time",
-                name,
-                one.detach().reshape(-1),
-                together.detach().reshape(-1),
-                left_label="one_at_a_time",
-                right_label="vmap",
-                **tolerance,
-            )
-            for name, one, together in zip(names, one_by_one, batched)
-        ],
+        "comparisons": batched_comparisons(names, one_by_one, batched, tolerance),
     }
+
+
+def batched_comparisons(names, one_by_one, batched, tolerance: dict) -> list[dict]:
+    """Each input's gradients under the three grad_outputs taken one at a time against vmap's batch of them,
+    flattened, within `tolerance` (the dtype's exact tolerance)."""
+    return [
+        compare(
+            "batched_grad_vs_one_at_a_time",
+            name,
+            one.detach().reshape(-1),
+            together.detach().reshape(-1),
+            left_label="one_at_a_time",
+            right_label="vmap",
+            **tolerance,
+        )
+        for name, one, together in zip(names, one_by_one, batched)
+    ]

@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..core.check.environment import available_devices
-from ..core.check.record.devices import resolve_device
+from ..core.check.record.memory_admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
 from ..core.i18n import _, localize
 from ..core.jsonio import loads_records
@@ -59,7 +59,7 @@ def run(args) -> int:
     specs = [parse_spec(record) for record in records]
     devices = available_devices()
     for spec in specs:
-        resolve_device(spec.device, devices)
+        resolve_and_admit(spec, devices)
     ledger = open_ledger(args.ledger, args.notebook)
     sweep = False if args.no_sweep else None
     results = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..core.check.engine import run_check
 from ..core.check.environment import available_devices
-from ..core.check.record.devices import resolve_device
+from ..core.check.record.memory_admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
 from ..core.ledger import witness_client
 from ..core.ledger.attestation import attestation_for
@@ -30,7 +30,7 @@ def run_attested(
     `notebook` names the notebook a run without a ledger belongs to, for the witness (default:
     the session's notebook)."""
     spec = parse_spec(record)
-    resolve_device(spec.device, available_devices())
+    resolve_and_admit(spec, available_devices())
     if ledger is None:
         completed = run_check(spec)
         notebook = notebook or session_notebook()

@@ -54,8 +54,11 @@ class GradcheckExtension(ExtensionApp):
 
     max_input_elements = Integer(
         DEFAULT_LIMITS.max_input_elements,
-        help="Largest number of elements over all inputs of one check. Finite differences "
-        "cost two forward passes per element, so this bounds the work of one request.",
+        allow_none=True,
+        help="Largest number of elements over all inputs of one check, or None (the default) for "
+        "a limit that follows the device: a check must fit in its device's free memory (as the "
+        "worker measures it) and its predicted work within `timeout` (see `admission_rate`). "
+        "A value written as a JSON list has at most 100000 elements whatever this says.",
     ).tag(config=True)
 
     admission_rate = Float(
@@ -65,6 +68,16 @@ class GradcheckExtension(ExtensionApp):
         "(evaluations times the elements of the largest tensor it builds); one predicted to "
         "need longer than `timeout` is refused with 400 before anything is written. Raise it "
         "on a faster machine.",
+    ).tag(config=True)
+
+    memory_fraction = Float(
+        1.0,
+        help="Fraction of a device's free memory, as each worker measures it at start (under "
+        "`worker_memory_limit` when one is set), that one check may be estimated to need. A "
+        "check estimated to need more is refused with 400 before anything is written. With "
+        "several workers sharing one machine, 1/workers keeps them from over-committing it; 0 "
+        "turns the estimate off, and a check that runs out of memory is then recorded as failed "
+        "to run.",
     ).tag(config=True)
 
     heavy_seconds = Float(
@@ -139,9 +152,9 @@ class GradcheckExtension(ExtensionApp):
             raise TraitError(f"GradcheckExtension.{proposal['trait'].name} must be positive")
         return proposal["value"]
 
-    @validate("queue_size", "max_input_elements")
+    @validate("queue_size", "max_input_elements", "memory_fraction")
     def _not_negative(self, proposal):
-        if proposal["value"] < 0:
+        if proposal["value"] is not None and proposal["value"] < 0:
             raise TraitError(f"GradcheckExtension.{proposal['trait'].name} must not be negative")
         return proposal["value"]
 
@@ -189,6 +202,7 @@ class GradcheckExtension(ExtensionApp):
             default_device=self.default_device,
             admission_rate=self.admission_rate,
             heavy_seconds=self.heavy_seconds,
+            memory_fraction=self.memory_fraction,
             journal=self.journal,
         )
         self._listen(root)

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..core.check.record.cost_estimate import estimate_cost
-from ..core.check.record.devices import resolve_device
+from ..core.check.record.memory_admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
 from ..core.errors import LedgerError, SpecError
 from ..core.expr.limits import Limits
@@ -53,6 +53,9 @@ class GradcheckService:
     default_device: str = "cpu"
     #: Element evaluations per second assumed when a check is admitted (see `admit`).
     admission_rate: float = 1e8
+    #: Fraction of a device's free memory (as a worker measured it) a check may be estimated to need;
+    #: 0 admits any size (core/check/record/memory_admission.py).
+    memory_fraction: float = 1.0
     #: Predicted seconds above which a check is heavy and never takes the last free worker.
     heavy_seconds: float = 1.0
     #: Where started checks are kept until their outcome is written (a crash leaves them open).
@@ -88,7 +91,7 @@ class GradcheckService:
         if not isinstance(check, dict):
             raise SpecError("check must be a JSON object holding the check record", field="check")
         parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
-        resolve_device(parsed.device, (await self.pool.hello())["devices"])
+        resolve_and_admit(parsed, (await self.pool.hello())["devices"], self.memory_fraction)
         seconds = self.admit(parsed)
         # The place in the queue is taken before anything is written: a full queue answers
         # 503 with the ledger untouched.

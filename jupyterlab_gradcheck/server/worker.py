@@ -74,6 +74,8 @@ def serve(conn, options: dict) -> None:
         }
         _run_check(dict(_WARM_UP), options)
         _limit_memory(options.get("memory_limit") or 0)
+        # the free memory each device reports is measured under the cap just set (memory_admission.py)
+        hello["devices"] = options["devices"] = available_devices()
     except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
         _send(
             conn,

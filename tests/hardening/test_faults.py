@@ -210,9 +210,38 @@ def _has_memory_option() -> bool:
     return "worker_memory_limit" in GradcheckExtension.class_traits()
 
 
-# Admission would refuse this check before it runs (1.4e12 element evaluations): an admission
-# rate of 1e15 per second lets it through, so that the memory limit is what stops it.
+def _bomb() -> dict:
+    """A check whose forward builds 392 MB: the outer product of a 7000x1 and a 1x7000 input
+    (4.9e7 elements, within the intermediate limit of 5e7)."""
+    return {
+        "function": "matmul(x, y).sum()",
+        "inputs": {"x": [[1.0]] * 7000, "y": [[1.0] * 7000]},
+        "analytical_gradient": {"x": 7000.0, "y": 7000.0},
+    }
+
+
 @pytest.mark.parametrize("jp_server_config", [_config(worker_memory_limit=256 * 2**20, admission_rate=1e15)])
+async def test_a_check_too_big_for_the_workers_memory_is_refused_before_it_runs(api, lab):
+    """Given workers limited to 256 MiB of address space beyond what they hold with torch loaded,
+    when the 392 MB check arrives, then it is refused with 400 over_memory in one line naming the
+    device, the memory it needs (2.2 GiB by the estimate) and what is free, and the ledger is
+    exactly as it was: nothing ran and nothing was written."""
+    status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(1.0)})
+    assert status == 200, body
+    lab.snapshot()
+    status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _bomb()})
+    assert (status, body["code"], body["field"]) == (400, "over_memory", "inputs"), body
+    assert "14000 elements in float64" in body["message"] and "cpu has" in body["message"], body
+    assert "\n" not in body["message"]
+    assert lab.path.read_bytes() == lab.seen
+
+
+# Admission would refuse this check before it runs (1.4e12 element evaluations, and 2.2 GiB by the
+# memory estimate): an admission rate of 1e15 per second and a memory fraction of 0 let it through,
+# so that the memory limit is what stops it.
+@pytest.mark.parametrize(
+    "jp_server_config", [_config(worker_memory_limit=256 * 2**20, admission_rate=1e15, memory_fraction=0.0)]
+)
 async def test_a_worker_out_of_memory_leaves_the_server_answering(api, lab):
     """Given workers limited to 256 MiB of address space beyond what they hold with torch loaded,
     when a check's forward pass needs 392 MB (the outer product of a 7000x1 and a 1x7000 input:
@@ -222,12 +251,7 @@ async def test_a_worker_out_of_memory_leaves_the_server_answering(api, lab):
     status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _honest(1.0)})
     assert status == 200, body
     lab.snapshot()
-    bomb = {
-        "function": "matmul(x, y).sum()",
-        "inputs": {"x": [[1.0]] * 7000, "y": [[1.0] * 7000]},
-        "analytical_gradient": {"x": 7000.0, "y": 7000.0},
-    }
-    status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": bomb})
+    status, body = await api("POST", "checks", {"notebook": NOTEBOOK, "check": _bomb()})
     assert status in (500, 503, 507), body
     assert body["message"] and "\n" not in body["message"]
     await _recovered(api, lab, 2.0)

@@ -62,7 +62,7 @@ def available_devices() -> list[dict]:
     torch is imported here, not at the top: the CLI and the panel import this module at start."""
     import torch
 
-    devices = [{"id": "cpu", "name": _cpu_name(), "available": True, "reason": ""}]
+    devices = [{"id": "cpu", "name": _cpu_name(), "available": True, "reason": "", "free_bytes": cpu_free_bytes()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             devices.append(
@@ -71,6 +71,7 @@ def available_devices() -> list[dict]:
                     "name": torch.cuda.get_device_name(index),
                     "available": True,
                     "reason": "",
+                    "free_bytes": int(torch.cuda.mem_get_info(index)[0]),
                 }
             )
     else:
@@ -93,6 +94,35 @@ def available_devices() -> list[dict]:
             }
         )
     return devices
+
+
+def cpu_free_bytes() -> int | None:
+    """Memory this process may still take: the system's available memory, capped by the headroom
+    under an address-space limit (a server's worker sets one); None where neither can be read."""
+    import os
+    import resource
+
+    free = None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except OSError:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            free = None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            with open("/proc/self/statm") as statm:
+                held = int(statm.read().split()[0]) * resource.getpagesize()
+        except OSError:
+            held = 0
+        headroom = max(0, soft - held)
+        free = headroom if free is None else min(free, headroom)
+    return free
 
 
 def _cpu_name() -> str:

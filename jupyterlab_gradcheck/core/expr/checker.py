@@ -162,7 +162,7 @@ class Checker:
         inner = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) else node
         if not (isinstance(inner, ast.Constant) and type(inner.value) is int):
             self.fail(Message("a subscript must be an integer constant or a constant slice"), node)
-        if abs(inner.value) > self.limits.max_input_elements:
+        if abs(inner.value) > self.limits.max_list_elements:
             self.fail(Message("subscript is out of any allowed input's range"), node)
 
     def visit_Call(self, node: ast.Call, depth: int) -> None:
@@ -266,9 +266,9 @@ class Checker:
         """An integer constant (a dimension, a size, a class index), or a flat constant tuple or
         list of them where `sequence_allowed`: never evaluated, so never a tensor or an input."""
         items = node.elts if sequence_allowed and isinstance(node, (ast.List, ast.Tuple)) else [node]
-        if len(items) > self.limits.max_input_elements:
+        if len(items) > self.limits.max_list_elements:
             self.fail(
-                Message("{what} has more than {count} entries", what=what, count=self.limits.max_input_elements), node
+                Message("{what} has more than {count} entries", what=what, count=self.limits.max_list_elements), node
             )
         for item in items:
             self.nodes += 1

@@ -23,9 +23,15 @@ class Limits:
     max_exponent: float = 64.0
     #: Largest absolute numeric literal in an expression.
     max_literal: float = 1e12
-    #: Elements over all inputs of one check: finite differences cost two forward passes
-    #: per element, so this bounds the work of one check.
-    max_input_elements: int = 100_000
+    #: An instructor's cap on the elements over all inputs of one check. None (the default): the
+    #: cap follows the device's free memory (core/check/record/memory_admission.py) and, on a
+    #: server, the work its timeout allows (server/service.py `admit`).
+    max_input_elements: int | None = None
+    #: Elements of one value written as a nested list in a record (and entries of an integer
+    #: list or a subscript in an expression): parsing JSON numbers costs about a microsecond
+    #: each. Larger tensors come from Python, where they travel as stored values
+    #: (core/check/record/stored_values.py) and only memory bounds them.
+    max_list_elements: int = 100_000
     #: Elements of any intermediate result the function builds (inferred from the shapes):
     #: broadcasting a 20000x1 input against a 1x20000 one stays within the input limit but
     #: would build 4e8 elements (3.2 GB in float64). 5e7 elements is 400 MB in float64.

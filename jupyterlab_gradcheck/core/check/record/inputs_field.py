@@ -29,7 +29,7 @@ def check_inputs(inputs: dict, limits: Limits) -> dict[str, list[int]]:
             )
         shapes[name] = shape_of(value, f"inputs.{name}", limits)
     total = sum(numel(s) for s in shapes.values())
-    if total > limits.max_input_elements:
+    if limits.max_input_elements is not None and total > limits.max_input_elements:
         raise SpecError(
             "inputs have {total} elements; the limit is {max_input_elements}",
             total=total,

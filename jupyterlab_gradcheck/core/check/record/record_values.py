@@ -17,7 +17,20 @@ from .empty_values import empty_shape, is_empty_value
 
 def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
     """Shape of a number or rectangular nested list, of a complex value's parts, or of an empty array
-    (core/check/record/empty_values.py); SpecError naming the first problem."""
+    (core/check/record/empty_values.py); SpecError naming the first problem, or a value over an
+    instructor's element cap (`Limits.max_input_elements`, when one is set)."""
+    shape = _shape_of(value, field, limits)
+    if limits.max_input_elements is not None and math.prod(shape) > limits.max_input_elements:
+        raise SpecError(
+            "{where}: more than {max_input_elements} elements",
+            where=field,
+            max_input_elements=limits.max_input_elements,
+            field=field,
+        )
+    return shape
+
+
+def _shape_of(value, field: str, limits: Limits) -> list[int]:
     if is_empty_value(value):
         return empty_shape(value, field, limits.max_input_rank)
     if not is_complex_value(value):
@@ -80,11 +93,12 @@ def _real_shape(value, field: str, limits: Limits) -> list[int]:
                 max_input_rank=limits.max_input_rank,
                 field=field,
             )
-        if math.prod(shape) > limits.max_input_elements:
+        if math.prod(shape) > limits.max_list_elements:
             raise SpecError(
-                "{where}: more than {max_input_elements} elements",
+                "{where}: more than {max_list_elements} elements written as a list (a larger tensor comes from "
+                "Python, as a stored value)",
                 where=field,
-                max_input_elements=limits.max_input_elements,
+                max_list_elements=limits.max_list_elements,
                 field=field,
             )
         level = [inner for item in level for inner in item]

@@ -1,0 +1,201 @@
+"""Stored values: a tensor of more than `INLINE_ELEMENTS` elements in a record, by its hash.
+
+A record keeps a large tensor (an input, an expectation, an observation's value) not as a nested
+JSON list but as its *stored form*:
+
+    {"stored": {"sha256": "<64 hex>", "shape": [100, 100], "dtype": "float64", "bytes": 80128},
+     "summary": {"min": ..., "max": ..., "mean": ..., "norm": ..., "nonfinite": 0, "head": [...]}}
+
+The bytes are a safetensors file holding one tensor named "value" (a complex tensor as its
+`view_as_real` pair), kept in a content-addressed store beside the ledger
+(core/ledger/blob_store.py) and named by the SHA-256 of the file. So a record and a ledger line
+stay small whatever the tensors' size, and the chained line still covers the tensor through its
+hash. Values of at most `INLINE_ELEMENTS` elements (the course's exercises) stay inline.
+
+Between the check that produced a blob and the append that writes it, its bytes wait in this
+process's pending cache (`PENDING`), bounded in bytes. Torch-free, so the server process can
+validate the form and take a worker's blobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import threading
+from collections import OrderedDict
+
+from ...errors import SpecError
+from ...expr.limits import DEFAULT_LIMITS, Limits
+
+#: Values with more elements than this are stored; at most this many stay inline, as they always were.
+INLINE_ELEMENTS = 256
+
+#: Values of the summary's head: the first elements, flattened.
+HEAD_ELEMENTS = 8
+
+#: The dtypes a stored value may name, each with the safetensors dtype of its file and the
+#: number of real values per element (2 for a complex dtype, stored as its `view_as_real` pair).
+STORED_DTYPES = {"float64": ("F64", 1), "float32": ("F32", 1), "float16": ("F16", 1), "bfloat16": ("BF16", 1)}
+STORED_DTYPES |= {"complex128": ("F64", 2), "complex64": ("F32", 2), "bool": ("BOOL", 1), "uint8": ("U8", 1)}
+STORED_DTYPES |= {f"int{bits}": (f"I{bits}", 1) for bits in (8, 16, 32, 64)}
+
+#: The byte budget of the pending cache. A ledgered check writes its blobs right after it runs,
+#: so the budget needs to hold one check's blobs (its inputs, expectation and about six
+#: observations of the same size): 2 GiB holds them for 10^7 float64 elements per input. Runs
+#: without a ledger (`check(..., ledger=False)`) evict the oldest blobs past it.
+PENDING_BUDGET_BYTES = int(os.environ.get("GRADCHECK_PENDING_BLOB_BYTES", 2 * 1024**3))
+
+#: A blob's name: the SHA-256 of its bytes, in lowercase hex.
+SHA_PATTERN = re.compile(r"[0-9a-f]{64}")
+_STORED_KEYS = {"sha256", "shape", "dtype", "bytes"}
+_SUMMARY_KEYS = {"min", "max", "mean", "norm", "nonfinite", "head"}
+
+
+def is_stored_value(value) -> bool:
+    """Whether a record value is in the stored form `{"stored": {...}, "summary": {...}}`."""
+    return isinstance(value, dict) and "stored" in value and set(value) <= {"stored", "summary"}
+
+
+def stored_sha(value) -> str:
+    """The SHA-256 a stored value names."""
+    return value["stored"]["sha256"]
+
+
+def stored_shape(value, field: str = "value", limits: Limits = DEFAULT_LIMITS) -> list[int]:
+    """The shape of a stored value after checking its form; SpecError naming the first problem.
+
+    The element limits apply as to a list: a stored value is refused above the instructor's
+    cap on input elements, and above the rank limit.
+    """
+    stored = value.get("stored")
+    if not isinstance(stored, dict) or set(stored) != _STORED_KEYS:
+        raise SpecError(
+            '{where}: a stored value is {{"stored": {{"sha256", "shape", "dtype", "bytes"}}, "summary": {{...}}}}',
+            where=field,
+            field=field,
+        )
+    sha, shape, dtype, size = stored["sha256"], stored["shape"], stored["dtype"], stored["bytes"]
+    if not isinstance(sha, str) or not SHA_PATTERN.fullmatch(sha):
+        raise SpecError("{where}: a stored value's sha256 is 64 lowercase hex digits", where=field, field=field)
+    if dtype not in STORED_DTYPES:
+        raise SpecError(
+            "{where}: a stored value's dtype {dtype} is not one of {names}",
+            where=field,
+            dtype=str(dtype)[:30],
+            names=", ".join(STORED_DTYPES),
+            field=field,
+        )
+    if (
+        not isinstance(shape, list)
+        or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 2**31 for n in shape)
+        or not isinstance(size, int)
+        or isinstance(size, bool)
+        or size < 8
+    ):
+        raise SpecError(
+            "{where}: a stored value's shape is a list of sizes and its bytes a file size", where=field, field=field
+        )
+    cap = getattr(limits, "max_input_elements", None)
+    if len(shape) > limits.max_input_rank or (cap is not None and math.prod(shape) > cap):
+        raise SpecError(
+            "{where}: a stored value of shape {shape} is past the limits (rank {max_input_rank}, {cap} elements)",
+            where=field,
+            shape=shape[:8],
+            max_input_rank=limits.max_input_rank,
+            cap="any" if cap is None else cap,
+            field=field,
+        )
+    summary = value.get("summary")
+    if summary is not None and (not isinstance(summary, dict) or not set(summary) <= _SUMMARY_KEYS):
+        raise SpecError(
+            "{where}: a stored value's summary holds only min, max, mean, norm, nonfinite and head",
+            where=field,
+            field=field,
+        )
+    return list(shape)
+
+
+def stored_values_in(data):
+    """Every stored value anywhere in `data` (a record, an entry's data), in order of appearance.
+
+    Lists of plain numbers (inline values) are skipped at C speed, so the walk costs little
+    beside the canonical JSON of the same data.
+    """
+    found = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if is_stored_value(item) and isinstance(item.get("stored"), dict):
+                found.append(item)
+                continue
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            if item and set(map(type, item)) <= {float, int}:
+                continue
+            stack.extend(reversed(item))
+    return found
+
+
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 of a blob's bytes, as its name in the store."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class PendingBlobs:
+    """Blob bytes produced in this process (or received from a worker) and not yet needed again,
+    keyed by SHA-256, oldest evicted first past `budget` bytes.
+
+    The newest blob is never evicted, so even a single blob above the budget waits for its
+    append. Thread-safe: the server's handlers and a kernel's background threads share it.
+    """
+
+    def __init__(self, budget: int = PENDING_BUDGET_BYTES):
+        self.budget = budget
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def put(self, sha: str, data: bytes, *, verify: bool = False) -> None:
+        """Keep `data` under `sha`; with `verify`, refuse bytes whose hash is not `sha`
+        (bytes that crossed a process boundary)."""
+        if verify and sha256_hex(data) != sha:
+            raise SpecError("blob {sha}: its bytes do not hash to its name", sha=sha[:16])
+        with self._lock:
+            if sha in self._blobs:
+                self._blobs.move_to_end(sha)
+                return
+            self._blobs[sha] = bytes(data)
+            self._size += len(data)
+            while self._size > self.budget and len(self._blobs) > 1:
+                _, dropped = self._blobs.popitem(last=False)
+                self._size -= len(dropped)
+
+    def get(self, sha: str) -> bytes | None:
+        """The bytes kept under `sha`, or None."""
+        with self._lock:
+            data = self._blobs.get(sha)
+            if data is not None:
+                self._blobs.move_to_end(sha)
+            return data
+
+    def __contains__(self, sha: str) -> bool:
+        with self._lock:
+            return sha in self._blobs
+
+    @property
+    def size(self) -> int:
+        """Bytes held now."""
+        return self._size
+
+    def clear(self) -> None:
+        """Forget every blob (tests, and a worker after it has handed its blobs over)."""
+        with self._lock:
+            self._blobs.clear()
+            self._size = 0
+
+
+#: The process-wide pending cache.
+PENDING = PendingBlobs()

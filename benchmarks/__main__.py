@@ -39,6 +39,7 @@ ORDER = (
     "bench_witness",
     "bench_load",
     "bench_function_db",
+    "bench_device_scale",
 )
 COLUMNS = ("figure", "value", "unit", "goal", "status", "note")
 

@@ -2,14 +2,15 @@
 # The checks that need a CUDA GPU, in one run of at most 9 minutes (GPU_CHECK_SECONDS):
 #   1. the CUDA-marked tests (pytest -m cuda, on the files that hold them), among them one per
 #      finite-difference path and the second order (tests/core/check/test_paths_on_device.py);
-#   2. benchmarks B1-B3 on cuda (python -m benchmarks --device cuda --only engine,scale,accuracy);
+#   2. benchmarks B1-B3 and B11 on cuda (python -m benchmarks --device cuda --only
+#      engine,scale,accuracy,device_scale): B11 is the whole check at n = 10^5, 10^6 and 10^7;
 #   3. the same checks observed on the CPU and on CUDA, compared within the dtype's tolerance
 #      (python -m benchmarks.agreement --devices cpu,cuda);
 #   4. B10, PyTorch's custom-Function database, on cuda (python -m benchmarks.bench_function_db --device cuda);
 #   5. the OpInfo float32 family on cuda (scripts/gpu_float32_family.py): 0 crashes and 0 failed
 #      records without a failure.
 # Everything it produces goes to $OUT when that is set, else to benchmarks/gpu/:
-# pytest-cuda.log, results.md/json (B1-B3), agreement.md/json, function-db.log, float32.log and
+# pytest-cuda.log, results.md/json (B1-B3, B11), agreement.md/json, function-db.log, float32.log and
 # summary.txt. Without the Jupyter packages (a bare GPU machine has torch, numpy, sympy and pytest)
 # step 1 runs the CUDA test files that need none of them, without tests/conftest.py, and names the
 # files it left out; steps 2 and 3 need the project installed with its test extra.
@@ -77,9 +78,9 @@ case $rc in
     *) say "cuda tests: FAILED (exit $rc), see pytest-cuda.log"; FAILED=1 ;;
 esac
 
-# 2. B1-B3 on cuda: the full sizes, so B2 reaches n = 10^4.
-say "benchmarks B1-B3 on cuda (budget $(left) s)"
-PYTHONUNBUFFERED=1 timeout "$(left)" "$PY" -m benchmarks --device cuda --only engine,scale,accuracy --out "$DEST" \
+# 2. B1-B3 and B11 on cuda: the full sizes, so B2 reaches n = 10^4 and B11 n = 10^7.
+say "benchmarks B1-B3, B11 on cuda (budget $(left) s)"
+PYTHONUNBUFFERED=1 timeout "$(left)" "$PY" -m benchmarks --device cuda --only engine,scale,accuracy,device_scale --out "$DEST" \
     > "$DEST/benchmarks.log" 2>&1
 rc=$?
 tail -n 2 "$DEST/benchmarks.log" | tee -a "$SUMMARY"

@@ -11,6 +11,7 @@ import re
 
 from .handlers.checks import ChecksHandler
 from .handlers.ledger import ExpectationHandler, LedgerHandler, ToleranceHandler
+from .handlers.ledger_blob import LedgerBlobHandler
 from .handlers.openapi import OpenAPIHandler
 from .handlers.reports import ExportHandler, VerifyHandler
 from .handlers.status import StatusHandler
@@ -21,6 +22,7 @@ ROUTES = (
     ("status", StatusHandler),
     ("checks", ChecksHandler),
     ("ledger", LedgerHandler),
+    ("ledger/blob", LedgerBlobHandler),
     ("tolerance", ToleranceHandler),
     ("expectation", ExpectationHandler),
     ("export", ExportHandler),

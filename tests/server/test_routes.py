@@ -35,7 +35,7 @@ def test_every_handler_method_is_authenticated_then_authorized():
             wrappers = decorators_of(getattr(handler, name))
             assert wrappers[:2] == [authenticated_code, authorized_code], f"{name.upper()} {path}"
             seen += 1
-    assert seen == 8  # 4 GET + 4 POST routes
+    assert seen == 9  # 5 GET + 4 POST routes
 
 
 def test_openapi_document_describes_exactly_the_route_table():

@@ -81,6 +81,7 @@ class GradcheckHandler(APIHandler):
         if error is None:
             error = HTTPError(status_code)
         status, body, headers = error_response(error)
+        status = getattr(error, "http_status", status)  # an error only one handler meets names its own
         lang = self.reader_language
         if isinstance(error, GradcheckError):
             body["message"] = error.localized(lang)

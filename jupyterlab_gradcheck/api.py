@@ -287,10 +287,15 @@ def _expectation(grad):
 
 
 def _as_value(value):
-    """Tensors (also inside a mapping or a list) as nested lists; everything else unchanged."""
+    """Tensors (also inside a mapping or a list) as nested lists, or above INLINE_ELEMENTS elements as
+    stored values in their own dtype (core/check/record/stored_values.py); everything else unchanged."""
     import torch
 
+    from .core.check.compare.stored_tensors import should_store, to_stored
+
     if isinstance(value, torch.Tensor):
+        if should_store(value):
+            return to_stored(value)  # no tolist: a 10^5-element list costs more than the check's JSON
         return fixed_value(value) if value.numel() else as_empty_value(value)
     if isinstance(value, dict):
         return {key: _as_value(item) for key, item in value.items()}

@@ -17,9 +17,11 @@ from pathlib import Path
 from ..core.check.record.cost_estimate import estimate_cost
 from ..core.check.record.memory_admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
+from ..core.check.record.stored_values import PENDING
 from ..core.errors import LedgerError, SpecError
 from ..core.expr.limits import Limits
 from ..core.ledger.binding import binding_for, read_binding
+from ..core.ledger.blob_store import referenced_shas, store_dir_for
 from ..core.ledger.ledgered_run import LedgeredRun
 from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
@@ -101,12 +103,16 @@ class GradcheckService:
             seq = attempt.expectation["seq"]
             self._journal("started", ledger.path, seq, attempt.expectation["check_id"])
             try:
-                completed = await place.run({"op": "check", "record": attempt.spec_dict})
+                store = str(store_dir_for(ledger.path))  # the worker reads the record's stored values there
+                completed = await place.run({"op": "check", "record": attempt.spec_dict, "store": store})
             except BaseException as exc:  # the attempt is kept whatever stopped it, as on every surface
                 await asyncio.shield(self.ledgers.call(ledger.path, attempt.failed, exc))
                 self._journal("finished", ledger.path, seq)
                 raise
-        binding = await self.ledgers.call(ledger.path, _observe, attempt, notebook_path, completed)
+        try:
+            binding = await self.ledgers.call(ledger.path, _observe, attempt, notebook_path, completed)
+        finally:
+            PENDING.discard(referenced_shas(completed))  # written beside the ledger, or refused with it
         self._journal("finished", ledger.path, seq)
         return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
 

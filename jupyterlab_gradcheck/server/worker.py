@@ -10,11 +10,15 @@ task is `{"op": ..., ...}`; the worker acknowledges it as it arrives (so a worke
 before the acknowledgement never started the task, which may then go to a fresh worker), and
 then answers with `{"ok": true, "result": ...}` or
 `{"ok": false, "error": {"code", "message", "field"}}`, with non-finite numbers spelt as the
-ledger spells them ("NaN", "Infinity").
+ledger spells them ("NaN", "Infinity"). A result that names stored values (tensors above 256
+elements, core/check/record/stored_values.py) carries their blobs beside it,
+`"blobs": {sha256: base64}`; the server's handle puts them in its pending cache, checked against
+their names, so the append that follows writes them beside the ledger.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import multiprocessing
 import os
@@ -120,7 +124,8 @@ def _perform(task: dict, options: dict) -> dict:
             "error": {"code": "worker_error", "field": None, "message": f"unknown worker operation {task.get('op')!r}"},
         }
     try:
-        return {"ok": True, "result": operation(task, options)}
+        result = operation(task, options)
+        return {"ok": True, "result": result, **_blobs_of(result)}
     except GradcheckError as exc:
         return {"ok": False, "error": exc.to_json()}
     except Exception as exc:  # noqa: BLE001 - the server answers 500 with this reason
@@ -134,7 +139,30 @@ def _perform(task: dict, options: dict) -> dict:
         }
 
 
-def _run_check(record: dict, options: dict) -> dict:
+def _blobs_of(result) -> dict:
+    """`{"blobs": {sha: base64}}` for the stored values the result names whose bytes this worker holds
+    (core/check/record/stored_values.py): the server writes them beside the ledger before the line.
+    They leave the worker's pending cache with the answer."""
+    from ..core.check.record.stored_values import PENDING
+    from ..core.ledger.blob_store import referenced_shas
+
+    blobs = {sha: PENDING.get(sha) for sha in referenced_shas(result)}
+    PENDING.clear()
+    held = {sha: base64.b64encode(data).decode("ascii") for sha, data in blobs.items() if data is not None}
+    return {"blobs": held} if held else {}
+
+
+def take_blobs(answer: dict) -> None:
+    """Put the blobs a worker's answer carries into this (the server's) pending cache, each checked
+    against its name, so that the append that follows can write them."""
+    from ..core.check.record.stored_values import PENDING
+
+    for sha, text in (answer.pop("blobs", None) or {}).items():
+        PENDING.put(sha, base64.b64decode(text), verify=True)
+
+
+def _run_check(record: dict, options: dict, store: str | None = None) -> dict:
+    from ..core.check.compare.stored_tensors import reading_store
     from ..core.check.engine import run_check
     from ..core.check.record.spec import parse_spec
     from ..core.expr.limits import Limits
@@ -143,11 +171,12 @@ def _run_check(record: dict, options: dict) -> dict:
     if delay:
         time.sleep(delay)
     spec = parse_spec(record, limits=Limits(**options.get("limits", {})))
-    return run_check(spec, devices=options.get("devices"))
+    with reading_store(store):  # stored values of the record are read from the ledger's blob folder
+        return run_check(spec, devices=options.get("devices"))
 
 
 def _check(task: dict, options: dict) -> dict:
-    return _run_check(task["record"], options)
+    return _run_check(task["record"], options, task.get("store"))
 
 
 def _verify(task: dict, options: dict) -> dict:
@@ -219,9 +248,11 @@ class WorkerProcess:
             raise self._ended(WorkerGone, "had died before the request reached it") from None
         try:
             self._wait(deadline, timeout)
-            return json.loads(self._conn.recv_bytes())
+            answer = json.loads(self._conn.recv_bytes())
         except (EOFError, OSError):
             raise self._ended(WorkerCrashed, "died while running the request") from None
+        take_blobs(answer)
+        return answer
 
     def _wait(self, deadline: float, timeout: float) -> None:
         """Return once a message (or end-of-file) is there; kill and WorkerTimeout at the deadline."""

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from ..check.record.callable_source import FIELD as FUNCTION_SOURCE
 from ..check.record.callable_source import source_hash
 from ..check.record.spec import INPUT_FIELDS
+from ..check.record.stored_values import is_stored_value, stored_sha
 from ..errors import DeviceUnavailable, SpecError
 from ..i18n import Message
 from .line_format import LineError, read_entry
@@ -52,7 +53,18 @@ def _number(value):
 
 def values_agree(recorded, replayed, rtol: float, atol: float) -> bool:
     """Element-wise |recorded - replayed| <= atol + rtol * |replayed|, NaN matching NaN; a
-    mapping (a gradient per input name) agrees when it has the same names and each value does."""
+    mapping (a gradient per input name) agrees when it has the same names and each value does.
+    A stored value (core/check/record/stored_values.py) is compared by its blob's values; one
+    whose blob cannot be read agrees with nothing."""
+    if is_stored_value(recorded) or is_stored_value(replayed):
+        if not (is_stored_value(recorded) and is_stored_value(replayed)):
+            return False
+        if stored_sha(recorded) == stored_sha(replayed):
+            return True  # the same bytes
+        try:
+            recorded, replayed = _stored_list(recorded), _stored_list(replayed)
+        except SpecError:
+            return False
     if isinstance(recorded, dict) or isinstance(replayed, dict):
         return (
             isinstance(recorded, dict)
@@ -80,6 +92,18 @@ def values_agree(recorded, replayed, rtol: float, atol: float) -> bool:
         elif abs(a - b) > atol + rtol * abs(b):
             return False
     return True
+
+
+def _stored_list(value) -> list:
+    """A stored value's elements as a flat list of floats (a complex one's as its real pairs), read
+    from the pending cache or the store that `reading_store` names."""
+    import torch
+
+    from ..check.compare.stored_tensors import from_stored
+
+    tensor = from_stored(value)
+    tensor = torch.view_as_real(tensor) if tensor.is_complex() else tensor
+    return tensor.to(torch.float64).reshape(-1).tolist()
 
 
 def recorded_device(record: dict) -> str:
@@ -293,8 +317,16 @@ def replay_record(record: dict, *, devices=None) -> dict:
     return result
 
 
-def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None) -> dict:
-    """Replay every observation in a ledger's lines; `ok` when all that ran reproduce."""
+def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None, store_dir=None) -> dict:
+    """Replay every observation in a ledger's lines; `ok` when all that ran reproduce. Stored values
+    (inputs, expectations, recorded observations) are read from `store_dir`, the ledger's blob folder."""
+    from ..check.compare.stored_tensors import reading_store
+
+    with reading_store(store_dir):
+        return _replay_lines(lines, devices)
+
+
+def _replay_lines(lines: Iterable[tuple[int, bytes, bool]], devices) -> dict:
     report = {
         "ok": True,
         "observations": 0,

@@ -31,6 +31,7 @@ from ..check.record.tolerance_fields import refuse_meaningless_rtol
 from ..errors import LedgerError, SpecError
 from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client
+from .blob_store import store_dir_for, write_blobs
 from .entry_checks import check_id_of, check_kind, existing_check, require_justification
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
 from .ledger_lock import LockedFd, LockedLedger
@@ -155,6 +156,7 @@ class Ledger:
             opening, prev = make_line(genesis_entry(time))
         entry = {"seq": seq + 1, "time": time, "kind": kind, "check_id": check_id, "data": jsonable(data), "prev": prev}
         line, digest = make_line(entry)
+        write_blobs(store_dir_for(self.path), entry["data"])  # fsynced before the line that names them
         write_all(fd, opening + line, self.path)
         if opening:
             fsync_folder(self.path.parent)  # the new file's name is durable too

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import LedgerError, SpecError
 from ..i18n import Message
 from .binding import binding_of, notebook_beside, read_binding, read_document
+from .blob_store import store_dir_for
 from .missing_ledger import missing_ledger, refused_binding, refused_report
 from .notebook_binding import judge_binding
 from .replay_pool import Progress, replay_worker, worker_context
@@ -69,13 +70,14 @@ def _verify_file_lines(ledger: Ledger, deep: bool) -> dict:
     When the child finds a wrong hash, or did not see every line this process saw (an append
     in between), the file is verified again the ordinary way, so the report is the same.
     """
+    store = store_dir_for(ledger.path)
     if deep or ledger.path.stat().st_size <= HASH_IN_CHILD_ABOVE:
-        return verify_lines(ledger.iter_raw_lines(), deep=deep)
+        return verify_lines(ledger.iter_raw_lines(), deep=deep, store_dir=store)
     collect = hash_in_child(Ledger(ledger.path).iter_raw_lines)
-    report = verify_lines(ledger.iter_raw_lines(), hashes_checked_elsewhere=True)
+    report = verify_lines(ledger.iter_raw_lines(), hashes_checked_elsewhere=True, store_dir=store)
     child = collect()
     if child is None or child[1] or child[0] < report["_last_complete_line"]:
-        return verify_lines(ledger.iter_raw_lines(), deep=deep)
+        return verify_lines(ledger.iter_raw_lines(), deep=deep, store_dir=store)
     return report
 
 
@@ -110,6 +112,11 @@ def verify_ledger_file(path: str | os.PathLike, *, deep: bool = False, with_note
     return judge_binding(report, document, ledger.path.name, ledger.path.name)
 
 
+def _embedded_store(notebook: Path, name: str) -> Path:
+    """The blob folder of a ledger embedded in a notebook: the one its ledger file would have beside it."""
+    return store_dir_for(notebook.parent / (Path(name).name or notebook.stem + LEDGER_SUFFIX))
+
+
 def _bound_ledger(path: Path, meta: dict | None) -> Path:
     """The ledger a notebook's binding names (a file beside it), else the one beside it by name;
     LedgerError when the binding names a file outside the notebook's folder."""
@@ -134,7 +141,7 @@ def verify_notebook(path: str | os.PathLike, *, deep: bool = False) -> dict:
     embedded = embedded_lines(meta)
     if embedded is not None:
         name, lines = embedded
-        report = verify_lines(lines, deep=deep)
+        report = verify_lines(lines, deep=deep, store_dir=_embedded_store(path, name))
         report.update(path=str(path), notebook=str(path), ledger=name, embedded=True)
         for beside in _ledger_files_beside(path, name):
             if [raw for _n, raw, _c in Ledger(beside).iter_raw_lines()] != [raw for _n, raw, _c in lines]:
@@ -157,7 +164,7 @@ def verify_notebook(path: str | os.PathLike, *, deep: bool = False) -> dict:
         return refused_binding(path, meta, exc.message)
     if not ledger_path.is_file():
         return missing_ledger(path, document, meta, ledger_path)
-    report = verify_lines(Ledger(ledger_path).iter_raw_lines(), deep=deep)
+    report = verify_lines(Ledger(ledger_path).iter_raw_lines(), deep=deep, store_dir=store_dir_for(ledger_path))
     report.update(path=str(path), notebook=str(path), ledger=str(ledger_path))
     return judge_binding(report, document, ledger_path.name, path.name)
 
@@ -217,7 +224,7 @@ def verify_item(
     if replay:
         from .replay import replay_lines
 
-        report["replay"] = replay_lines(ledger_lines(kind, item))
+        report["replay"] = replay_lines(ledger_lines(kind, item), store_dir=_store_of(kind, item, report))
         report["ok"] = report["ok"] and report["replay"]["ok"]
     drop_internals(report)
     return report
@@ -323,6 +330,14 @@ def witness_for(
             raise SpecError("--witness-key and --student apply with --witness", field="witness")
         return None
     return {**load_witness(source, witness_key), "student": student or None, "max_delay": float(max_delay)}
+
+
+def _store_of(kind: str, item: Path, report: dict) -> Path:
+    """The blob folder of the ledger a report verified: beside the ledger file, or beside the notebook
+    for a ledger it embeds."""
+    if kind == "notebook" and report.get("embedded"):
+        return _embedded_store(item, str(report.get("ledger") or ""))
+    return store_dir_for(report.get("ledger") or item)
 
 
 def ledger_lines(kind: str, item: Path) -> list[tuple[int, bytes, bool]]:

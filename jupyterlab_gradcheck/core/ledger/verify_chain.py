@@ -11,6 +11,7 @@ files and folders, and replay.
 from __future__ import annotations
 
 from ..i18n import Message
+from .blob_checks import blob_errors
 from .chain_hashing import Lines, hash_in_child, hashed_ahead
 from .chain_report import add_error, drop_internals, new_report, settle_ok
 from .entry_rules import collect_flags, deep_problems, semantic_problems
@@ -33,8 +34,11 @@ __all__ = [
 UNREPORTED_EVENTS = ("witness_pending", "torn_tail_sealed")
 
 
-def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: bool = False) -> dict:
+def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: bool = False, store_dir=None) -> dict:
     """The chain report of a sequence of `(line number, bytes, complete)` lines.
+
+    With `store_dir` (the ledger's blob folder) every blob an entry names is checked too: a missing
+    or changed one is an error of that entry (core.ledger.blob_checks), listed in `blob_errors`.
 
     `deep` also decodes every record and checks that each line is byte for byte the
     canonical form of its entry (slower: it decodes every observation record).
@@ -42,6 +46,8 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     has them checked by another process and verifies again without it if one is wrong.
     """
     report = new_report()
+    report["blob_errors"] = []
+    digests: dict = {}  # each distinct blob hashed once per run
     builder = HistoryBuilder()
     hashes: dict[int, str] = {}
     times: dict[int, str] = {}
@@ -86,6 +92,10 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
         problems = rules(info, builder)
         if deep:
             problems += deep_problems(raw, info)
+        if store_dir is not None:
+            for detail, problem in blob_errors(raw, seq, info.check_id, store_dir, digests):
+                report["blob_errors"].append({"line": number, **detail})
+                problems.append(problem)
         for problem in problems:
             add_error(report, number, problem)
         if info.time < last_time and _earlier_beyond_skew(info.time, last_time):

@@ -11,6 +11,8 @@ import torch
 
 from ..record.complex_values import is_complex_value, refuse_complex_grad_output
 from ..record.empty_values import is_empty_value
+from ..record.stored_values import is_stored_value
+from .stored_tensors import from_stored
 
 
 def to_value(data):
@@ -26,6 +28,8 @@ def to_tensor(value, dtype, device: str):
     """A tensor of the torch `dtype` holding a record value in either form."""
     if isinstance(value, torch.Tensor):  # a tensor given through the API: copied, as torch.tensor would, silently
         return value.detach().to(device=device, dtype=dtype, copy=True)
+    if is_stored_value(value):  # a large tensor, by its hash (core/check/record/stored_values.py)
+        return from_stored(value, dtype, device)
     if is_empty_value(value):  # an empty array, by its shape (core/check/record/empty_values.py)
         return torch.zeros(value["shape"], dtype=dtype, device=device)
     if not is_complex_value(value):
@@ -61,7 +65,7 @@ def contract_real(outputs, v):
 def grad_output_tensor(value, output):
     """The record's grad_output as a tensor shaped as written, of the output's dtype and device."""
     refuse_complex_grad_output(value, output)
-    if is_complex_value(value):
+    if is_complex_value(value) or is_stored_value(value):
         return to_tensor(value, output.dtype, output.device)
     return torch.as_tensor(value, dtype=output.dtype, device=output.device)
 

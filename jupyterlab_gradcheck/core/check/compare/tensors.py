@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import complex_tensors
+from .stored_tensors import should_store, to_stored
 
 
 def torch_dtype(name: str):
@@ -17,14 +18,19 @@ def torch_dtype(name: str):
 
 
 def to_tensor(value, dtype: str, device: str, *, requires_grad: bool = False):
-    """A tensor holding a record value (number or nested list, or the complex form {"real", "imag"})."""
+    """A tensor holding a record value (number or nested list, the complex form {"real", "imag"}, or a
+    stored value read from its blob)."""
     tensor = complex_tensors.to_tensor(value, torch_dtype(dtype), device)
     return tensor.requires_grad_(requires_grad)
 
 
 def to_value(tensor):
     """A JSON value for a tensor: a float or nested list of floats, or for a complex tensor
-    `{"real": ..., "imag": ...}` of those (core/check/record/complex_values.py)."""
+    `{"real": ..., "imag": ...}` of those (core/check/record/complex_values.py); above
+    INLINE_ELEMENTS elements, the stored form in the tensor's own dtype
+    (core/check/record/stored_values.py)."""
+    if should_store(tensor):
+        return to_stored(tensor)
     data = tensor.detach()
     if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
         data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)

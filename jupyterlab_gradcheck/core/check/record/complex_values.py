@@ -116,7 +116,10 @@ def complex_text(real, imag, part=repr) -> str:
 
 def single_value(raw, names: list) -> bool:
     """Whether an analytical_gradient dict is one complex value rather than a mapping of inputs to values
-    (inputs named exactly real and imag keep the mapping's reading)."""
+    (inputs named exactly real and imag keep the mapping's reading), or one stored value
+    (core/check/record/stored_values.py) rather than a mapping."""
+    if isinstance(raw, dict) and "stored" in raw and set(raw) <= {"stored", "summary"} and "stored" not in names:
+        return True
     return is_complex_value(raw) and sorted(names) != ["imag", "real"]
 
 

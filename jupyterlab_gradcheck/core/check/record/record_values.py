@@ -13,11 +13,12 @@ from ...errors import SpecError
 from ...expr.limits import DEFAULT_LIMITS, Limits
 from .complex_values import is_complex_value
 from .empty_values import empty_shape, is_empty_value
+from .stored_values import is_stored_value, stored_shape
 
 
 def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
-    """Shape of a number or rectangular nested list, of a complex value's parts, or of an empty array
-    (core/check/record/empty_values.py); SpecError naming the first problem, or a value over an
+    """Shape of a number or rectangular nested list, of a complex value's parts, of an empty array
+    (core/check/record/empty_values.py) or of a stored value (stored_values.py); SpecError naming the first problem, or a value over an
     instructor's element cap (`Limits.max_input_elements`, when one is set)."""
     shape = _shape_of(value, field, limits)
     if limits.max_input_elements is not None and math.prod(shape) > limits.max_input_elements:
@@ -31,6 +32,8 @@ def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
 
 
 def _shape_of(value, field: str, limits: Limits) -> list[int]:
+    if is_stored_value(value):  # by its hash, shape and dtype (core/check/record/stored_values.py)
+        return stored_shape(value, field, limits)
     if is_empty_value(value):
         return empty_shape(value, field, limits.max_input_rank)
     if not is_complex_value(value):

@@ -20,7 +20,6 @@ validate the form and take a worker's blobs.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import threading
@@ -66,8 +65,7 @@ def stored_sha(value) -> str:
 def stored_shape(value, field: str = "value", limits: Limits = DEFAULT_LIMITS) -> list[int]:
     """The shape of a stored value after checking its form; SpecError naming the first problem.
 
-    The element limits apply as to a list: a stored value is refused above the instructor's
-    cap on input elements, and above the rank limit.
+    The rank limit applies as to a list; `record_values.shape_of` applies the element cap.
     """
     stored = value.get("stored")
     if not isinstance(stored, dict) or set(stored) != _STORED_KEYS:
@@ -97,14 +95,12 @@ def stored_shape(value, field: str = "value", limits: Limits = DEFAULT_LIMITS) -
         raise SpecError(
             "{where}: a stored value's shape is a list of sizes and its bytes a file size", where=field, field=field
         )
-    cap = getattr(limits, "max_input_elements", None)
-    if len(shape) > limits.max_input_rank or (cap is not None and math.prod(shape) > cap):
+    if len(shape) > limits.max_input_rank:
         raise SpecError(
-            "{where}: a stored value of shape {shape} is past the limits (rank {max_input_rank}, {cap} elements)",
+            "{where}: a stored value of shape {shape} has more than {max_input_rank} dimensions",
             where=field,
             shape=shape[:8],
             max_input_rank=limits.max_input_rank,
-            cap="any" if cap is None else cap,
             field=field,
         )
     summary = value.get("summary")
@@ -184,6 +180,13 @@ class PendingBlobs:
     def __contains__(self, sha: str) -> bool:
         with self._lock:
             return sha in self._blobs
+
+    def discard(self, shas) -> None:
+        """Forget the blobs named (the server, once an append has written a worker's blobs)."""
+        with self._lock:
+            for sha in shas:
+                data = self._blobs.pop(sha, None)
+                self._size -= 0 if data is None else len(data)
 
     @property
     def size(self) -> int:

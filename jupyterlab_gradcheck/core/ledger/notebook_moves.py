@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 
+from .blob_store import store_dir_for
 from .store import LEDGER_SUFFIX, ledger_path_for
 from .tail import fsync_folder
 
@@ -71,7 +72,8 @@ def move_ledger(old_notebook: str | os.PathLike, new_notebook: str | os.PathLike
 
     Returns the new ledger path, or None when the old notebook had no ledger. Raises
     FileExistsError, moving nothing, when a ledger already sits under the new name: two
-    ledgers are never merged, and none is overwritten.
+    ledgers are never merged, and none is overwritten. The ledger's blob folder moves with it
+    (`move_store`).
     """
     old_ledger, new_ledger = ledger_path_for(old_notebook), ledger_path_for(new_notebook)
     if not old_ledger.is_file() or old_ledger == new_ledger:
@@ -79,11 +81,33 @@ def move_ledger(old_notebook: str | os.PathLike, new_notebook: str | os.PathLike
     # A hard link refuses an existing target atomically (a rename would replace it); the old
     # name goes only once the new one holds the file.
     os.link(old_ledger, new_ledger)
+    move_store(store_dir_for(old_ledger), store_dir_for(new_ledger))
     os.unlink(old_ledger)
     fsync_folder(new_ledger.parent)
     if old_ledger.parent != new_ledger.parent:
         fsync_folder(old_ledger.parent)
     return new_ledger
+
+
+def move_store(old_store: Path, new_store: Path) -> None:
+    """Move a ledger's blob folder (core/ledger/blob_store.py) to the new ledger's name; where a folder
+    is already there, merge into it. Blobs are named by their hash, so a file already there under the
+    same name is kept and the moved copy dropped; the old folder goes once it is empty."""
+    if not old_store.is_dir() or old_store == new_store:
+        return
+    try:
+        os.rename(old_store, new_store)  # fails on a non-empty folder already there: then merge
+    except OSError:
+        new_store.mkdir(parents=True, exist_ok=True)
+        for blob in old_store.iterdir():
+            target = new_store / blob.name
+            if target.exists():
+                blob.unlink()
+            else:
+                os.replace(blob, target)
+        fsync_folder(new_store)
+        old_store.rmdir()
+    fsync_folder(new_store.parent)
 
 
 def moved_path(path: str, old: str, new: str) -> str | None:

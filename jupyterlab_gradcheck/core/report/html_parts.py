@@ -13,6 +13,7 @@ from html import escape
 
 from ..check.record.complex_values import complex_text, is_complex_value
 from ..check.record.observation_names import DESCRIPTIONS
+from ..check.record.stored_values import is_stored_value
 from ..i18n import N_, _, localize
 
 #: Theme variables with fallbacks for pages outside JupyterLab.
@@ -54,6 +55,8 @@ VERDICT_WORDS = {
 }
 #: List values longer than this are shown with their first elements and a count.
 MAX_SHOWN_ELEMENTS = 12
+#: Hex digits of a stored value's sha256 shown; the whole hash is in the element's title.
+SHA_SHOWN = 12
 #: Observations shown in the detail table, in the order the engine makes them.
 OBSERVATION_ORDER = (
     "backward_pass_1",
@@ -88,6 +91,8 @@ def format_value(value) -> str:
     """A record value as text: numbers exactly as stored, long lists shortened with a count."""
     if isinstance(value, str):
         return value
+    if is_stored_value(value):
+        return f"{stored_summary(value)} · sha256 {str(_stored(value).get('sha256'))[:SHA_SHOWN]}…"
     if is_complex_value(value):  # {"real", "imag"}: a+bi, as the side panel writes it
         real, imag = _flatten(value["real"]), _flatten(value["imag"])
         if len(real) > MAX_SHOWN_ELEMENTS:
@@ -101,6 +106,43 @@ def format_value(value) -> str:
             return _("[{shown}, ...] ({count} elements, flattened)").format(shown=shown, count=len(flat))
         return json.dumps(value, separators=(", ", ": "))
     return _number(value)
+
+
+def stored_summary(value: dict) -> str:
+    """A stored value (a tensor kept by its hash beside the ledger) as text: dtype, shape and its
+    summary, never its elements beyond the first few the summary keeps."""
+    summary = value.get("summary") or {}
+    text = _(
+        "{dtype} {shape}, stored: min {min} · max {max} · mean {mean} · norm {norm} · non-finite {nonfinite}"
+    ).format(
+        dtype=_stored(value).get("dtype"),
+        shape=json.dumps(_stored(value).get("shape")),
+        **{key: _number(summary.get(key)) for key in ("min", "max", "mean", "norm", "nonfinite")},
+    )
+    head = summary.get("head")
+    if isinstance(head, list) and head:
+        text += " · " + _("first {count}: {values}").format(count=len(head), values=", ".join(_number(v) for v in head))
+    return text
+
+
+def stored_html(value: dict) -> str:
+    """A stored value as HTML: its summary, and its sha256 shortened with the whole hash in the title."""
+    sha = escape(str(_stored(value).get("sha256")))
+    return (
+        f'<span class="jp-gradcheck-stored" data-sha256="{sha}">{html_code(stored_summary(value))}'
+        f'<span class="jp-gradcheck-meta" style="{META}" title="sha256 {sha}">sha256 {sha[:SHA_SHOWN]}…</span></span>'
+    )
+
+
+def value_html(value) -> str:
+    """A record value as HTML: a stored value with its summary and hash, any other as code."""
+    return stored_html(value) if is_stored_value(value) else html_code(format_value(value))
+
+
+def _stored(value: dict) -> dict:
+    """The `stored` part of a stored value ({sha256, shape, dtype, bytes}); empty when malformed."""
+    stored = value.get("stored")
+    return stored if isinstance(stored, dict) else {}
 
 
 def _number(value) -> str:
@@ -139,9 +181,7 @@ def described(gradient: dict) -> str:
             shape=json.dumps(gradient.get("shape")), dtype=gradient.get("dtype"), device=gradient.get("device")
         )
     )
-    return (
-        f'{html_code(format_value(gradient.get("value")))}<span class="jp-gradcheck-meta" style="{META}">{meta}</span>'
-    )
+    return f'{value_html(gradient.get("value"))}<span class="jp-gradcheck-meta" style="{META}">{meta}</span>'
 
 
 def observations_table(record: dict) -> str:
@@ -165,7 +205,7 @@ def observations_table(record: dict) -> str:
                     [
                         html_code(name),
                         html_code(input_name),
-                        html_code(format_value(gradient.get("value"))),
+                        value_html(gradient.get("value")),
                         html_code(json.dumps(gradient.get("shape"))),
                         escape(str(gradient.get("dtype"))),
                         escape(str(gradient.get("device"))),

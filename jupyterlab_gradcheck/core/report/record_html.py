@@ -23,6 +23,7 @@ from .html_parts import (
     described,
     format_value,
     observations_table,
+    value_html,
 )
 from .html_parts import META as _META
 from .html_parts import html_code as _code
@@ -74,7 +75,7 @@ def expectation_observation_table(record: dict) -> str:
     for label, output, expected_by_input, observed_by_input in _per_output_expectations(record, first):
         for name, expected in expected_by_input.items():
             expectation = (
-                _code(format_value(expected))
+                value_html(expected)
                 if expected is not None
                 else (f'<span style="color:{FONT_DIM}">{escape(_("none declared"))}</span>')
             )

@@ -8,9 +8,9 @@ In the course's `nbgrader_config.py`:
 
 `configure` puts each preprocessor at its place in nbgrader's default lists (docs/grading.md
 lists the resulting lines), among them `AddLedgerCell`, which gives every notebook that calls the
-checker the ledger's grade cell, and names every ledger of `source/` in
-`c.Autograde.exclude_overwriting`, so autograde never copies the instructor's ledger over a
-student's. Call it after setting `c.CourseDirectory.root`, if you set it.
+checker the ledger's grade cell, and names every ledger of `source/` and every blob beside it in
+`c.Autograde.exclude_overwriting`, so autograde never copies the instructor's ledger or blobs over
+a student's. Call it after setting `c.CourseDirectory.root`, if you set it.
 """
 
 from __future__ import annotations
@@ -19,17 +19,24 @@ import os
 from pathlib import Path
 
 from ..core.ledger.store import LEDGER_SUFFIX
+from .config_names import STORE_SUFFIX
 
 PACKAGE = "jupyterlab_gradcheck.nbgrader"
 
 
 def ledgers_in_source(course_root: str | os.PathLike) -> dict[str, list[str]]:
-    """{assignment: [ledger names]} for `c.Autograde.exclude_overwriting`: the ledger of every
-    source notebook (whether or not the instructor has run it yet) and every ledger in source/."""
+    """{assignment: [file names]} for `c.Autograde.exclude_overwriting`: the ledger of every
+    source notebook (whether or not the instructor has run it yet), every ledger in source/, and
+    every blob in the blob folders beside them (`<name>.gradcheck.blobs/<sha256>.safetensors`).
+
+    nbgrader 0.9 compares these names with the source's files one by one (paths relative to the
+    assignment, no globs, no folders), so each blob is named: a source blob copied over the
+    student's store would replace a blob the student changed with the genuine one, hiding it."""
     found: dict[str, list[str]] = {}
     for folder in sorted(p for p in (Path(course_root) / "source").glob("*") if p.is_dir()):
         names = {p.stem + LEDGER_SUFFIX for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts}
         names |= {str(p.relative_to(folder)) for p in folder.rglob("*" + LEDGER_SUFFIX)}
+        names |= {str(p.relative_to(folder)) for p in folder.rglob(f"*{STORE_SUFFIX}/*") if p.is_file()}
         if names:
             found[folder.name] = sorted(names)
     return found

@@ -6,7 +6,8 @@ binding, the attestations and, unless switched off, the replay of every observat
 (`core.ledger.verify.verify_item`). It also keeps the student's ledger in `autograded/` byte for
 byte: nbgrader copies the source's files over the submission ("Overwriting files with master
 versions") unless `c.Autograde.exclude_overwriting` names the ledger, and a copy it made is put
-back (or removed where the student had none), with a warning in the log.
+back (or removed where the student had none), with a warning in the log. The blob folder beside
+the ledger (tensors above 256 elements) is kept the student's own the same way, blob by blob.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..core.ledger.store import LEDGER_SUFFIX, ledger_path_for
 from ..core.ledger.verify import verify_item, witness_for
 from ..core.ledger.witness_check import DEFAULT_MAX_DELAY
 from .class_copies import class_shared
+from .config_names import STORE_SUFFIX
 from .course_paths import course_folder
 
 #: The notebook metadata key that carries the autograder's state from one pass to the next.
@@ -60,6 +62,35 @@ def keep_students_ledgers(submitted: Path, autograded: Path, log) -> list[str]:
             "submission): put back as submitted. Name it in c.Autograde.exclude_overwriting "
             "(jupyterlab_gradcheck.nbgrader.configure does)",
             name,
+        )
+    return fixed
+
+
+def keep_students_stores(submitted: Path, autograded: Path, log) -> list[str]:
+    """Make every blob folder in `autograded` the student's own, as `keep_students_ledgers` does for
+    the ledgers: a blob nbgrader copied from the source is removed where the student had none and put
+    back where the student's bytes differ. Returns the blob paths fixed (folder/name)."""
+    folders = {p.name for p in submitted.glob("*" + STORE_SUFFIX) if p.is_dir()}
+    folders |= {p.name for p in autograded.glob("*" + STORE_SUFFIX) if p.is_dir()}
+    fixed = []
+    for folder in sorted(folders):
+        theirs, copy = submitted / folder, autograded / folder
+        names = {p.name for p in theirs.glob("*") if p.is_file()} | {p.name for p in copy.glob("*") if p.is_file()}
+        for name in sorted(names):
+            if (theirs / name).is_file() and file_sha256(theirs / name) != file_sha256(copy / name):
+                copy.mkdir(exist_ok=True)
+                shutil.copyfile(theirs / name, copy / name)
+            elif not (theirs / name).is_file() and (copy / name).is_file():
+                (copy / name).unlink()
+            else:
+                continue
+            fixed.append(f"{folder}/{name}")
+    if fixed:
+        log.warning(
+            "%d blob(s) in autograded/ were not the student's (nbgrader copies the source's files over a "
+            "submission): put back as submitted. Name them in c.Autograde.exclude_overwriting "
+            "(jupyterlab_gradcheck.nbgrader.configure does)",
+            len(fixed),
         )
     return fixed
 
@@ -104,6 +135,7 @@ class VerifySubmittedLedger(NbGraderPreprocessor):
         autograded = course_folder(self, "autograded", info["student"], info["assignment"])
         notebook = submitted / f"{info['notebook']}.ipynb"
         restored = keep_students_ledgers(submitted, autograded, self.log)
+        restored += keep_students_stores(submitted, autograded, self.log)
         witness = witness_for(self.witness, self.witness_key, info["student"] if self.witness else None, self.max_delay)
         report = verify_item("notebook", notebook, replay=self.replay, witness=witness)
         ledger = Path(str(report.get("ledger") or ledger_path_for(notebook))).name

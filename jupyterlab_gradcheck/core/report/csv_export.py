@@ -18,7 +18,9 @@ import csv
 import io
 import json
 
+from ..check.record.stored_values import is_stored_value
 from .renamed_reruns import renamed_rerun_flags
+from .stored_display import stored_text, with_stored_as_text
 
 COLUMNS = (
     "student_id",
@@ -59,7 +61,9 @@ def cell_text(value) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float, str)):
         return str(value) if not isinstance(value, float) else repr(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if is_stored_value(value):  # a large tensor: its dtype, shape, summary and hash (report/stored_display.py)
+        return stored_text(value)
+    return json.dumps(with_stored_as_text(value), separators=(",", ":"), ensure_ascii=False)
 
 
 def latest_record(history: dict) -> dict | None:

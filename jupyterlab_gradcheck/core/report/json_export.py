@@ -3,7 +3,9 @@
 Per submission: the student and assignment, its status and whether the witness saw it (as in
 the CSV), the verify report (chain, binding, flags, witness findings), each
 check's history and every ledger entry exactly as written, so a reader can recompute the
-hashes itself.
+hashes itself. Tensors above 256 elements stay in their stored form (a SHA-256, a shape, a dtype
+and a summary); `blob_store` is the folder beside the ledger whose `<sha256>.safetensors` files
+hold them (null when the ledger has none).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def export_document(submissions: list[dict]) -> dict:
                 "assignment": s["assignment"],
                 "notebook": s["notebook"],
                 "ledger": s["ledger"],
+                "blob_store": s.get("blob_store"),
                 "chain_ok": s["chain_ok"],
                 "binding_ok": s["binding_ok"],
                 "replay_ok": s.get("replay_ok"),

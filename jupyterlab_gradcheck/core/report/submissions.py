@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..ledger.blob_store import store_dir_for
 from ..ledger.copies import mark_shared
 from ..ledger.history import build_history
 from ..ledger.line_format import LineError, read_entry
@@ -49,6 +50,17 @@ def _decode(lines) -> list[dict]:
     return entries
 
 
+def _blob_store(kind: str, path: Path, report: dict) -> str | None:
+    """The path of the blob folder that holds the submission's stored values, when there is one."""
+    if not report.get("ledger"):
+        return None
+    ledger = Path(str(report["ledger"]))
+    if kind == "notebook" and report.get("embedded") or not ledger.is_absolute():
+        ledger = path.parent / ledger.name  # an embedded ledger's blobs lie beside the notebook
+    store = store_dir_for(ledger)
+    return str(store) if store.is_dir() else None
+
+
 def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = None) -> dict:
     """One submission: identity, entries, histories, and its verify report (from verify_items)."""
     student, assignment = nbgrader_identity(path, root)
@@ -63,6 +75,7 @@ def load(kind: str, path: Path, report: dict, root: str | os.PathLike | None = N
         "assignment": assignment,
         "notebook": notebook_name,
         "ledger": Path(str(report.get("ledger") or "")).name,
+        "blob_store": _blob_store(kind, path, report),
         "path": str(path),
         "entries": entries,
         "checks": build_history(entries),

@@ -56,6 +56,7 @@ export const requester: IGradcheckRequester = createRequester(transport);
 export const {
   getStatus,
   getLedger,
+  getLedgerBlob,
   runCheck,
   changeTolerance,
   changeExpectation,

@@ -7,7 +7,12 @@
  * make an observed float look like a declared integer.
  */
 import { trans } from './i18n';
-import { ITensorObservation, ITolerance, JSONValue } from './types';
+import {
+  IStoredValue,
+  ITensorObservation,
+  ITolerance,
+  JSONValue
+} from './types';
 import { wordsFor } from './words';
 
 const FLOAT_DTYPES = new Set([
@@ -86,6 +91,80 @@ export function isComplexValue(
   return keys.length === 2 && keys[0] === 'imag' && keys[1] === 'real';
 }
 
+/** Whether `value` is a stored value `{stored: {sha256, shape, dtype, bytes}, summary}`. */
+export function isStoredValue(
+  value: JSONValue | undefined | unknown
+): value is IStoredValue {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    return false;
+  }
+  const stored = (value as { stored?: unknown }).stored;
+  return (
+    !!stored &&
+    typeof stored === 'object' &&
+    Object.keys(value).every(key => key === 'stored' || key === 'summary')
+  );
+}
+
+/** One element of a stored value's summary or page: a float, or an `[re, im]` pair. */
+export function formatElement(
+  value: JSONValue | undefined,
+  digits?: number
+): string {
+  if (typeof value === 'number') {
+    return formatFloat(value, digits);
+  }
+  if (Array.isArray(value) && value.length === 2) {
+    return formatComplex(value[0], value[1], part => formatFloat(part, digits));
+  }
+  return value === undefined || value === null ? '—' : String(value);
+}
+
+/** `float64 [100000], stored`: what a stored value is, without its elements. */
+export function formatStoredKind(value: IStoredValue): string {
+  return trans.__(
+    '%1 %2, stored',
+    value.stored.dtype,
+    formatShape(value.stored.shape)
+  );
+}
+
+/** `min -1.0 · max 1.0 · mean 0.0 · norm 182.576 · non-finite 0`, to `digits` when given. */
+export function formatStoredSummary(
+  value: IStoredValue,
+  digits?: number
+): string {
+  const summary = value.summary ?? {};
+  const number = (item: number | null | undefined) =>
+    typeof item === 'number' ? formatFloat(item, digits) : '—';
+  return trans.__(
+    'min %1 · max %2 · mean %3 · norm %4 · non-finite %5',
+    number(summary.min),
+    number(summary.max),
+    number(summary.mean),
+    number(summary.norm),
+    String(summary.nonfinite ?? '—')
+  );
+}
+
+/** `first 8: -1.0, -0.99998, ...`: the summary's head, the first elements flattened. */
+export function formatStoredHead(value: IStoredValue, digits?: number): string {
+  const head = value.summary?.head ?? [];
+  return trans.__(
+    'first %1: %2',
+    head.length,
+    head.map(item => formatElement(item, digits)).join(', ')
+  );
+}
+
+/** A stored value on one line: what it is and its summary (never its elements beyond the head). */
+export function formatStoredValue(
+  value: IStoredValue,
+  digits?: number
+): string {
+  return `${formatStoredKind(value)} · ${formatStoredSummary(value, digits)}`;
+}
+
 /**
  * A complex value as `a+bi`, element by element through nested lists:
  * `{real: [1, 2], imag: [0.5, -1]}` -> `[1.0+0.5i, 2.0-1.0i]`. `part` writes
@@ -123,6 +202,9 @@ export function formatObserved(
   if (typeof value === 'number') {
     return formatNumber(value, dtype, digits);
   }
+  if (isStoredValue(value)) {
+    return formatStoredValue(value, digits);
+  }
   if (isComplexValue(value)) {
     return formatComplex(value.real, value.imag, part =>
       formatFloat(part, digits)
@@ -150,6 +232,9 @@ export function formatDeclared(value: JSONValue | undefined): string {
   if (typeof value === 'string') {
     return value;
   }
+  if (isStoredValue(value)) {
+    return formatStoredValue(value);
+  }
   if (isComplexValue(value)) {
     return formatComplex(value.real, value.imag, String);
   }
@@ -163,6 +248,9 @@ export function formatDeclared(value: JSONValue | undefined): string {
 
 /** The shape of a number, nested list or complex value: [] for a scalar, [2, 3] for a matrix. */
 export function shapeOf(value: JSONValue | undefined): number[] {
+  if (isStoredValue(value)) {
+    return value.stored.shape;
+  }
   const shape: number[] = [];
   let level: JSONValue | undefined = isComplexValue(value) ? value.real : value;
   while (Array.isArray(level)) {

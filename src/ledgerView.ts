@@ -17,11 +17,13 @@ import {
   formatTolerance,
   VALUE_DIGITS,
   formatWhere,
-  isComplexValue
+  isComplexValue,
+  isStoredValue
 } from './format';
 import { functionChecks } from './functionChecksView';
 import { ICheckView, IHistoryItem, IRunView } from './grouping';
 import { shownText, trans } from './i18n';
+import { BlobPager, storedValueView } from './storedValueView';
 import { ICheckRecord, ITolerance, JSONValue } from './types';
 import { wordsFor } from './words';
 
@@ -29,6 +31,8 @@ import { wordsFor } from './words';
 export interface ICheckActions {
   editTolerance(view: ICheckView): void;
   reviseExpectation(view: ICheckView): void;
+  /** Reads a page of a stored value's elements; without it, stored values show no "Show values". */
+  showValues?: BlobPager;
 }
 
 function inputNames(view: ICheckView): string[] {
@@ -38,7 +42,8 @@ function inputNames(view: ICheckView): string[] {
 
 /**
  * The expectation for one input: its entry in a mapping, or the whole value. A
- * complex value `{real, imag}` is one value, unless the inputs are named so.
+ * complex value `{real, imag}` is one value, unless the inputs are named so; a
+ * stored value `{stored, summary}` is always one value.
  */
 function expectedFor(
   analytical: JSONValue | undefined,
@@ -46,8 +51,9 @@ function expectedFor(
   names: string[]
 ): JSONValue | undefined {
   const complex =
-    isComplexValue(analytical) &&
-    !(names.includes('real') && names.includes('imag'));
+    (isComplexValue(analytical) &&
+      !(names.includes('real') && names.includes('imag'))) ||
+    isStoredValue(analytical); // one tensor kept by its hash, not a mapping of inputs
   if (
     analytical &&
     typeof analytical === 'object' &&
@@ -62,7 +68,8 @@ function expectedFor(
 function observationCell(
   record: ICheckRecord | undefined,
   output: IOutputView,
-  name: string
+  name: string,
+  pager?: BlobPager
 ): HTMLElement {
   const gradient = output.observations?.backward_pass_1?.gradients?.[name];
   if (!record || !record.executed) {
@@ -80,6 +87,21 @@ function observationCell(
         'span',
         { class: 'jp-gradcheck-muted' },
         trans.__('not differentiable: not checked')
+      )
+    );
+  }
+  const observed = gradient ? gradient.value : record.observed_gradient;
+  if (isStoredValue(observed) && (gradient || output.index === null)) {
+    return el(
+      'td',
+      { class: 'jp-gradcheck-observation' },
+      storedValueView(observed, pager),
+      el(
+        'div',
+        { class: 'jp-gradcheck-meta', testid: 'gradcheck-observation-meta' },
+        gradient
+          ? formatTensorMeta(gradient)
+          : `${record.dtype ?? ''} · ${record.device ?? ''}`
       )
     );
   }
@@ -133,9 +155,11 @@ function columnRow(
   view: ICheckView,
   output: IOutputView,
   name: string,
-  names: string[]
+  names: string[],
+  pager?: BlobPager
 ): HTMLElement {
   const index = output.index === null ? null : String(output.index);
+  const expected = expectedFor(output.analytical, name, names);
   return el(
     'tr',
     { 'data-input': name, 'data-output': index },
@@ -154,11 +178,16 @@ function columnRow(
     el(
       'td',
       { class: 'jp-gradcheck-expectation' },
-      el(
-        'div',
-        { testid: 'gradcheck-expectation-value', class: 'jp-gradcheck-value' },
-        formatDeclared(expectedFor(output.analytical, name, names))
-      ),
+      isStoredValue(expected)
+        ? storedValueView(expected, pager)
+        : el(
+            'div',
+            {
+              testid: 'gradcheck-expectation-value',
+              class: 'jp-gradcheck-value'
+            },
+            formatDeclared(expected)
+          ),
       el(
         'div',
         { class: 'jp-gradcheck-meta' },
@@ -169,15 +198,15 @@ function columnRow(
         )
       )
     ),
-    observationCell(view.latest?.record, output, name)
+    observationCell(view.latest?.record, output, name, pager)
   );
 }
 
-function columns(view: ICheckView): HTMLElement {
+function columns(view: ICheckView, pager?: BlobPager): HTMLElement {
   const names = inputNames(view);
   const shown = names.length ? names : [''];
   const rows = outputViews(view.analytical, view.latest?.record, names).flatMap(
-    output => shown.map(name => columnRow(view, output, name, names))
+    output => shown.map(name => columnRow(view, output, name, names, pager))
   );
   return el(
     'table',
@@ -197,14 +226,39 @@ function columns(view: ICheckView): HTMLElement {
   );
 }
 
-function details(view: ICheckView): HTMLElement {
+/** The inputs as declared: JSON as written, a stored input by its summary (and "Show values"). */
+function inputsView(
+  inputs: { [name: string]: JSONValue },
+  pager?: BlobPager
+): HTMLElement {
+  const entries = Object.entries(inputs);
+  if (!entries.some(([, value]) => isStoredValue(value))) {
+    return el('dd', {}, JSON.stringify(inputs));
+  }
+  return el(
+    'dd',
+    { testid: 'gradcheck-inputs' },
+    entries.map(([name, value]) =>
+      el(
+        'div',
+        { 'data-input': name },
+        el('code', {}, `${name}: `),
+        isStoredValue(value)
+          ? storedValueView(value, pager)
+          : JSON.stringify(value)
+      )
+    )
+  );
+}
+
+function details(view: ICheckView, pager?: BlobPager): HTMLElement {
   const record = view.latest?.record ?? view.declared;
   const declared = view.declared;
   return el(
     'dl',
     { class: 'jp-gradcheck-details' },
     el('dt', {}, trans.__('inputs')),
-    el('dd', {}, JSON.stringify(record?.inputs ?? {})),
+    inputsView((record?.inputs ?? {}) as { [name: string]: JSONValue }, pager),
     el('dt', {}, trans.__('tolerance')),
     el(
       'dd',
@@ -396,7 +450,7 @@ export function checkCard(
       el('span', { class: 'jp-gradcheck-check-id', title: view.id }, view.id),
       el('code', { class: 'jp-gradcheck-function' }, declared?.function ?? '')
     ),
-    columns(view),
+    columns(view, actions.showValues),
     failedToRun
       ? el(
           'div',
@@ -406,7 +460,7 @@ export function checkCard(
       : null,
     comparisonList(view.latest?.record?.comparisons),
     functionChecks(view.latest?.record),
-    details(view),
+    details(view, actions.showValues),
     view.failuresKept.length
       ? el(
           'div',

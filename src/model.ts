@@ -26,7 +26,7 @@ import {
   LedgerState,
   VerifyState
 } from './tokens';
-import { ILedgerAnswer, IServerStatus, JSONValue } from './types';
+import { IBlobPage, ILedgerAnswer, IServerStatus, JSONValue } from './types';
 import {
   FieldErrors,
   IFormValues,
@@ -313,6 +313,15 @@ export class GradcheckModel implements IGradcheckModel {
       });
     }
     await this.refresh();
+  }
+
+  /** `GET ledger/blob`: a page of a stored value's elements; the model's state is unchanged. */
+  readValues(
+    notebook: string,
+    sha: string,
+    offset: number
+  ): Promise<IBlobPage> {
+    return this.requester.getLedgerBlob(notebook, sha, offset);
   }
 
   /** `GET export` of the active notebook's ledger; the caller downloads it. */

@@ -17,7 +17,7 @@ import { Child, append, el, replaceChildren } from './dom';
 import { ICheckView } from './grouping';
 import { trans } from './i18n';
 import { gradcheckIcon } from './icon';
-import { button, checkCard } from './ledgerView';
+import { ICheckActions, button, checkCard } from './ledgerView';
 import { EXPORT_FORMATS, ExportFormat } from './requester';
 import { IDefaults } from './settings';
 import { IExportFile, IGradcheckModel, PANEL_ID, VerifyState } from './tokens';
@@ -331,10 +331,16 @@ export class GradcheckPanel extends Widget {
         )
       );
     } else {
-      const actions = {
+      const notebook = this.model.notebookPath;
+      const actions: ICheckActions = {
         editTolerance: (view: ICheckView) => void this.editTolerance(view),
         reviseExpectation: (view: ICheckView) =>
-          void this.reviseExpectation(view)
+          void this.reviseExpectation(view),
+        // a stored value's elements are read only when asked, from the ledger these cards came from
+        showValues: notebook
+          ? (sha: string, offset: number) =>
+              this.model.readValues(notebook, sha, offset)
+          : undefined
       };
       replaceChildren(
         this.checks,

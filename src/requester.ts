@@ -5,6 +5,7 @@
  * one (`ServerConnection.makeRequest`, which sends the `_xsrf` header).
  */
 import {
+  IBlobPage,
   ICheckRecord,
   IErrorBody,
   ILedgerAnswer,
@@ -17,6 +18,9 @@ import { learnShown, trans } from './i18n';
 
 /** The URL namespace of the server extension. */
 export const API_NAMESPACE = 'gradcheck';
+
+/** Elements of a stored value the panel asks for at a time ("Show values", then "more"). */
+export const BLOB_PAGE = 1000;
 
 /** Export formats the panel offers. */
 export const EXPORT_FORMATS = ['csv', 'html', 'json'] as const;
@@ -77,6 +81,14 @@ export const Endpoints = {
   status: (): string => 'status',
   ledger: (notebook: string): string =>
     `ledger?path=${encodeURIComponent(notebook)}`,
+  ledgerBlob: (
+    path: string,
+    sha: string,
+    offset: number,
+    limit: number
+  ): string =>
+    `ledger/blob?path=${encodeURIComponent(path)}&sha=${encodeURIComponent(sha)}` +
+    `&offset=${offset}&limit=${limit}`,
   checks: (): string => 'checks',
   tolerance: (): string => 'tolerance',
   expectation: (): string => 'expectation',
@@ -124,6 +136,13 @@ export interface IGradcheckRequester {
   getStatus(): Promise<IServerStatus>;
   /** The ledger of a notebook (server-relative path of the notebook). */
   getLedger(notebook: string): Promise<ILedgerAnswer>;
+  /** One page of a stored value's elements, read from the blob store beside the notebook's ledger. */
+  getLedgerBlob(
+    notebook: string,
+    sha: string,
+    offset?: number,
+    limit?: number
+  ): Promise<IBlobPage>;
   /** Declare and run a check into the notebook's ledger. */
   runCheck(notebook: string, check: ICheckRecord): Promise<IRunAnswer>;
   /** Change a check's tolerance, with its justification. */
@@ -184,6 +203,8 @@ export function createRequester(transport: Transport): IGradcheckRequester {
   return {
     getStatus: () => sendJSON<IServerStatus>(Endpoints.status()),
     getLedger: notebook => sendJSON<ILedgerAnswer>(Endpoints.ledger(notebook)),
+    getLedgerBlob: (notebook, sha, offset = 0, limit = BLOB_PAGE) =>
+      sendJSON<IBlobPage>(Endpoints.ledgerBlob(notebook, sha, offset, limit)),
     runCheck: (notebook, check) =>
       sendJSON<IRunAnswer>(Endpoints.checks(), post({ notebook, check })),
     changeTolerance: body =>

@@ -11,7 +11,7 @@ import { IMetadataOwner } from './binding';
 import { ICheckView } from './grouping';
 import { ExportFormat } from './requester';
 import { IDefaults } from './settings';
-import { ILedgerAnswer, IServerStatus, JSONValue } from './types';
+import { IBlobPage, ILedgerAnswer, IServerStatus, JSONValue } from './types';
 import { FieldErrors, IFormValues, IToleranceEdit } from './validation';
 import { IVerifySummary } from './verifyReport';
 
@@ -147,6 +147,11 @@ export interface IGradcheckModel {
   verify(): Promise<void>;
   /** Fetch the active notebook's ledger export (the caller downloads it). */
   exportLedger(format: ExportFormat): Promise<IExportFile>;
+  /**
+   * One page of a stored value's elements, from element `offset` on, read from
+   * the blob store beside `notebook`'s ledger (only when a person asks).
+   */
+  readValues(notebook: string, sha: string, offset: number): Promise<IBlobPage>;
 }
 
 /** The token of the side panel's model. */

@@ -20,6 +20,34 @@ export interface IComplexValue {
   imag: JSONValue;
 }
 
+/**
+ * A tensor of more than 256 elements as a record keeps it: by the SHA-256 of
+ * its safetensors file beside the ledger, with its shape, dtype and a summary.
+ * Its elements are read a page at a time (`GET ledger/blob`), only when asked.
+ */
+export interface IStoredValue {
+  stored: { sha256: string; shape: number[]; dtype: string; bytes: number };
+  summary?: {
+    min?: number | null;
+    max?: number | null;
+    mean?: number | null;
+    norm?: number | null;
+    nonfinite?: number;
+    head?: JSONValue[];
+  };
+}
+
+/** Answer of `GET ledger/blob`: elements `offset ..` of a stored value, flat, row-major. */
+export interface IBlobPage {
+  sha256: string;
+  shape: number[];
+  dtype: string;
+  /** Numbers, or `[re, im]` pairs for a complex dtype. */
+  values: JSONValue[];
+  offset: number;
+  total: number;
+}
+
 /** One observed tensor: its value with the shape, dtype and device it had. */
 export interface ITensorObservation {
   value: JSONValue;

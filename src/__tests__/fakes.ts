@@ -37,6 +37,16 @@ export function fakeRequester(): jest.Mocked<IGradcheckRequester> {
   return {
     getStatus: call<'getStatus'>(async () => STATUS),
     getLedger: call<'getLedger'>(async notebook => ledgerAnswer(notebook, [])),
+    getLedgerBlob: call<'getLedgerBlob'>(
+      async (_notebook, sha, offset = 0) => ({
+        sha256: sha,
+        shape: [3],
+        dtype: 'float64',
+        values: [1, 2, 3].slice(offset),
+        offset,
+        total: 3
+      })
+    ),
     runCheck: call<'runCheck'>(async () => ({
       record: {},
       ledger: { path: 'lab1.gradcheck.jsonl', entries: 2, head: 'h2' }

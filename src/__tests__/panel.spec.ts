@@ -25,6 +25,7 @@ import {
   ledgerAnswer,
   until
 } from './fakes';
+import { GRAD_SHA, bigEntries } from './storedFixtures';
 
 jest.mock('@jupyterlab/apputils', () => ({
   showErrorMessage: jest.fn(async () => undefined)
@@ -344,6 +345,39 @@ describe('GradcheckPanel', () => {
       rtol: 0.5,
       justification: 'why'
     });
+  });
+
+  it('loads the ledger without fetching a blob, and fetches the active notebook\'s on "Show values"', async () => {
+    // Given the panel on work/lab1.ipynb whose ledger holds a stored check
+    const { requester, model, all } = setup();
+    requester.getLedger.mockResolvedValue(
+      ledgerAnswer('work/lab1.ipynb', bigEntries())
+    );
+    // When the ledger view loads
+    await model.refresh();
+    await until(() => all('gradcheck-stored').length === 3);
+    // Then no blob is read
+    expect(requester.getLedgerBlob).not.toHaveBeenCalled();
+    // When the observed gradient's Show values is pressed
+    const gradient = all('gradcheck-stored').find(
+      node => node.dataset.sha256 === GRAD_SHA
+    )!;
+    const inGradient = (testid: string) =>
+      gradient.querySelector(`[data-testid="${testid}"]`) as HTMLElement;
+    inGradient('gradcheck-show-values').click();
+    await until(() => inGradient('gradcheck-stored-status').textContent !== '');
+    // Then the first page of that blob is read from the notebook's ledger and shown
+    expect(requester.getLedgerBlob).toHaveBeenCalledWith(
+      'work/lab1.ipynb',
+      GRAD_SHA,
+      0
+    );
+    expect(inGradient('gradcheck-stored-values').textContent).toBe(
+      '1.0, 2.0, 3.0'
+    );
+    expect(inGradient('gradcheck-stored-status').textContent).toBe(
+      'values 1–3 of 3'
+    );
   });
 });
 

@@ -15,6 +15,7 @@ from ..core.check.record.memory_admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
 from ..core.i18n import _, localize
 from ..core.jsonio import loads_records
+from ..core.ledger.blob_store import require_blobs, store_dir_for
 from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
 
@@ -61,17 +62,22 @@ def run(args) -> int:
     for spec in specs:
         resolve_and_admit(spec, devices)
     ledger = open_ledger(args.ledger, args.notebook)
+    store = None if ledger is None else store_dir_for(ledger.path)
+    require_blobs(store, records)  # a stored value names a blob of the ledger's store, or is refused
     sweep = False if args.no_sweep else None
     results = []
-    for spec in specs:
-        if ledger is None:
-            from ..core.check.engine import run_check
+    from ..core.check.compare.stored_tensors import reading_store
 
-            results.append(run_check(spec, sweep=sweep, devices=devices))
-        else:
-            from ..core.ledger.ledgered_run import run_and_record
+    with reading_store(store):
+        for spec in specs:
+            if ledger is None:
+                from ..core.check.engine import run_check
 
-            results.append(run_and_record(spec, ledger, sweep=sweep))
+                results.append(run_check(spec, sweep=sweep, devices=devices))
+            else:
+                from ..core.ledger.ledgered_run import run_and_record
+
+                results.append(run_and_record(spec, ledger, sweep=sweep))
     for record in results:
         print(_summary_line(record), file=sys.stderr)
     output = results[0] if len(results) == 1 else results

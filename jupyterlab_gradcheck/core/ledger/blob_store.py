@@ -71,6 +71,7 @@ def write_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> list[str
     A referenced sha neither in the store nor pending is bad input (nothing is written for it, and
     the caller appends nothing): a line may not name a tensor nobody can read.
     """
+    require_blobs(store_dir, data, pending=pending)  # every one is there before any is written
     shas = referenced_shas(data)
     folder = Path(store_dir)
     wrote = False
@@ -79,10 +80,8 @@ def write_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> list[str
         if target.exists():
             continue
         blob = pending.get(sha)
-        if blob is None:
-            raise SpecError(
-                "stored value {sha}: no such blob in this process or in {store}", sha=sha[:16], store=folder.name
-            )
+        if blob is None:  # evicted since require_blobs looked: refused all the same
+            raise LedgerError("blob {sha} left the pending cache before it was written", sha=sha[:16])
         folder.mkdir(parents=True, exist_ok=True)
         temporary = folder / f".{sha}.{os.getpid()}.tmp"
         try:
@@ -98,6 +97,15 @@ def write_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> list[str
     if wrote:
         fsync_folder(folder)
     return shas
+
+
+def require_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> None:
+    """SpecError (bad input, nothing run or appended) for the first stored value in `data` whose blob is
+    neither pending in this process nor in `store_dir` (None: no store)."""
+    for sha in referenced_shas(data):
+        if sha not in pending and (store_dir is None or not blob_path(store_dir, sha).is_file()):
+            where = Path(store_dir).name if store_dir is not None else "no ledger's store"
+            raise SpecError("stored value {sha}: no such blob in this process or in {store}", sha=sha[:16], store=where)
 
 
 def blob_digest(store_dir, sha: str) -> str | None:

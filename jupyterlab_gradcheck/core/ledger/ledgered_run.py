@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..check.record.spec import CheckSpec, parse_spec
 from ..errors import GradcheckError, SpecError
 from .binding import refresh_binding
+from .blob_store import require_blobs, store_dir_for
 from .history import HISTORY_KEY
 from .store import Ledger
 
@@ -73,8 +74,10 @@ def declare(ledger: Ledger, parsed: CheckSpec, justification: str | None = None)
     anything is written), and an analytical gradient that differs from the recorded one is
     first recorded as an `expectation_change`, carrying `justification` when given (the
     honest correction a grader does not penalise). The history is read and the entries written
-    under one exclusive lock, so no other writer's entry can come in between.
+    under one exclusive lock, so no other writer's entry can come in between. A stored value
+    whose blob is neither pending nor in the ledger's store is refused before the ledger is opened.
     """
+    require_blobs(store_dir_for(ledger.path), ledger_spec_dict(parsed))
     with ledger.locked() as held:
         history = held.history(parsed.id, copy=False)  # only read, and only inside this block
         parsed = apply_ledger_tolerance(parsed, history)

@@ -157,7 +157,7 @@ def check(
         ("finite_difference", finite_difference),
         ("grad_output", _as_value(grad_output)),
         ("id", id),
-        ("fixed", None if fixed is None else {k: fixed_value(v) for k, v in fixed.items()}),
+        ("fixed", None if fixed is None else {k: _fixed_value(v) for k, v in fixed.items()}),
         ("hessian", _as_value(hessian)),
     ):
         if value is not None:
@@ -302,6 +302,19 @@ def _as_value(value):
     if isinstance(value, (list, tuple)) and any(isinstance(item, (torch.Tensor, dict, list, tuple)) for item in value):
         return [_as_value(item) for item in value]
     return value
+
+
+def _fixed_value(value):
+    """A held argument as the record keeps it: a tensor above INLINE_ELEMENTS elements as a stored value,
+    anything else as `fixed_value` writes it."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel():
+        from .core.check.compare.stored_tensors import should_store, to_stored
+
+        if should_store(value):
+            return to_stored(value)
+    return fixed_value(value)
 
 
 def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:

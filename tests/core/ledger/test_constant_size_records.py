@@ -94,3 +94,22 @@ def test_values_of_256_elements_stay_inline_exactly_as_before():
     bigger = check(_function, _gradient(False), x=torch.zeros(257, dtype=torch.float64), ledger=False).record
     assert is_stored_value(bigger["inputs"]["x"])
     assert bigger["inputs"]["x"]["stored"]["shape"] == [257]
+
+
+def test_a_large_tensor_held_fixed_is_stored_and_names_the_check():
+    """Given a callable with a 1000-element weight held fixed, when checked twice with two different weights,
+    then the record keeps each weight as a stored value (not 1000 numbers) and the two checks' ids differ."""
+    first, second = torch.ones(1000, dtype=torch.float64), torch.full((1000,), 2.0, dtype=torch.float64)
+    ids = []
+    for weight in (first, second):
+        record = check(
+            lambda x, w: (x * w).sum(),
+            lambda x: weight,
+            x=torch.zeros(1000, dtype=torch.float64),
+            fixed={"w": weight},
+            ledger=False,
+        ).record
+        assert record["passed"] and is_stored_value(record["fixed"]["w"])
+        assert record["fixed"]["w"]["summary"]["mean"] == float(weight[0])
+        ids.append(record["id"])
+    assert ids[0] != ids[1]

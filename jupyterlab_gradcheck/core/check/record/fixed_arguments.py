@@ -4,13 +4,15 @@
 `causal`, `shape` and `w` to every call of `fn` (the Python API binds the objects themselves) and
 compares the gradient of the inputs alone, as `torch.autograd.gradcheck` leaves non-tensor
 arguments and tensors that do not require grad alone. The record keeps them under `fixed` as
-JSON values (a tuple or a tensor as a nested list), so that a reader sees what the function was
+JSON values (a tuple or a tensor as a nested list; a tensor above 256 elements as a stored value,
+core/check/record/stored_values.py), so that a reader sees what the function was
 evaluated with and the check's id changes with them. An expression has no held arguments.
 """
 
 from __future__ import annotations
 
 from ...errors import SpecError
+from .stored_values import is_stored_value, stored_shape
 
 #: Elements a recorded fixed value may hold (a tensor held fixed is kept whole in the record).
 MAX_FIXED_ELEMENTS = 100_000
@@ -35,6 +37,7 @@ def _zeros(shape: list[int]):
 
 
 def _count(value) -> int:
+    """Values a fixed argument writes into the record: a stored value writes its hash and summary, so one."""
     return sum(_count(item) for item in value) if isinstance(value, list) else 1
 
 
@@ -61,7 +64,9 @@ def parse_fixed(raw, inputs: dict, is_callable: bool) -> dict:
                 name=name,
                 field=f"fixed.{name}",
             )
-        if not _plain(value):
+        if is_stored_value(value):  # a tensor above 256 elements, by its hash (stored_values.py)
+            stored_shape(value, f"fixed.{name}")
+        elif not _plain(value):
             raise SpecError(
                 "fixed.{name} must be a number, true/false, null, a string or a nested list of them",
                 name=name,

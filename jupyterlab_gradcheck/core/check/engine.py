@@ -36,8 +36,14 @@ from .random_grad_output import by_output, random_grad_output
 from .record.devices import resolve_device
 from .record.spec import CheckSpec, parse_spec
 
-#: Input elements above which the step sweep is left out of the record by default.
-SWEEP_MAX_ELEMENTS = 10_000
+#: Input elements above which a passing check's record has no step sweep by default. The sweep costs
+#: 68 evaluations of the function (17 decades, two signs, float32 and float64) wherever it cannot ride
+#: along with the finite differences (core/check/fd/sweep_riders.py): beside an elementwise check's
+#: three evaluations at 10^4 elements it was half the check's time.
+SWEEP_MAX_ELEMENTS = 1_000
+#: Input elements above which a failing check's record has no step sweep by default: where a check
+#: fails, the sweep at the worst element is part of its explanation, and worth its evaluations.
+SWEEP_FAILED_MAX_ELEMENTS = 10_000
 
 
 #: Why each comparison of core/check/autograd/forward_and_batched.py fails, in the failure it becomes.
@@ -93,8 +99,8 @@ def _join(record: dict, failures: list, *, passed: bool) -> None:
 def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, symbolic: bool = True) -> dict:
     """Run the check described by `spec` and return the completed record.
 
-    `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements) adds the step
-    sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
+    `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements, or
+    SWEEP_FAILED_MAX_ELEMENTS for a failing check) adds the step sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
     A Python function returning a tuple or list of tensors is checked output by output
     (core/check/autograd/several_outputs.py).
     """
@@ -120,8 +126,12 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     return ensure_failure(_several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic))
 
 
-def _sweep_wanted(sweep: bool | None, leaves: dict) -> bool:
-    return sweep if sweep is not None else elements(leaves.values()) <= SWEEP_MAX_ELEMENTS
+def _sweep_wanted(sweep: bool | None, leaves: dict, *, passed: bool = True) -> bool:
+    """Whether the record gets a step sweep: as asked, else by the inputs' size (a larger one for a failing check)."""
+    if sweep is not None:
+        return sweep
+    limit = SWEEP_MAX_ELEMENTS if passed else SWEEP_FAILED_MAX_ELEMENTS
+    return elements(leaves.values()) <= limit
 
 
 def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: tuple, *, sweep, symbolic) -> dict:
@@ -149,7 +159,7 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
         _add_function_modes(
             record, function_modes(function, leaves, part.v, part.raw["autograd_grad"], part.raw["custom_functions"])
         )
-    if _sweep_wanted(sweep, leaves):
+    if _sweep_wanted(sweep, leaves, passed=record["passed"]):
         record["step_sweep"] = part.sweeper()
     return record
 
@@ -199,7 +209,7 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
         record,
         function_modes(function, leaves, None, None, graph_functions(found), outputs=len(found), weights=weights),
     )
-    if _sweep_wanted(sweep, leaves):
+    if _sweep_wanted(sweep, leaves, passed=record["passed"]):
         k = several_outputs.sweep_output(record, parts)
         record["step_sweep"] = {**parts[k].sweeper(), "output": k}
     return record

@@ -20,8 +20,8 @@ from .autograd.expectation_tensors import analytical_tensors
 from .autograd.failures import failure
 from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
 from .compare.comparison import Operand
+from .compare.described_once import Descriptions
 from .compare.stacked_rows import compare_rows
-from .compare.tensors import describe, to_value
 from .diagnosis import DiagnosisContext, diagnose
 from .differences import as_dtype, finite_differences
 from .fd.shifts import STEP_SCALE_CAP
@@ -245,6 +245,8 @@ def first_order(
     its series for a passing check are evaluated with the finite differences (core/check/fd/sweep_riders.py)."""
     observations, raw, v = observed
     analytical = analytical_tensors(spec, leaves)
+    # the record's tensors with the same bits are stored once (core/check/compare/described_once.py)
+    descriptions = raw.get("descriptions") or Descriptions()
 
     diffs = finite_differences(spec, function, leaves, raw, v, sweep=sweep)
     fd_values, fd_v, fd_raw, fd_info, fd_dtype = diffs.values, diffs.v, diffs.estimates, diffs.info, diffs.dtype
@@ -261,7 +263,7 @@ def first_order(
             "{scheme} difference of sum(grad_output * f) along each input element", scheme=fd_scheme
         ),
         "note": f"step {fd_info['step']:.3g} ({fd_info['step_kind']}).{half_note}{path_note(fd_info)}",
-        "gradients": {n: describe(fd[n]) for n in fd},
+        "gradients": {n: descriptions.describe(fd[n]) for n in fd},
         **fd_info,
     }
     if whole:
@@ -278,14 +280,16 @@ def first_order(
     comparisons = comparisons_of(spec, analytical, raw, fd, bounds, projected_rows)
     failures = diagnosed_failures(spec, function, leaves, diffs, raw, comparisons)
     verdict = observations["torch_gradcheck"]["status"] if whole else None
-    # the pass-1 tensors read once more (a value of its own, not shared with the observation's)
+    # the pass-1 tensors once more (a value of its own, not shared with the observation's)
     pass_1 = raw["backward_pass_1"]
-    observed_gradient = to_value(pass_1[names[0]]) if len(names) == 1 else {n: to_value(pass_1[n]) for n in names}
+    observed_gradient = (
+        descriptions.value(pass_1[names[0]]) if len(names) == 1 else {n: descriptions.value(pass_1[n]) for n in names}
+    )
     fields = {
         "observed_gradient": observed_gradient,
         "passed": not failures and verdict != "failed",
-        "grad_output_used": describe(v),
-        "analytical": {n: describe(analytical[n]) for n in names},
+        "grad_output_used": descriptions.describe(v),
+        "analytical": {n: descriptions.describe(analytical[n]) for n in names},
         "observations": observations,
         "comparisons": comparisons,
         "failure": failures[0] if failures else None,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ..compare.described_once import Descriptions
 from ..compare.forward_pass import forward, grad_output_for
-from ..compare.tensors import describe
 from ..record.observation_names import DESCRIPTIONS
 from .chain_paths import chain_possible
 from .custom_functions import graph_functions, only_built_in_formulas
@@ -35,12 +35,12 @@ def _copy(gradient):
     return gradient.detach().clone() if gradient.requires_grad else gradient.clone()
 
 
-def _observation(name: str, grads: dict, note: str = "", **extra) -> dict:
+def _observation(descriptions: Descriptions, name: str, grads: dict, note: str = "", **extra) -> dict:
     return {
         "name": name,
         "description": DESCRIPTIONS[name],
         "note": note,
-        "gradients": {key: describe(value) for key, value in grads.items()},
+        "gradients": {key: descriptions.describe(value) for key, value in grads.items()},
         **extra,
     }
 
@@ -81,7 +81,9 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     unused_note = (
         f"input(s) {', '.join(unused)} do not reach the output: gradient None, shown as zeros. " if unused else ""
     )
+    descriptions = Descriptions()  # equal gradients (pass 1, after clearing, autograd.grad) stored once
     raw = {
+        "descriptions": descriptions,
         "custom_functions": functions,
         "chain_possible": chains,
         "built_in_only": built_in_only,
@@ -91,12 +93,13 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
         "autograd_grad": by_grad,
     }
     observations = {
-        "backward_pass_1": _observation("backward_pass_1", pass_1, unused_note),
+        "backward_pass_1": _observation(descriptions, "backward_pass_1", pass_1, unused_note),
         "backward_pass_2_accumulated": _observation(
-            "backward_pass_2_accumulated", pass_2, "no x.grad = None between the passes"
+            descriptions, "backward_pass_2_accumulated", pass_2, "no x.grad = None between the passes"
         ),
-        "after_clear_none": _observation("after_clear_none", after_clear, "x.grad = None, then one pass"),
+        "after_clear_none": _observation(descriptions, "after_clear_none", after_clear, "x.grad = None, then one pass"),
         "autograd_grad": _observation(
+            descriptions,
             "autograd_grad",
             by_grad,
             ".grad stayed None: autograd.grad returns the gradient without touching .grad"

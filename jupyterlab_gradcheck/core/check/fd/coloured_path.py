@@ -145,6 +145,7 @@ def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
                 None if sizes is None else sizes[k],
                 room,
                 equal_bounded=counted_equal,
+                spent=other is not None,  # the body at x is kept for the next chunk: never overwritten
             )
         if members is not None and last < plan_.count:
             copies.view(-1).index_copy_(0, moves, flat.take(members))  # back to x for the next chunk
@@ -170,7 +171,18 @@ def chunk_colours(colours: int, width: int) -> int:
 
 
 def _share(
-    first, second, target, run: int, per_row: bool, weight, total, sizes, room=None, *, equal_bounded: bool = False
+    first,
+    second,
+    target,
+    run: int,
+    per_row: bool,
+    weight,
+    total,
+    sizes,
+    room=None,
+    *,
+    equal_bounded: bool = False,
+    spent: bool = False,
 ):
     """Adds each column's share of the (colours x rows) differences first - second to `total`, and their
     rounding sizes to `sizes` (None: not tracked); group g's share under colour k goes to target[k, g].
@@ -180,17 +192,31 @@ def _share(
 
     An output's rows are weighted one by one; a loss's single weight multiplies the columns' sums at the
     end rather than every difference, and the one (colours x rows) temporary is weighted in place. `room`
-    (copies no longer needed) holds that temporary where it fits: no fresh array to page in."""
+    (copies no longer needed) holds that temporary where it fits: no fresh array to page in. `spent` says both
+    evaluations are this chunk's own and needed no more once differenced: their magnitudes are taken in place."""
     if room is not None and first.numel() <= room.numel() and first.dtype == room.dtype:
         difference = torch.sub(first, second, out=room.view(-1)[: first.numel()].view(first.shape))
     else:
         difference = first - second
     if sizes is not None:
-        size = first.abs().add_(second.abs())
+        # once differenced, evaluations that own their memory hold their magnitudes: a fresh array of
+        # this size costs more in page faults than the arithmetic (B9's block-diagonal loss: 10^6 elements)
+        size = first.abs_() if spent and _owned(first) else first.abs()
+        size.add_(second.abs_() if spent and _owned(second) and second is not first else second.abs())
         if not equal_bounded:
             size.mul_(difference != 0)
         sizes.index_add_(0, target, _grouped(size.mul_(weight.abs()) if per_row else size, run))
     total.index_add_(0, target, _grouped(difference.mul_(weight) if per_row else difference, run))
+
+
+def _owned(values) -> bool:
+    """Whether `values` is the one contiguous tensor in its storage (an evaluation's own result, which may be
+    overwritten once used), not a view of the copies, of the body at x or of a tensor the function holds."""
+    return (
+        values.is_contiguous()
+        and values.storage_offset() == 0
+        and values.untyped_storage().nbytes() == values.numel() * values.element_size()
+    )
 
 
 def _evaluate(probe, learned, copies, batching: list, checked: list):

@@ -1,30 +1,30 @@
-"""B9, structure and projection: sparse Jacobians coloured, dense ones projected, beside gradcheck.
+"""B9, structure and projection: the whole check beside gradcheck, and the projected mode's power.
 
-Workloads, float64 on the CPU:
+The whole check, `jupyterlab_gradcheck.api.check(f, grad=..., x=tensor)` as a user calls it, with and
+without a ledger, float64 on the CPU, beside gradcheck's fast and slow modes and the evaluation floor
+(2 x colours + 1 evaluations, one backward and gradcheck's fast mode, timed in the same run), with the
+record's JSON size and the ledger bytes each check appends (benchmarks/whole_check.py):
 
-- banded `tanh(x[1:] * x[:-1]).sum()` and block-diagonal `(softmax(X.reshape(r, c), dim=1) * W).sum()`
-  at n = 10^4 (quick: 10^3): ours is `core.check.numerical_verdict.numerical_verdict`, which
-  learns the Jacobian's sparsity from the forward's operations, colours its columns
-  (core/check/fd/coloured_path.py) and compares every element with autograd, naming the worst. Goals:
-  >= 100x faster than gradcheck's slow mode and <= 1x its fast mode, ratios in the same run.
-- dense `tanh(A @ x)` at n = 3,000 (quick: 300) in projected mode
-  (`core.check.fd.projected.projected_verdict`): one random direction, a failure localised by
-  halving. Goal: <= 1x gradcheck's fast mode; with a one-element bug planted, the element it
-  names must be the planted one.
-- detection power: the dense function at n = 1,000 (quick: 100) with a backward wrong at one
-  Jacobian entry by e, for e from 1e-1 down to 1e-8, checked by the projected mode, gradcheck's
-  fast mode and its slow mode (their default eps 1e-6, atol 1e-5, rtol 1e-3): which catch it,
-  and whether ours names the planted element.
-"""
+- elementwise `(sin(x) * x).sum()` and banded `tanh(x[1:] * x[:-1]).sum()` at n = 10^4 (quick: 10^3):
+  <= 3x gradcheck's fast mode, >= 100x faster than its slow mode;
+- block-diagonal `(softmax(X.reshape(100, 100), dim=1) * W).sum()`: <= 1.5x its evaluation floor,
+  >= 100x faster than slow mode;
+- dense `tanh(A @ x)` at n = 3,000 (quick: 300) in projected mode: <= 1x fast mode, and with a
+  one-element bug planted, the element it names must be the planted one;
+- dense `(w * softmax(x)).sum()` at n = 1,000 (quick: 200) in mode auto, as a plain callable and
+  through a custom Function with a jvp: <= 1x gradcheck's slow mode with the same modes on.
+
+Detection power: the dense function at n = 1,000 (quick: 100) with a backward wrong at one Jacobian
+entry by e, for e from 1e-1 down to 1e-8, checked by the projected mode, gradcheck's fast mode and its
+slow mode (their default eps 1e-6, atol 1e-5, rtol 1e-3): which catch it, and whether ours names the
+planted element; and the projected mode on B5's OpInfo samples and their mutations."""
 
 from __future__ import annotations
 
 import math
 
-from . import format_seconds, graded, interleaved_medians, row, timed_once
+from . import row
 
-SLOW_GOAL = 100.0
-FAST_GOAL = 1.0
 ERRORS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 WRONG_AT = 123
 #: Operators (one sample each, every k-th of OpInfo's) whose mutations the projected mode is tried on.
@@ -103,106 +103,6 @@ def _input(n: int):
     import torch
 
     return torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
-
-
-def sparse_rows(label: str, function, n: int, quick: bool) -> list[dict]:
-    """Slow/ours and ours/fast for one coloured workload, with the path and its evaluations."""
-    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
-
-    x = _input(n)
-    ours = lambda: numerical_verdict(function, {"x": x})  # noqa: E731
-    fast = lambda: _gradcheck(function, x, True)  # noqa: E731
-    verdict = ours()
-    times = interleaved_medians({"ours": ours, "fast": fast}, 5 if quick else 15, warmup=1)
-    slow_seconds, _, slow_passed = timed_once(lambda: _gradcheck(function, x, False))
-    info = verdict["finite_difference"]["inputs"]["x"]
-    worst = verdict["worst"]
-    note = (
-        f"ours {format_seconds(times['ours']['median'])}, "
-        f"gradcheck fast {format_seconds(times['fast']['median'])}, "
-        f"slow {format_seconds(slow_seconds)} (one call, passed={slow_passed}); path {info['structure']}"
-        f"{', ' + str(info.get('colours')) + ' colours' if 'colours' in info else ''}, "
-        f"{info['forward_evaluations']} forward evaluations for {n} elements, every one compared; worst "
-        f"x[{worst['index'][0]}] abs err {worst['abs_err']:.2g} (passed={verdict['passed']})"
-    )
-    slow_ratio = slow_seconds / times["ours"]["median"]
-    fast_ratio = times["ours"]["median"] / times["fast"]["median"]
-    name = f"B9 {label}, n={n}"
-    if quick:
-        return [
-            row(f"{name}: gradcheck slow / ours", round(slow_ratio, 1), "x", "-", "INFO", note),
-            row(f"{name}: ours / gradcheck fast", round(fast_ratio, 2), "x", "-", "INFO", note),
-        ]
-    return [
-        graded(
-            f"{name}: gradcheck slow / ours",
-            round(slow_ratio, 1),
-            "x",
-            f">= {SLOW_GOAL:g}x",
-            slow_ratio >= SLOW_GOAL and verdict["passed"],
-            note,
-        ),
-        graded(
-            f"{name}: ours / gradcheck fast",
-            round(fast_ratio, 2),
-            "x",
-            f"<= {FAST_GOAL:g}x",
-            fast_ratio <= FAST_GOAL and verdict["passed"],
-            note,
-        ),
-    ]
-
-
-def projected_rows(n: int, quick: bool) -> list[dict]:
-    """The projected mode on the dense function: its time against fast mode, and a planted bug named."""
-    from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
-
-    function, gradient = dense(n)
-    x = _input(n)
-    ours = lambda: projected_verdict(function, {"x": x})  # noqa: E731
-    fast = lambda: _gradcheck(function, x, True)  # noqa: E731
-    verdict = ours()
-    times = interleaved_medians({"ours": ours, "fast": fast}, 5 if quick else 15, warmup=1)
-    ratio = times["ours"]["median"] / times["fast"]["median"]
-    note = (
-        f"ours {format_seconds(times['ours']['median'])} (passed={verdict['passed']}, "
-        f"{verdict['finite_difference']['inputs']['x']['forward_evaluations']} forward evaluations), "
-        f"gradcheck fast {format_seconds(times['fast']['median'])}"
-    )
-    name = f"B9 dense tanh(A @ x), n={n}, projected mode"
-    rows = [
-        row(f"{name}: ours / gradcheck fast", round(ratio, 2), "x", "-", "INFO", note)
-        if quick
-        else graded(
-            f"{name}: ours / gradcheck fast",
-            round(ratio, 2),
-            "x",
-            f"<= {FAST_GOAL:g}x",
-            ratio <= FAST_GOAL and verdict["passed"],
-            note,
-        )
-    ]
-    buggy = wrong_at(function, gradient, WRONG_AT, 1e-3)
-    seconds, _, found = timed_once(lambda: projected_verdict(buggy, {"x": x}))
-    named = found["worst"]["index"]
-    localisation = found["comparisons"][0]["projection"].get("localisation", {})
-    note = (
-        f"backward 1e-3 too high at Jacobian entry ({WRONG_AT}, {WRONG_AT}); ours passed={found['passed']}, named "
-        f"x{named} in {format_seconds(seconds)}, "
-        f"{found['finite_difference']['inputs']['x']['forward_evaluations']} "
-        f"forward evaluations ({localisation.get('splits', 0)} halvings of {n} elements)"
-    )
-    rows.append(
-        graded(
-            f"{name}: planted one-element bug named",
-            str(named),
-            "index",
-            f"[{WRONG_AT}]",
-            not found["passed"] and named == [WRONG_AT],
-            note,
-        )
-    )
-    return rows
 
 
 def power_rows(n: int) -> list[dict]:
@@ -328,14 +228,10 @@ def opinfo_rows(quick: bool) -> list[dict]:
 
 
 def run(quick: bool) -> list[dict]:
-    """B9 rows: the coloured workloads, the projected mode, and the detection-power table."""
-    n = 1000 if quick else 10000
-    rows = sparse_rows("banded tanh(x[1:] * x[:-1]).sum()", banded, n, quick)
-    shape = (20, 50) if quick else (100, 100)
-    rows += sparse_rows(
-        f"block-diagonal (softmax(X.reshape{shape}, dim=1) * W).sum()", block_diagonal(*shape), n, quick
-    )
-    rows += projected_rows(300 if quick else 3000, quick)
+    """B9 rows: the whole check on each workload (benchmarks/whole_check.py), and the detection-power tables."""
+    from .whole_check import run as whole_check_rows
+
+    rows = whole_check_rows(quick)
     rows += power_rows(300 if quick else 1000)
     rows += opinfo_rows(quick)
     return rows

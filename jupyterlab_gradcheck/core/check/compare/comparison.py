@@ -138,23 +138,9 @@ def identical_record(name, input_name, left, right, left_label, right_label, rto
     zero = torch.zeros((), dtype=torch.float64)
     first_left = left.detach().reshape(-1)[0].to("cpu", torch.float64)
     first_right = right.detach().reshape(-1)[0].to("cpu", torch.float64)
-    return comparison_record(
-        name,
-        input_name,
-        left_label,
-        right_label,
-        rtol,
-        atol,
-        True,
-        zero,
-        zero,
-        right.shape,
-        0,
-        to_value(first_left),
-        to_value(first_right),
-        zero,
-        zero,
-    )
+    labels = (name, input_name, left_label, right_label)
+    worst = (0, to_value(first_left), to_value(first_right), zero, zero)
+    return comparison_record(*labels, rtol, atol, True, zero, zero, right.shape, *worst)
 
 
 def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol, bound=None) -> dict:

@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..check.record.spec import CheckSpec, parse_spec
+from ..check.record.stored_values import without_summaries
 from ..errors import GradcheckError, SpecError
 from .binding import refresh_binding
 from .blob_store import require_blobs, store_dir_for
@@ -85,7 +86,7 @@ def declare(ledger: Ledger, parsed: CheckSpec, justification: str | None = None)
         if (
             history
             and history["expectation"] is not None
-            and history["analytical_gradient"] != spec_dict["analytical_gradient"]
+            and without_summaries(history["analytical_gradient"]) != without_summaries(spec_dict["analytical_gradient"])
         ):
             held.change_expectation(
                 parsed.id, spec_dict["analytical_gradient"], via="rerun", justification=justification

@@ -19,14 +19,14 @@ N = 100_000
 def _summary_devices(monkeypatch) -> list[str]:
     """Spy on the summary: the devices of the tensors it was computed from and computed on."""
     seen: list[str] = []
-    original = stored_tensors._summary_on_device
+    original = stored_tensors.summary_on_device
 
     def spy(data):
         stats = original(data)
         seen.extend([str(data.device), str(stats.device)])
         return stats
 
-    monkeypatch.setattr(stored_tensors, "_summary_on_device", spy)
+    monkeypatch.setattr(stored_tensors, "summary_on_device", spy)
     return seen
 
 

@@ -165,3 +165,15 @@ def test_referenced_shas_walks_a_record_once_per_sha():
     second = to_stored(torch.ones(300))
     record = {"inputs": {"x": first, "y": [1.0, 2.0]}, "observations": {"a": {"value": second}, "b": {"value": first}}}
     assert referenced_shas(json.loads(json.dumps(record))) == [first["stored"]["sha256"], second["stored"]["sha256"]]
+
+
+def test_a_summary_computed_again_does_not_change_the_check_id():
+    """Given the same stored input twice, once with its summary's mean computed in another order (the last
+    bit differs), when the check id is made, then it is the same: a tensor is named by its hash."""
+    from jupyterlab_gradcheck.core.check.record.spec import make_check_id
+
+    value = to_stored(torch.linspace(0, 1, 300, dtype=torch.float64))
+    again = {**value, "summary": {**value["summary"], "mean": value["summary"]["mean"] + 2**-52}}
+    assert make_check_id("sum(x)", {"x": value}, "float64", "cpu") == make_check_id(
+        "sum(x)", {"x": again}, "float64", "cpu"
+    )

@@ -56,7 +56,7 @@ def to_stored(tensor) -> dict:
     if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
         data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)
     data = data.contiguous()
-    stats = _summary_on_device(data)
+    stats = summary_on_device(data)
     flat_bytes = (torch.view_as_real(data) if data.is_complex() else data).reshape(-1).view(torch.uint8)
     # the one device -> host copy: the statistics first (40 bytes, so the data stays 8-byte aligned)
     both = torch.cat([stats.view(torch.uint8), flat_bytes]).cpu()
@@ -121,7 +121,7 @@ def _real_dtype(dtype):
     return torch.empty((), dtype=dtype).real.dtype
 
 
-def _summary_on_device(data):
+def summary_on_device(data):
     """min, max, mean over the finite values, the 2-norm and the count of non-finite elements, as one
     float64 tensor on the data's device (a complex tensor's statistics are over its real pair)."""
     values = torch.view_as_real(data) if data.is_complex() else data

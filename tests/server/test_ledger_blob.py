@@ -140,3 +140,26 @@ async def test_a_path_outside_the_root_or_without_a_ledger_is_refused(api, lab1)
     assert (status, body["code"]) == (404, "not_found"), body
     status, _, body = await api("GET", "ledger/blob", path="../x.gradcheck.jsonl", sha="a" * 64)
     assert (status, body["code"]) == (400, "bad_path"), body
+
+
+async def test_a_check_posted_to_the_server_is_read_back_a_page_at_a_time(api, lab1):
+    """Given sin(x) over 1000 points POSTed as a check, its derivative written cos(x),
+    when the ledger is read and the observed gradient's blob is asked for in two pages,
+    then the ledger holds the gradient in its stored form, the first page starts with the
+    summary's head, and the two pages together are cos(x) at the 1000 points."""
+    x = [-1 + 2 * k / 999 for k in range(1000)]
+    check = {"id": "big_sin", "function": "sum(sin(x))", "x": x, "analytical_gradient": "cos(x)"}
+    status, _, answer = await api("POST", "checks", {"notebook": lab1, "check": check})
+    assert status == 200 and answer["record"]["passed"], answer
+    status, _, view = await api("GET", "ledger", path=lab1)
+    record = next(entry for entry in view["entries"] if entry["kind"] == "observation")["data"]["record"]
+    gradient = record["observations"]["autograd_grad"]["gradients"]["x"]["value"]
+    assert gradient["stored"]["shape"] == [1000] and gradient["summary"]["min"] == math.cos(1.0)
+    sha = gradient["stored"]["sha256"]
+    status, _, first = await api("GET", "ledger/blob", path=lab1, sha=sha, limit="600")
+    status, _, rest = await api("GET", "ledger/blob", path=lab1, sha=sha, offset="600", limit="600")
+    assert (first["offset"], len(first["values"]), rest["offset"], len(rest["values"])) == (0, 600, 600, 400)
+    assert first["values"][:8] == gradient["summary"]["head"]
+    assert first["values"] + rest["values"] == pytest.approx(
+        [math.cos(v) for v in x], rel=1e-15, abs=0
+    )  # libm vs torch cos: last-bit rounding

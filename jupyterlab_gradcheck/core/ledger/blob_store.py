@@ -13,7 +13,6 @@ Torch-free and numpy-free: the jupyter server process uses all of it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 import sys
@@ -25,6 +24,7 @@ from ..check.record.stored_values import (
     SHA_PATTERN,
     STORED_DTYPES,
     PendingBlobs,
+    blob_header,
     sha256_hex,
     stored_values_in,
 )
@@ -149,30 +149,10 @@ def blob_bytes(store_dir, sha: str, *, pending: PendingBlobs = PENDING) -> bytes
         return None
 
 
-def parse_header(blob: bytes) -> tuple[str, list[int], int, int]:
-    """(safetensors dtype, shape, data start, data end) of the one tensor "value" in a blob."""
-    if len(blob) < 8:
-        raise LedgerError("a blob shorter than its header")
-    (length,) = struct.unpack("<Q", blob[:8])
-    if length > len(blob) - 8:
-        raise LedgerError("a blob's header runs past its end")
-    try:
-        header = json.loads(blob[8 : 8 + length])
-        entry = header["value"]
-        begin, end = entry["data_offsets"]
-        dtype, shape = entry["dtype"], list(entry["shape"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise LedgerError("a blob's header does not describe one tensor named value") from exc
-    start = 8 + length
-    if dtype not in _ARRAY_CODES or not 0 <= begin <= end <= len(blob) - start:
-        raise LedgerError("a blob's header names dtype {dtype} or offsets past its end", dtype=str(dtype)[:10])
-    return dtype, shape, start + begin, start + end
-
-
 def decode_values(blob: bytes, start: int = 0, stop: int | None = None) -> tuple[str, list[int], list]:
     """(safetensors dtype, file shape, the flat values `start:stop` as Python numbers) of a blob,
     torch-free; only the bytes of that slice are decoded."""
-    dtype, shape, begin, end = parse_header(blob)
+    dtype, shape, begin, end = blob_header(blob)
     code, width = _ARRAY_CODES[dtype]
     count = (end - begin) // width
     stop = count if stop is None else max(0, min(count, stop))
@@ -208,7 +188,7 @@ def read_blob_values(
         raise LedgerError("blob {sha} is missing", sha=sha[:16])
     if sha256_hex(blob) != sha:
         raise LedgerError("blob {sha} is changed: its bytes do not hash to its name", sha=sha[:16])
-    file_dtype, shape, begin, end = parse_header(blob)
+    file_dtype, shape, begin, end = blob_header(blob)
     pairs = dtype is not None and STORED_DTYPES.get(dtype, ("", 1))[1] == 2 and bool(shape) and shape[-1] == 2
     per_element = 2 if pairs else 1
     total = (end - begin) // _ARRAY_CODES[file_dtype][1] // per_element

@@ -177,3 +177,17 @@ def test_a_summary_computed_again_does_not_change_the_check_id():
     assert make_check_id("sum(x)", {"x": value}, "float64", "cpu") == make_check_id(
         "sum(x)", {"x": again}, "float64", "cpu"
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.complex64, torch.int64])
+def test_blobs_are_byte_for_byte_what_safetensors_writes(dtype):
+    """Given a 300-element tensor, when stored, then the blob is exactly the bytes safetensors.torch.save
+    writes for {"value": tensor} (a complex one as its real pair), and safetensors reads it back equal;
+    skipped where the package is not installed (the project writes and reads the format itself)."""
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    tensor = (torch.arange(300) - 150).to(dtype) / (1 if dtype == torch.int64 else 7)
+    value = to_stored(tensor)
+    blob = PENDING.get(value["stored"]["sha256"])
+    pair = torch.view_as_real(tensor) if dtype.is_complex else tensor
+    assert blob == safetensors_torch.save({"value": pair.contiguous()})
+    assert torch.equal(safetensors_torch.load(blob)["value"], pair)

@@ -19,10 +19,17 @@ import math
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors
-from safetensors.torch import save as save_safetensors
 
-from ..record.stored_values import HEAD_ELEMENTS, INLINE_ELEMENTS, PENDING, sha256_hex, stored_shape
+from ..record.stored_values import (
+    HEAD_ELEMENTS,
+    INLINE_ELEMENTS,
+    PENDING,
+    STORED_DTYPES,
+    blob_header,
+    safetensors_blob,
+    sha256_hex,
+    stored_shape,
+)
 
 #: The store folder that stored values are read from when their bytes are not pending.
 _STORE = contextvars.ContextVar("gradcheck_blob_store", default=None)
@@ -63,8 +70,9 @@ def to_stored(tensor) -> dict:
     split = stats.numel() * 8
     host = both[split:].view(data.dtype if not data.is_complex() else _real_dtype(data.dtype))
     host_stats = both[:split].view(torch.float64).tolist()
-    shaped = host.reshape(*data.shape, 2) if data.is_complex() else host.reshape(data.shape)
-    blob = save_safetensors({"value": shaped})
+    name = str(data.dtype).replace("torch.", "")
+    file_shape = [*data.shape, 2] if data.is_complex() else list(data.shape)
+    blob = safetensors_blob(STORED_DTYPES[name][0], file_shape, both[split:].numpy().tobytes())
     sha = sha256_hex(blob)
     PENDING.put(sha, blob)
     summary = dict(zip(_STATS, host_stats))
@@ -77,7 +85,7 @@ def to_stored(tensor) -> dict:
         "stored": {
             "sha256": sha,
             "shape": list(data.shape),
-            "dtype": str(data.dtype).replace("torch.", ""),
+            "dtype": name,
             "bytes": len(blob),
         },
         "summary": summary,
@@ -104,9 +112,7 @@ def from_stored(value, dtype=None, device="cpu"):
                 raise SpecError("stored value {sha}: the blob's bytes do not hash to its name", sha=sha[:16])
     if blob is None:
         raise SpecError("stored value {sha}: no such blob in this process or in the ledger's store", sha=sha[:16])
-    tensor = load_safetensors(blob)["value"]
-    if value["stored"]["dtype"].startswith("complex"):
-        tensor = torch.view_as_complex(tensor.contiguous())
+    tensor = _tensor_of(blob, value["stored"]["dtype"])
     if list(tensor.shape) != shape:
         raise SpecError(
             "stored value {sha}: the blob holds shape {found}, the record names {shape}",
@@ -115,6 +121,24 @@ def from_stored(value, dtype=None, device="cpu"):
             shape=shape,
         )
     return tensor.to(device=device, dtype=dtype if dtype is not None else tensor.dtype)
+
+
+def _tensor_of(blob: bytes, name: str):
+    """The tensor a blob holds, in the record's dtype `name` (a complex one from its real pair)."""
+    code, shape, begin, end = blob_header(blob)
+    real = _real_dtype(torch_dtype_of(name)) if STORED_DTYPES.get(name, ("", 1))[1] == 2 else torch_dtype_of(name)
+    if STORED_DTYPES.get(name, ("",))[0] != code:
+        from ...errors import SpecError
+
+        raise SpecError("stored value of dtype {name}: its blob holds {code}", name=name, code=code)
+    tensor = torch.frombuffer(bytearray(blob[begin:end]), dtype=real) if end > begin else torch.empty(0, dtype=real)
+    tensor = tensor.reshape(shape)
+    return torch.view_as_complex(tensor) if real is not torch_dtype_of(name) else tensor
+
+
+def torch_dtype_of(name: str):
+    """The torch dtype of a record's dtype name."""
+    return getattr(torch, name)
 
 
 def _real_dtype(dtype):

@@ -20,12 +20,14 @@ validate the form and take a worker's blobs.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import struct
 import threading
 from collections import OrderedDict
 
-from ...errors import SpecError
+from ...errors import LedgerError, SpecError
 from ...expr.limits import DEFAULT_LIMITS, Limits
 
 #: Values with more elements than this are stored; at most this many stay inline, as they always were.
@@ -39,6 +41,8 @@ HEAD_ELEMENTS = 8
 STORED_DTYPES = {"float64": ("F64", 1), "float32": ("F32", 1), "float16": ("F16", 1), "bfloat16": ("BF16", 1)}
 STORED_DTYPES |= {"complex128": ("F64", 2), "complex64": ("F32", 2), "bool": ("BOOL", 1), "uint8": ("U8", 1)}
 STORED_DTYPES |= {f"int{bits}": (f"I{bits}", 1) for bits in (8, 16, 32, 64)}
+#: The safetensors dtypes a blob may hold.
+FILE_DTYPES = {code for code, _ in STORED_DTYPES.values()}
 
 #: The byte budget of the pending cache. A ledgered check writes its blobs right after it runs,
 #: so the budget needs to hold one check's blobs (its inputs, expectation and about six
@@ -146,6 +150,39 @@ def without_summaries(value):
     if isinstance(value, list) and value and not set(map(type, value)) <= {int, float}:
         return [without_summaries(item) for item in value]
     return value
+
+
+def safetensors_blob(code: str, shape: list[int], raw: bytes) -> bytes:
+    """A safetensors file holding one tensor named "value": an 8-byte little-endian header length, the
+    JSON header (no metadata) padded with spaces to a multiple of 8 bytes, the raw little-endian data.
+    Byte for byte what `safetensors.torch.save({"value": t})` writes (a test holds it to that), made
+    here without the package and without a second copy of the data."""
+    header = json.dumps(
+        {"value": {"dtype": code, "shape": list(shape), "data_offsets": [0, len(raw)]}}, separators=(",", ":")
+    ).encode("utf-8")
+    header += b" " * (-len(header) % 8)
+    return struct.pack("<Q", len(header)) + header + raw
+
+
+def blob_header(blob: bytes) -> tuple[str, list[int], int, int]:
+    """(safetensors dtype, shape, data start, data end) of the one tensor "value" in a blob; LedgerError
+    when the bytes are not such a file."""
+    if len(blob) < 8:
+        raise LedgerError("a blob shorter than its header")
+    (length,) = struct.unpack("<Q", blob[:8])
+    if length > len(blob) - 8:
+        raise LedgerError("a blob's header runs past its end")
+    try:
+        header = json.loads(blob[8 : 8 + length])
+        entry = header["value"]
+        begin, end = entry["data_offsets"]
+        dtype, shape = entry["dtype"], list(entry["shape"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LedgerError("a blob's header does not describe one tensor named value") from exc
+    start = 8 + length
+    if dtype not in FILE_DTYPES or not 0 <= begin <= end <= len(blob) - start:
+        raise LedgerError("a blob's header names dtype {dtype} or offsets past its end", dtype=str(dtype)[:10])
+    return dtype, shape, start + begin, start + end
 
 
 def sha256_hex(data: bytes) -> str:

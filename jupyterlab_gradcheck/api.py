@@ -24,6 +24,7 @@ from .api_arguments import refuse_settings, refuse_ungradiented_integers
 from .core.check.record.complex_values import holds_complex
 from .core.check.record.empty_values import as_empty_value
 from .core.check.record.fixed_arguments import fixed_value
+from .core.check.record.stored_values import PENDING
 from .core.i18n import _, checked, localize
 from .core.i18n import language as in_language
 from .core.report.record_html import failure_sentence, record_html
@@ -141,32 +142,33 @@ def check(
     the one the ledger holds needs `justification=`. `language=` ("en", "es") is the language
     of the result's summary and table.
     """
-    refuse_settings(fn, inputs, list(inspect.signature(check).parameters))
-    inputs_json, inferred_dtype, inferred_device = _inputs_as_values(inputs)
-    record: dict[str, Any] = {
-        "function": _held(fn, list(inputs), fixed) if fixed else _as_checkable(fn, list(inputs)),
-        "inputs": inputs_json,
-        "analytical_gradient": _expectation(grad),
-        "dtype": dtype or inferred_dtype or "float64",
-        "device": device or inferred_device or "cpu",
-        "origin": origin,
-        "destination": destination,
-    }
-    for key, value in (
-        ("tolerance", tolerance),
-        ("finite_difference", finite_difference),
-        ("grad_output", _as_value(grad_output)),
-        ("id", id),
-        ("fixed", None if fixed is None else {k: _fixed_value(v) for k, v in fixed.items()}),
-        ("hessian", _as_value(hessian)),
-    ):
-        if value is not None:
-            record[key] = value
-    if grad is None and callable(record["function"]):
-        record["analytical_gradient"], record["origin"] = _backward_as_expectation(record, inputs)
-    elif callable(record["function"]):
-        _refuse_held_integers(record, inputs)
-    return check_record(record, justification=justification, notebook=notebook, ledger=ledger, language=language)
+    with PENDING.holding():  # the blobs of its tensors wait for the check's appends
+        refuse_settings(fn, inputs, list(inspect.signature(check).parameters))
+        inputs_json, inferred_dtype, inferred_device = _inputs_as_values(inputs)
+        record: dict[str, Any] = {
+            "function": _held(fn, list(inputs), fixed) if fixed else _as_checkable(fn, list(inputs)),
+            "inputs": inputs_json,
+            "analytical_gradient": _expectation(grad),
+            "dtype": dtype or inferred_dtype or "float64",
+            "device": device or inferred_device or "cpu",
+            "origin": origin,
+            "destination": destination,
+        }
+        for key, value in (
+            ("tolerance", tolerance),
+            ("finite_difference", finite_difference),
+            ("grad_output", _as_value(grad_output)),
+            ("id", id),
+            ("fixed", None if fixed is None else {k: _fixed_value(v) for k, v in fixed.items()}),
+            ("hessian", _as_value(hessian)),
+        ):
+            if value is not None:
+                record[key] = value
+        if grad is None and callable(record["function"]):
+            record["analytical_gradient"], record["origin"] = _backward_as_expectation(record, inputs)
+        elif callable(record["function"]):
+            _refuse_held_integers(record, inputs)
+        return check_record(record, justification=justification, notebook=notebook, ledger=ledger, language=language)
 
 
 def check_record(

@@ -13,6 +13,7 @@ import sys
 from ..core.check.environment import available_devices
 from ..core.check.record.memory_admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
+from ..core.check.record.stored_values import PENDING
 from ..core.i18n import _, localize
 from ..core.jsonio import loads_records
 from ..core.ledger.blob_store import require_blobs, store_dir_for
@@ -68,7 +69,7 @@ def run(args) -> int:
     results = []
     from ..core.check.compare.stored_tensors import reading_store
 
-    with reading_store(store):
+    with reading_store(store), PENDING.holding():
         for spec in specs:
             if ledger is None:
                 from ..core.check.engine import run_check

@@ -123,9 +123,12 @@ def _perform(task: dict, options: dict) -> dict:
             "ok": False,
             "error": {"code": "worker_error", "field": None, "message": f"unknown worker operation {task.get('op')!r}"},
         }
+    from ..core.check.record.stored_values import PENDING
+
     try:
-        result = operation(task, options)
-        return {"ok": True, "result": result, **_blobs_of(result)}
+        with PENDING.holding():  # every blob of the answer is still here to hand over
+            result = operation(task, options)
+            return {"ok": True, "result": result, **_blobs_of(result)}
     except GradcheckError as exc:
         return {"ok": False, "error": exc.to_json()}
     except Exception as exc:  # noqa: BLE001 - the server answers 500 with this reason
@@ -158,7 +161,7 @@ def take_blobs(answer: dict) -> None:
     from ..core.check.record.stored_values import PENDING
 
     for sha, text in (answer.pop("blobs", None) or {}).items():
-        PENDING.put(sha, base64.b64decode(text), verify=True)
+        PENDING.put(sha, base64.b64decode(text), verify=True, pin=True)  # until the service's discard
 
 
 def _run_check(record: dict, options: dict, store: str | None = None) -> dict:

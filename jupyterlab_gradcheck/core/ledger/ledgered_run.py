@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..check.record.spec import CheckSpec, parse_spec
-from ..check.record.stored_values import without_summaries
+from ..check.record.stored_values import PENDING, without_summaries
 from ..errors import GradcheckError, SpecError
 from .binding import refresh_binding
 from .blob_store import require_blobs, store_dir_for
@@ -151,12 +151,13 @@ class LedgeredRun:
         never lost."""
         from ..check.engine import run_check
 
-        try:
-            record = run_check(self.spec, sweep=sweep, devices=devices)
-        except BaseException as exc:
-            self.failed(exc)
-            raise
-        return record, self.observed(record)
+        with PENDING.holding():  # the run's blobs wait for the observation's append
+            try:
+                record = run_check(self.spec, sweep=sweep, devices=devices)
+            except BaseException as exc:
+                self.failed(exc)
+                raise
+            return record, self.observed(record)
 
     def failed(self, exc: BaseException) -> dict:
         """Append this attempt as failed to run, with the reason `exc` gives; return its entry."""

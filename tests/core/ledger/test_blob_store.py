@@ -191,3 +191,20 @@ def test_blobs_are_byte_for_byte_what_safetensors_writes(dtype):
     pair = torch.view_as_real(tensor) if dtype.is_complex else tensor
     assert blob == safetensors_torch.save({"value": pair.contiguous()})
     assert torch.equal(safetensors_torch.load(blob)["value"], pair)
+
+
+def test_a_checks_blobs_are_pinned_until_it_ends_and_a_workers_until_discarded():
+    """Given a cache of 1000 bytes, when a check (a holding block) puts three blobs of 400 bytes, then all
+    three stay while it runs (1200 bytes); once it ends, the next blob evicts the oldest unpinned ones.
+    A worker's blob put with pin=True outlives any budget until it is discarded."""
+    cache = PendingBlobs(budget=1000)
+    with cache.holding():
+        for key in "abc":
+            cache.put(key * 64, bytes(400))
+        assert cache.size == 1200 and all(key * 64 in cache for key in "abc")
+    assert cache.size == 800  # the end of the check lets the budget apply again: "a" goes
+    cache.put("w" * 64, bytes(900), pin=True)
+    cache.put("d" * 64, bytes(400))
+    assert "w" * 64 in cache and "d" * 64 in cache and "b" * 64 not in cache and "c" * 64 not in cache
+    cache.discard(["w" * 64])
+    assert "w" * 64 not in cache and cache.size == 400

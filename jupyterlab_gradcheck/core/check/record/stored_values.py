@@ -19,13 +19,14 @@ validate the form and take a worker's blobs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import struct
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from ...errors import LedgerError, SpecError
 from ...expr.limits import DEFAULT_LIMITS, Limits
@@ -44,10 +45,9 @@ STORED_DTYPES |= {f"int{bits}": (f"I{bits}", 1) for bits in (8, 16, 32, 64)}
 #: The safetensors dtypes a blob may hold.
 FILE_DTYPES = {code for code, _ in STORED_DTYPES.values()}
 
-#: The byte budget of the pending cache. A ledgered check writes its blobs right after it runs,
-#: so the budget needs to hold one check's blobs (its inputs, expectation and about six
-#: observations of the same size): 2 GiB holds them for 10^7 float64 elements per input. Runs
-#: without a ledger (`check(..., ledger=False)`) evict the oldest blobs past it.
+#: The byte budget of the pending cache. The blobs of the check under way are pinned until its
+#: append (`PendingBlobs.holding`), whatever their size; past the budget, older blobs are evicted,
+#: so runs without a ledger (`check(..., ledger=False)`) cannot grow the cache forever.
 PENDING_BUDGET_BYTES = int(os.environ.get("GRADCHECK_PENDING_BLOB_BYTES", 2 * 1024**3))
 
 #: A blob's name: the SHA-256 of its bytes, in lowercase hex.
@@ -194,30 +194,62 @@ class PendingBlobs:
     """Blob bytes produced in this process (or received from a worker) and not yet needed again,
     keyed by SHA-256, oldest evicted first past `budget` bytes.
 
-    The newest blob is never evicted, so even a single blob above the budget waits for its
-    append. Thread-safe: the server's handlers and a kernel's background threads share it.
+    A blob that is pinned is never evicted: those a thread puts inside `holding()` (one check, from
+    its inputs to its appends) until the block ends, and those put with `pin=True` (a worker's
+    blobs in the server) until `discard`. So one check's blobs always wait for its append, whatever
+    their size, while runs without a ledger cannot grow the cache past the budget. Thread-safe: the
+    server's handlers and a kernel's background threads share it.
     """
 
     def __init__(self, budget: int = PENDING_BUDGET_BYTES):
         self.budget = budget
         self._blobs: OrderedDict[str, bytes] = OrderedDict()
         self._size = 0
+        self._pinned: Counter[str] = Counter()
+        self._holds = threading.local()
         self._lock = threading.Lock()
 
-    def put(self, sha: str, data: bytes, *, verify: bool = False) -> None:
-        """Keep `data` under `sha`; with `verify`, refuse bytes whose hash is not `sha`
-        (bytes that crossed a process boundary)."""
+    @contextlib.contextmanager
+    def holding(self):
+        """Within the block, the blobs this thread puts are pinned (see the class)."""
+        stack = self._holds.__dict__.setdefault("stack", [])
+        held: set[str] = set()
+        stack.append(held)
+        try:
+            yield
+        finally:
+            stack.remove(held)
+            with self._lock:
+                self._pinned.subtract(held)
+                self._pinned = +self._pinned  # drop the counts that reached zero
+                self._evict()
+
+    def put(self, sha: str, data: bytes, *, verify: bool = False, pin: bool = False) -> None:
+        """Keep `data` under `sha`; with `verify`, refuse bytes whose hash is not `sha` (bytes that
+        crossed a process boundary); with `pin`, keep them until `discard`."""
         if verify and sha256_hex(data) != sha:
             raise SpecError("blob {sha}: its bytes do not hash to its name", sha=sha[:16])
         with self._lock:
+            for held in self._holds.__dict__.get("stack", []):
+                if sha not in held:
+                    held.add(sha)
+                    self._pinned[sha] += 1
+            if pin:
+                self._pinned[sha] += 1
             if sha in self._blobs:
                 self._blobs.move_to_end(sha)
                 return
             self._blobs[sha] = bytes(data)
             self._size += len(data)
-            while self._size > self.budget and len(self._blobs) > 1:
-                _, dropped = self._blobs.popitem(last=False)
-                self._size -= len(dropped)
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest blobs that are not pinned while over the budget, keeping the newest."""
+        for sha in list(self._blobs)[:-1]:
+            if self._size <= self.budget:
+                return
+            if not self._pinned[sha]:
+                self._size -= len(self._blobs.pop(sha))
 
     def get(self, sha: str) -> bytes | None:
         """The bytes kept under `sha`, or None."""
@@ -232,11 +264,12 @@ class PendingBlobs:
             return sha in self._blobs
 
     def discard(self, shas) -> None:
-        """Forget the blobs named (the server, once an append has written a worker's blobs)."""
+        """Forget the blobs named, pinned or not (the server, once an append has written a worker's blobs)."""
         with self._lock:
             for sha in shas:
                 data = self._blobs.pop(sha, None)
                 self._size -= 0 if data is None else len(data)
+                self._pinned.pop(sha, None)
 
     @property
     def size(self) -> int:
@@ -247,6 +280,7 @@ class PendingBlobs:
         """Forget every blob (tests, and a worker after it has handed its blobs over)."""
         with self._lock:
             self._blobs.clear()
+            self._pinned.clear()
             self._size = 0
 
 

@@ -90,3 +90,15 @@ def test_a_large_check_stores_pass_one_once(monkeypatch):
     assert observations["backward_pass_2_accumulated"]["gradients"]["x"]["value"]["stored"]["sha256"] != pass_1
     assert len(calls) == 3
     assert torch.allclose(leaf.grad, expected, rtol=0, atol=1e-12)  # the expectation is the true derivative
+
+
+def test_bits_are_compared_at_every_element_width():
+    """Given tensors of 2, 4 and 8 bytes an element and a complex one, each against a copy and against a copy
+    with one element's sign flipped, when their bits are compared, then the copies are the same and the flipped
+    ones are not: each element is compared as an integer of its own width, no element left out."""
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64):
+        t = torch.linspace(1, 2, 301).to(dtype)
+        flipped = t.clone()
+        flipped[300] = -flipped[300]
+        assert same_bits(t, t.clone()), dtype
+        assert not same_bits(t, flipped), dtype

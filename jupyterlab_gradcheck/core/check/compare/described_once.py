@@ -15,6 +15,9 @@ import torch
 from .stored_tensors import should_store
 from .tensors import describe, to_value
 
+#: The integer dtype of each element width, to compare elements bit for bit.
+_BITS = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
+
 
 def same_bits(first, second) -> bool:
     """Whether two tensors hold the same bits in the same shape and dtype on the same device (-0.0 and 0.0
@@ -26,7 +29,8 @@ def same_bits(first, second) -> bool:
     a, b = first.detach().contiguous(), second.detach().contiguous()
     if a.is_complex():
         a, b = torch.view_as_real(a), torch.view_as_real(b)
-    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+    bits = _BITS.get(a.element_size(), torch.uint8)  # an integer of the element's width: one comparison each
+    return torch.equal(a.reshape(-1).view(bits), b.reshape(-1).view(bits))
 
 
 class Descriptions:

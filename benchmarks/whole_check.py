@@ -134,7 +134,9 @@ def measure(workload: Workload, quick: bool) -> dict:
     record_bytes, appended, blobs = _sizes(ours_ledgered, ledger)
     slow_seconds, _, slow_passed = timed_once(lambda: gradcheck(function, x, fast=False, modes=workload.modes))
     medians = {name: found["median"] for name, found in times.items()}
+    cpu = {name: found["cpu_median"] for name, found in times.items()}
     return {
+        "cpu": cpu,
         "passed": record["passed"],
         "record": record,
         "medians": medians,
@@ -149,7 +151,7 @@ def measure(workload: Workload, quick: bool) -> dict:
 
 
 def note_of(workload: Workload, found: dict) -> str:
-    m = found["medians"]
+    m, cpu = found["medians"], found["cpu"]
     info = found["record"]["observations"]["finite_difference"]["inputs"]["x"]
     path = info.get("structure", "projected" if "projection" in str(info) else "general")
     return (
@@ -159,7 +161,9 @@ def note_of(workload: Workload, found: dict) -> str:
         f"({found['evaluations']} evaluations + backward + gradcheck fast); path {path}, "
         f"{info.get('forward_evaluations', '?')} forward evaluations; passed={found['passed']}; record "
         f"{found['record_bytes']} B of JSON, {found['appended']} ledger bytes appended per check "
-        f"({found['first_appended']} the first time, with {found['blobs']} B of blobs)"
+        f"({found['first_appended']} the first time, with {found['blobs']} B of blobs); in this process's CPU "
+        f"time, which a neighbour's load does not inflate: ours / fast {cpu['ours'] / cpu['fast']:.2f}x, "
+        f"ledgered / fast {cpu['ledgered'] / cpu['fast']:.2f}x, ours / floor {cpu['ours'] / cpu['floor']:.2f}x"
     )
 
 

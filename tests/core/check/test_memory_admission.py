@@ -176,3 +176,24 @@ def test_the_estimate_bounds_what_a_whole_check_really_takes(tmp_path, workload)
     estimate = required_bytes(n, 1, "float64")
     assert outcome["used"] < estimate, (outcome["used"], estimate)
     assert estimate < 3 * outcome["used"], (outcome["used"], estimate)
+
+
+def test_two_large_lists_are_no_longer_refused_by_a_total_and_an_instructor_cap_still_applies():
+    """Given a record with two inputs of 60,000 elements each, written as lists (120,000 in all, over
+    the old fixed total of 100,000),
+    when it is validated with the default limits and with an instructor's cap of 100,000,
+    then the default accepts it (memory decides, when it runs) and the cap refuses it in one line."""
+    from jupyterlab_gradcheck.core.check.record.spec import parse_spec
+    from jupyterlab_gradcheck.core.errors import SpecError
+    from jupyterlab_gradcheck.core.expr.limits import Limits
+
+    record = {
+        "function": "x*y",
+        "inputs": {"x": [0.5] * 60000, "y": [0.25] * 60000},
+        "analytical_gradient": {"x": 1, "y": 1},
+    }
+    spec = parse_spec(dict(record))
+    assert spec.shapes == {"x": [60000], "y": [60000]}
+    with pytest.raises(SpecError) as capped:
+        parse_spec(dict(record), limits=Limits(max_input_elements=100_000))
+    assert capped.value.message == "inputs have 120000 elements; the limit is 100000"

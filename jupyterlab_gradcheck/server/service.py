@@ -93,6 +93,16 @@ class GradcheckService:
         if not isinstance(check, dict):
             raise SpecError("check must be a JSON object holding the check record", field="check")
         parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
+        # a long list the record brought is a pending blob now (listed_values.py): held until this request's
+        # appends, however long it waits for a worker and whatever another request with the same values does
+        held = referenced_shas({"inputs": parsed.inputs, "analytical_gradient": parsed.analytical_gradient})
+        PENDING.pin(held)
+        try:
+            return await self._run_parsed(notebook_path, ledger, parsed, set(held), client_gone)
+        finally:
+            PENDING.discard(held)
+
+    async def _run_parsed(self, notebook_path, ledger, parsed, held: set, client_gone) -> dict:
         resolve_and_admit(parsed, (await self.pool.hello())["devices"], self.memory_fraction)
         seconds = self.admit(parsed)
         # The place in the queue is taken before anything is written: a full queue answers
@@ -112,7 +122,8 @@ class GradcheckService:
         try:
             binding = await self.ledgers.call(ledger.path, _observe, attempt, notebook_path, completed)
         finally:
-            PENDING.discard(referenced_shas(completed))  # written beside the ledger, or refused with it
+            # the worker's blobs, written beside the ledger or refused with it; the request's own are released above
+            PENDING.discard([sha for sha in referenced_shas(completed) if sha not in held])
         self._journal("finished", ledger.path, seq)
         return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
 

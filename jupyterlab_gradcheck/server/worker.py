@@ -128,7 +128,7 @@ def _perform(task: dict, options: dict) -> dict:
     try:
         with PENDING.holding():  # every blob of the answer is still here to hand over
             result = operation(task, options)
-            return {"ok": True, "result": result, **_blobs_of(result)}
+            return {"ok": True, "result": result, **_blobs_of(result, task.get("store"))}
     except GradcheckError as exc:
         return {"ok": False, "error": exc.to_json()}
     except Exception as exc:  # noqa: BLE001 - the server answers 500 with this reason
@@ -142,14 +142,16 @@ def _perform(task: dict, options: dict) -> dict:
         }
 
 
-def _blobs_of(result) -> dict:
+def _blobs_of(result, store: str | None = None) -> dict:
     """`{"blobs": {sha: base64}}` for the stored values the result names whose bytes this worker holds
-    (core/check/record/stored_values.py): the server writes them beside the ledger before the line.
-    They leave the worker's pending cache with the answer."""
+    (core/check/record/stored_values.py) and the ledger's store does not have yet (the record's own inputs
+    are there already): the server writes them beside the ledger before the line. They leave the
+    worker's pending cache with the answer."""
     from ..core.check.record.stored_values import PENDING
-    from ..core.ledger.blob_store import referenced_shas
+    from ..core.ledger.blob_store import blob_path, referenced_shas
 
-    blobs = {sha: PENDING.get(sha) for sha in referenced_shas(result)}
+    shas = [sha for sha in referenced_shas(result) if store is None or not blob_path(store, sha).is_file()]
+    blobs = {sha: PENDING.get(sha) for sha in shas}
     PENDING.clear()
     held = {sha: base64.b64encode(data).decode("ascii") for sha, data in blobs.items() if data is not None}
     return {"blobs": held} if held else {}

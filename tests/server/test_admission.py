@@ -87,7 +87,7 @@ async def test_a_light_check_runs_while_two_heavy_checks_hold_their_turns(api, l
     assert status == 200 and body["record"]["passed"] is True, body
     assert not any(task.done() for task in heavy)
     answers = await asyncio.gather(*heavy)
-    assert [answer[0] for answer in answers] == [200, 200]
+    assert [answer[0] for answer in answers] == [200, 200], answers
 
 
 async def test_a_client_that_leaves_while_its_check_waits_leaves_the_ledger_untouched(

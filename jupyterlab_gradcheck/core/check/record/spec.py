@@ -33,6 +33,7 @@ from .expectation_field import analytical_field, check_shapes
 from .fixed_arguments import fixed_value, parse_fixed
 from .hessian_field import parse_hessian
 from .inputs_field import INPUT_NAME, check_inputs
+from .listed_values import stored_from_list, stored_mapping
 from .per_output_fields import grad_output_shape, per_output
 from .record_values import numel
 from .rules import FIELD as RULES_FIELD
@@ -344,6 +345,10 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         or not encodable(check_id)
     ):
         raise SpecError("id must be a printable string of 1 to 200 characters", field="id")
+    # a long list becomes a stored value once the id is made from it as written (listed_values.py)
+    inputs = {name: stored_from_list(value) for name, value in inputs.items()}
+    if not (isinstance(written, dict) and "outputs" in written):
+        written = stored_mapping(written)
     return CheckSpec(
         id=check_id,
         function=function,

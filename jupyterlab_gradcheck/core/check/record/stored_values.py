@@ -263,10 +263,21 @@ class PendingBlobs:
         with self._lock:
             return sha in self._blobs
 
-    def discard(self, shas) -> None:
-        """Forget the blobs named, pinned or not (the server, once an append has written a worker's blobs)."""
+    def pin(self, shas) -> None:
+        """Keep the blobs named until as many `discard`s: a server request that parsed them, until its appends."""
         with self._lock:
             for sha in shas:
+                if sha in self._blobs:
+                    self._pinned[sha] += 1
+
+    def discard(self, shas) -> None:
+        """Release one pin of each blob named, and forget it once no pin is left (the server, once an append
+        has written a worker's blobs): two requests holding the same bytes each keep them until their own."""
+        with self._lock:
+            for sha in shas:
+                if self._pinned[sha] > 1:
+                    self._pinned[sha] -= 1
+                    continue
                 data = self._blobs.pop(sha, None)
                 self._size -= 0 if data is None else len(data)
                 self._pinned.pop(sha, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from jupyterlab_gradcheck.core.check.compare.tensors import to_tensor
 from jupyterlab_gradcheck.core.check.fd.evaluations import Probe
 from jupyterlab_gradcheck.core.check.fd.finite_difference import step_vector
 from jupyterlab_gradcheck.core.check.fd.shifts import STEP_SCALE_CAP
@@ -35,8 +36,8 @@ def test_as_strided_finite_differences_are_not_zero(size):
     function's value depends on where its input sits in storage."""
     x = torch.linspace(-1.0, 1.0, size, dtype=torch.float64)
     record = check_against_autograd(_as_strided_sum, {"x": x})
-    fd = torch.tensor(record["observations"]["finite_difference"]["gradients"]["x"]["value"])
-    expected = torch.tensor(record["observations"]["autograd_grad"]["gradients"]["x"]["value"])
+    fd = to_tensor(record["observations"]["finite_difference"]["gradients"]["x"]["value"], "float64", "cpu")
+    expected = to_tensor(record["observations"]["autograd_grad"]["gradients"]["x"]["value"], "float64", "cpu")
     assert record["failures"] == []
     assert float(expected.abs().max()) > 0.4  # the weights are 0.5..1.5: a zero estimate would be far off
     # 1e-8: a central difference of a linear function at the default step rounds to ~1e-10
@@ -85,5 +86,7 @@ def test_rounding_of_a_large_sum_is_within_each_elements_bound():
     record = check_against_autograd(function, {"x": x}, sweep=False)  # the sweep has its own stories
     row = fd_comparison(record)
     assert row["passed"] is True
-    scale = float(torch.tensor(record["observations"]["autograd_grad"]["gradients"]["x"]["value"]).abs().max())
+    scale = float(
+        to_tensor(record["observations"]["autograd_grad"]["gradients"]["x"]["value"], "float64", "cpu").abs().max()
+    )
     assert 0 < row["error_bound"]["max"] < 1e-4 * scale

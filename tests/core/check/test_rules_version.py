@@ -25,4 +25,4 @@ def test_the_rules_version_has_a_changelog_section_and_the_package_is_not_behind
     sections = re.split(r"^## ", changelog, flags=re.M)
     [section] = [s for s in sections if s.startswith(f"[{RULES}]")]
     assert "rules" in section
-    assert _version(package) >= _version(RULES) == (0, 3, 0)
+    assert _version(package) >= _version(RULES) == (0, 4, 0)

@@ -7,13 +7,13 @@ and moves RULES to that version; it never adds a second code path. A record made
 under today's (core/ledger/replay_rules.py).
 
 Records of 0.1.0 name a policy instead (`"policy": 1` to `7`; an executed record with neither field predates them and
-was made by policy 1). The rules of 0.2.0 are policy 7's; those of 0.3.0 (CHANGELOG.md) followed.
+was made by policy 1). The rules of 0.2.0 are policy 7's; those of 0.3.0 and 0.4.0 (CHANGELOG.md) followed.
 """
 
 from __future__ import annotations
 
 #: The version in which the rules of new checks last changed (package.json's version at that change).
-RULES = "0.3.0"
+RULES = "0.4.0"
 #: The record field that names them.
 FIELD = "rules"
 #: The field 0.1.0's records name their policy in: accepted and not acted on.

@@ -183,11 +183,15 @@ def read_blob_values(
     record's (no pair dimension) and each element an `[re, im]` pair. LedgerError when the blob
     is missing or its bytes do not match its name.
     """
-    blob = blob_bytes(store_dir, sha, pending=pending)
+    pending_blob = pending.get(sha)
+    key = None if pending_blob is not None or store_dir is None else _file_key(blob_path(store_dir, sha))
+    blob = pending_blob if pending_blob is not None else blob_bytes(store_dir, sha, pending=pending)
     if blob is None:
         raise LedgerError("blob {sha} is missing", sha=sha[:16])
-    if sha256_hex(blob) != sha:
-        raise LedgerError("blob {sha} is changed: its bytes do not hash to its name", sha=sha[:16])
+    if key is None or key not in _VERIFIED:
+        if sha256_hex(blob) != sha:
+            raise LedgerError("blob {sha} is changed: its bytes do not hash to its name", sha=sha[:16])
+        _remember(key)
     file_dtype, shape, begin, end = blob_header(blob)
     pairs = dtype is not None and STORED_DTYPES.get(dtype, ("", 1))[1] == 2 and bool(shape) and shape[-1] == 2
     per_element = 2 if pairs else 1
@@ -212,3 +216,26 @@ def _record_dtype(file_dtype: str, pairs: bool) -> str:
         if code == file_dtype and (width == 2) == pairs:
             return name
     return file_dtype
+
+
+#: Store files already hashed to their name, by (path, inode, size, modification time): the next page of the
+#: same unchanged file is not hashed again (the panel's "more" on a 10^7-element tensor would hash 80 MB each
+#: time). A file rewritten since has another key, and is hashed again.
+_VERIFIED: dict[tuple, None] = {}
+_VERIFIED_MAX = 256
+
+
+def _file_key(path: Path) -> tuple | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _remember(key: tuple | None) -> None:
+    if key is None:
+        return
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.pop(next(iter(_VERIFIED)))
+    _VERIFIED[key] = None

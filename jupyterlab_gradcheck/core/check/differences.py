@@ -79,6 +79,10 @@ def finite_differences(spec: CheckSpec, function, leaves: dict, raw: dict, v, *,
                     riders={names[0]: Riding(riders)} if riders else None,
                 ),
             )
+            elements = sum(x.numel() * (2 if x.is_complex() else 1) for x in fd_values.values())
+            fd_info["mode_reason"] = time_budget.exhaustive_reason(
+                fd_info["inputs"], elements, time_budget.budget(spec.finite_difference)
+            )
         except time_budget.ExhaustiveOverBudget as over:
             projection = str(over)
     if projection:

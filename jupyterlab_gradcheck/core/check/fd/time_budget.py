@@ -34,3 +34,20 @@ def check_budget(probe, total: int, done: int, seconds: float) -> None:
     predicted = seconds * total / done
     if predicted > probe.budget_s:
         raise ExhaustiveOverBudget(probe.name, total, done, seconds, predicted)
+
+
+def exhaustive_reason(inputs: dict, elements: int, budget_s: float | None) -> str:
+    """Why every element was compared, for the record (`mode_reason`): asked for, or mode auto's choice, with
+    its forward evaluations beside the 2 per element of gradcheck's slow mode (the projected mode writes its own)."""
+    evaluations = sum(info["forward_evaluations"] for info in inputs.values())
+    paths = ", ".join(f"{name} {info['structure']}" for name, info in inputs.items())
+    if budget_s is None:
+        return (
+            f"requested: finite_difference.mode is exhaustive; every element compared in {evaluations} forward "
+            f"evaluations ({paths})"
+        )
+    return (
+        f"auto: every element compared in {evaluations} forward evaluations ({paths}), where gradcheck's slow mode "
+        f"makes {2 * elements}; auto projects only when the general path's first part predicts more than "
+        f"{budget_s:g} s"
+    )

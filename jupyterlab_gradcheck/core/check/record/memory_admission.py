@@ -22,8 +22,8 @@ from ...errors import SpecError
 from .devices import resolve_device
 
 #: Input-sized tensors alive at the peak of a check (see the module docstring). Measured peaks of a
-#: whole ledgered check at 3x10^6 float64 elements: 36 copies (elementwise) and 49 (banded); this
-#: bound leaves a quarter more.
+#: whole ledgered check at 2-3x10^6 float64 elements: 32-36 copies (elementwise) and 48-49 (banded);
+#: this bound leaves a quarter more.
 WORKING_COPIES = 56
 #: Copies of the largest intermediate the function builds that a check holds at once (the base and
 #: shifted evaluations, and autograd's saved tensors).

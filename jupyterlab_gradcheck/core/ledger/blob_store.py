@@ -71,8 +71,8 @@ def write_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> list[str
     A referenced sha neither in the store nor pending is bad input (nothing is written for it, and
     the caller appends nothing): a line may not name a tensor nobody can read.
     """
-    require_blobs(store_dir, data, pending=pending)  # every one is there before any is written
-    shas = referenced_shas(data)
+    shas = referenced_shas(data)  # one walk of the data, for the check and the writes
+    _require(store_dir, shas, pending)  # every one is there before any is written
     folder = Path(store_dir)
     wrote = False
     for sha in shas:
@@ -102,7 +102,11 @@ def write_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> list[str
 def require_blobs(store_dir, data, *, pending: PendingBlobs = PENDING) -> None:
     """SpecError (bad input, nothing run or appended) for the first stored value in `data` whose blob is
     neither pending in this process nor in `store_dir` (None: no store)."""
-    for sha in referenced_shas(data):
+    _require(store_dir, referenced_shas(data), pending)
+
+
+def _require(store_dir, shas: list[str], pending: PendingBlobs) -> None:
+    for sha in shas:
         if sha not in pending and (store_dir is None or not blob_path(store_dir, sha).is_file()):
             where = Path(store_dir).name if store_dir is not None else "no ledger's store"
             raise SpecError("stored value {sha}: no such blob in this process or in {store}", sha=sha[:16], store=where)

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 from . import device, format_seconds, graded, interleaved_medians, row
+from .bench_structure import banded
+from .whole_check import elementwise
 
 CUDA_SIZES = (10**5, 10**6, 10**7)
 CPU_SIZES = (10**5, 10**6)
@@ -32,24 +34,10 @@ FAST_GOAL = 3.0
 RECORD_GOAL_BYTES = 64 * 1024
 
 
-def elementwise(x):
-    """(sin(x) * x).sum(): a diagonal Jacobian summed to one output."""
-    import torch
-
-    return (torch.sin(x) * x).sum()
-
-
 def elementwise_gradient(x):
     import torch
 
     return torch.sin(x) + x * torch.cos(x)
-
-
-def banded(x):
-    """tanh(x[1:] * x[:-1]).sum(): element j of the body depends on x_j and x_{j+1}."""
-    import torch
-
-    return torch.tanh(x[1:] * x[:-1]).sum()
 
 
 def banded_gradient(x):

@@ -13,8 +13,7 @@ import functools
 
 from ..i18n import Message
 from .parser import call_parts
-from .symbolic_tensor import MAX_ELEMENTS as ELEMENT_MAX_ELEMENTS
-from .symbolic_tensor import element_opinion
+from .symbolic_tensor import ELEMENT_MAX_ELEMENTS, element_opinion
 from .sympy_values import Unsupported, clamped, elementwise_table, float_value, identical
 
 #: Elements above which evaluating the symbolic derivative element by element is skipped.

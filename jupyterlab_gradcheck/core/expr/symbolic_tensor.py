@@ -7,7 +7,7 @@ the expression is built as a NumPy array of SymPy expressions (torch's broadcast
 matmul and row-major reshape rules are NumPy's), and phi = sum(v * f) (v the grad_output, ones
 by default) is differentiated by every element symbol. SymPy's derivative of `max` is a
 Heaviside step, 1/2 at a tie, where torch picks one element: only ties tell them apart.
-This costs far more than one symbol per input, so it is tried on at most MAX_ELEMENTS.
+This costs far more than one symbol per input, so it is tried on at most ELEMENT_MAX_ELEMENTS.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .sympy_values import Unsupported, clamped, elementwise_table, float_value, 
 
 #: Input elements above which the element-by-element opinion is skipped (SymPy's cost grows
 #: with the square of the elements for softmax and matmul).
-MAX_ELEMENTS = 36
+ELEMENT_MAX_ELEMENTS = 36
 
 #: Elements of any array of SymPy expressions built on the way (broadcasting can multiply them).
 MAX_INTERMEDIATE = 2000

@@ -71,14 +71,14 @@ def _same(left, right) -> bool:
         return set(left) == set(right) and all(_same(left[key], right[key]) for key in left)
     if isinstance(left, list) and isinstance(right, list):
         return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right))
-    if _number(left) and _number(right):
+    if _is_number(left) and _is_number(right):
         if math.isnan(left) or math.isnan(right):
             return math.isnan(left) and math.isnan(right)
         return math.isclose(left, right, rel_tol=DECISION_RTOL, abs_tol=0.0)
     return left == right
 
 
-def _number(value) -> bool:
+def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -15,7 +15,7 @@ from ..record.stored_values import is_stored_value
 from .stored_tensors import from_stored
 
 
-def to_value(data):
+def complex_to_value(data):
     """A detached CPU complex tensor as `{"real": ..., "imag": ...}` of float64 values."""
     parts = {}
     for which, part in (("real", data.real), ("imag", data.imag)):
@@ -24,7 +24,7 @@ def to_value(data):
     return parts
 
 
-def to_tensor(value, dtype, device: str):
+def complex_to_tensor(value, dtype, device: str):
     """A tensor of the torch `dtype` holding a record value in either form."""
     if isinstance(value, torch.Tensor):  # a tensor given through the API: copied, as torch.tensor would, silently
         return value.detach().to(device=device, dtype=dtype, copy=True)
@@ -66,7 +66,7 @@ def grad_output_tensor(value, output):
     """The record's grad_output as a tensor shaped as written, of the output's dtype and device."""
     refuse_complex_grad_output(value, output)
     if is_complex_value(value) or is_stored_value(value):
-        return to_tensor(value, output.dtype, output.device)
+        return complex_to_tensor(value, output.dtype, output.device)
     return torch.as_tensor(value, dtype=output.dtype, device=output.device)
 
 

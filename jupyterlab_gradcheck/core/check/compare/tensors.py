@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from . import complex_tensors
+from .complex_tensors import complex_to_tensor, complex_to_value
 from .stored_tensors import should_store, to_stored
 
 
@@ -20,7 +20,7 @@ def torch_dtype(name: str):
 def to_tensor(value, dtype: str, device: str, *, requires_grad: bool = False):
     """A tensor holding a record value (number or nested list, the complex form {"real", "imag"}, or a
     stored value read from its blob)."""
-    tensor = complex_tensors.to_tensor(value, torch_dtype(dtype), device)
+    tensor = complex_to_tensor(value, torch_dtype(dtype), device)
     return tensor.requires_grad_(requires_grad)
 
 
@@ -35,7 +35,7 @@ def to_value(tensor):
     if data._is_zerotensor():  # autograd's zero placeholder has no storage to read
         data = torch.zeros(data.shape, dtype=data.dtype, device=data.device)
     if data.is_complex():
-        return complex_tensors.to_value(data.cpu())
+        return complex_to_value(data.cpu())
     data = data.to("cpu", torch.float64)
     return data.item() if data.dim() == 0 else data.tolist()
 

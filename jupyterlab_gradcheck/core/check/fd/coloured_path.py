@@ -85,7 +85,7 @@ def plan(probe) -> tuple[Colouring | None, str]:
     return Colouring(learned, colours.to(x.device), count, method, rows, repeat), ""
 
 
-def estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
+def coloured_estimates(probe, plan_: Colouring, scheme: str, h, *, exact: bool = False):
     """d phi / d x_i for every flat element i from the coloured evaluations, or None if a shifted one differs.
 
     The colours go a chunk at a time (chunk_colours): a chunk's copies are evaluated at every shift of
@@ -339,7 +339,7 @@ def estimates_for(probe, scheme: str, h, *, exact: bool = False):
     if scheme not in SCHEMES:
         probe.structure_refused = f"the coloured path does not compute {scheme} differences"
         return None
-    found = estimates(probe, probe.colouring, scheme, h, exact=exact)
+    found = coloured_estimates(probe, probe.colouring, scheme, h, exact=exact)
     if found is None:
         probe.structure_refused = "a shifted evaluation ran other operations than the traced one"
         probe.colouring = False

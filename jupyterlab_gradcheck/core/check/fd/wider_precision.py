@@ -20,7 +20,7 @@ from .evaluations import Probe
 from .finite_difference import difference_quotient
 
 #: Most failing elements of one input re-differenced in float64; with more, no second opinion is given.
-MAX_ELEMENTS = 256
+WIDER_MAX_ELEMENTS = 256
 
 
 def float64_derivatives(function, values: dict, v, name: str, elements):
@@ -43,7 +43,7 @@ def float64_derivatives(function, values: dict, v, name: str, elements):
 
 def rounding_explains(function, values: dict, v, name: str, *, dtype: str, grads: dict, tolerance, worst: tuple):
     """The reason, or None: where a check narrower than float64 failed its finite difference but, at every element
-    that failed (at most MAX_ELEMENTS), the float64 derivative agrees with autograd within the check's tolerance
+    that failed (at most WIDER_MAX_ELEMENTS), the float64 derivative agrees with autograd within the check's tolerance
     (atol + rtol |autograd|), the discrepancy is the narrower evaluations', not the backward's. `grads` maps
     "finite_difference" and "autograd_grad" to {input: gradient}; `worst` is (flat index, fd, autograd) of the
     element the reason names."""
@@ -57,7 +57,7 @@ def rounding_explains(function, values: dict, v, name: str, *, dtype: str, grads
         return None
     allowed = tolerance["atol"] + tolerance["rtol"] * autograd.abs()
     elements = torch.nonzero(~((fd - autograd).abs() <= allowed)).reshape(-1)
-    if elements.numel() == 0 or elements.numel() > MAX_ELEMENTS:
+    if elements.numel() == 0 or elements.numel() > WIDER_MAX_ELEMENTS:
         return None
     exact = float64_derivatives(function, values, v, name, elements.to(values[name].device))
     if exact is None or not bool(((exact.cpu() - autograd[elements]).abs() <= allowed[elements]).all()):

@@ -41,9 +41,9 @@ def _count(value) -> int:
     return sum(_count(item) for item in value) if isinstance(value, list) else 1
 
 
-def _plain(value) -> bool:
+def _plain_argument(value) -> bool:
     if isinstance(value, list):
-        return all(_plain(item) for item in value)
+        return all(_plain_argument(item) for item in value)
     return value is None or isinstance(value, (bool, int, float, str))
 
 
@@ -66,7 +66,7 @@ def parse_fixed(raw, inputs: dict, is_callable: bool) -> dict:
             )
         if is_stored_value(value):  # a tensor above 256 elements, by its hash (stored_values.py)
             stored_shape(value, f"fixed.{name}")
-        elif not _plain(value):
+        elif not _plain_argument(value):
             raise SpecError(
                 "fixed.{name} must be a number, true/false, null, a string or a nested list of them",
                 name=name,

@@ -218,7 +218,8 @@ class PendingBlobs:
         try:
             yield
         finally:
-            stack.remove(held)
+            # By identity: a nested hold's set can equal this one's, and must not be removed for it.
+            del stack[next(i for i, other in enumerate(stack) if other is held)]
             with self._lock:
                 self._pinned.subtract(held)
                 self._pinned = +self._pinned  # drop the counts that reached zero

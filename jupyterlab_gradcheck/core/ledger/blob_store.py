@@ -29,7 +29,6 @@ from ..check.record.stored_values import (
     stored_values_in,
 )
 from ..errors import LedgerError, SpecError
-from .tail import fsync_folder
 
 #: The file name's suffix of a blob.
 BLOB_SUFFIX = ".safetensors"
@@ -243,3 +242,17 @@ def _remember(key: tuple | None) -> None:
     if len(_VERIFIED) >= _VERIFIED_MAX:
         _VERIFIED.pop(next(iter(_VERIFIED)))
     _VERIFIED[key] = None
+
+
+def fsync_folder(folder: Path) -> None:
+    """Fsync a folder, so that a file just created in it keeps its name after a crash."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the entry itself is on disk
+    finally:
+        os.close(fd)

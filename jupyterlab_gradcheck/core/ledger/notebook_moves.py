@@ -20,9 +20,8 @@ import json
 import os
 from pathlib import Path
 
-from .blob_store import store_dir_for
+from .blob_store import fsync_folder, store_dir_for
 from .store import LEDGER_SUFFIX, ledger_path_for
-from .tail import fsync_folder
 
 #: Suffix of the forwarding record beside a kernel's connection file `kernel-<id>.json`.
 FORWARDING_SUFFIX = ".gradcheck-notebook.json"

@@ -31,7 +31,7 @@ from ..check.record.tolerance_fields import refuse_meaningless_rtol
 from ..errors import LedgerError, SpecError
 from ..expr.limits import DEFAULT_LIMITS
 from . import witness_client
-from .blob_store import store_dir_for, write_blobs
+from .blob_store import fsync_folder, store_dir_for, write_blobs
 from .entry_checks import check_id_of, check_kind, existing_check, require_justification
 from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
 from .ledger_lock import LockedFd, LockedLedger
@@ -48,7 +48,7 @@ from .line_format import (
     read_line,
 )
 from .reader import appended, fd_lines, known_head, light_entry, light_histories
-from .tail import fsync_folder, now_utc, read_head, seal_torn_tail, write_all
+from .tail import now_utc, read_head, seal_torn_tail, write_all
 
 __all__ = ["LEDGER_SUFFIX", "Ledger", "LockedLedger", "ledger_path_for"]
 

@@ -111,20 +111,6 @@ def seal_torn_tail(fd: int, path: Path, seq: int, prev: str, invalid: list[bytes
     return seq + 1, digest
 
 
-def fsync_folder(folder: Path) -> None:
-    """Fsync a folder, so that a file just created in it keeps its name after a crash."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a folder; the entry itself is on disk
-    finally:
-        os.close(fd)
-
-
 def write_all(fd: int, payload: bytes, path: Path) -> None:
     """Write every byte, then fsync; a short write leaves a torn tail for the policy."""
     view = memoryview(payload)

@@ -12,7 +12,6 @@ from .html_parts import SHA_SHOWN
 #: Hex digits of the blob's hash a cell shows: enough to find the file, short enough to read.
 
 
-
 def stored_text(value: dict) -> str:
     """`float64[1000,100] min -3.1 max 2.9 mean 0.01 norm 99.2 nonfinite 0 sha256 7ec2e7e8a159...`."""
     stored, summary = value["stored"], value.get("summary") or {}

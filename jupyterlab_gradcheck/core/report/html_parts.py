@@ -15,6 +15,7 @@ from ..check.record.complex_values import complex_text, is_complex_value
 from ..check.record.observation_names import DESCRIPTIONS
 from ..check.record.stored_values import is_stored_value
 from ..i18n import N_, _, localize
+from .stored_display import SHA_SHOWN
 
 #: Theme variables with fallbacks for pages outside JupyterLab.
 FONT = "var(--jp-ui-font-color1, #212121)"
@@ -56,7 +57,6 @@ VERDICT_WORDS = {
 #: List values longer than this are shown with their first elements and a count.
 MAX_SHOWN_ELEMENTS = 12
 #: Hex digits of a stored value's sha256 shown; the whole hash is in the element's title.
-SHA_SHOWN = 12
 #: Observations shown in the detail table, in the order the engine makes them.
 OBSERVATION_ORDER = (
     "backward_pass_1",

@@ -7,7 +7,10 @@ can be recomputed, and says where the store is.
 from __future__ import annotations
 
 from ..check.record.stored_values import is_stored_value
-from .html_parts import SHA_SHOWN
+
+#: Hex digits of a blob's SHA-256 shown beside its summary.
+SHA_SHOWN = 12
+
 
 #: Hex digits of the blob's hash a cell shows: enough to find the file, short enough to read.
 

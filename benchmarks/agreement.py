@@ -3,7 +3,7 @@
 Runs the same checks through `core.check.engine.run_check` on each device and compares every
 observed gradient element by element: the four autograd observations within the dtype's
 comparison tolerance, the finite-difference observation within the dtype's
-finite-difference tolerance for its scheme (core/check/record/defaults.py), and the verdicts (`passed`,
+finite-difference tolerance for its scheme (core/check/record/spec.py), and the verdicts (`passed`,
 torch's gradcheck status) exactly. scripts/gpu-check.sh runs it as cpu against cuda; cpu
 against cpu is its own control (everything must agree, bit for bit as it happens).
 Exit status 0 when every check agrees, 1 when one does not.
@@ -80,7 +80,7 @@ def _deviation(left, right, rtol: float, atol: float) -> tuple[float, bool]:
 
 def compare_records(first: dict, second: dict) -> list[dict]:
     """One row per observed gradient (observation x input), plus one for the verdicts."""
-    from jupyterlab_gradcheck.core.check.record import defaults
+    from jupyterlab_gradcheck.core.check.record import spec as defaults
 
     dtype = first["dtype"]
     scheme = first["finite_difference"]["scheme"]

@@ -110,7 +110,7 @@ def _gradcheck_float32_failures() -> int:
 
 def run(quick: bool) -> list[dict]:
     """B3 rows: default step against the floor for every scheme and dtype, and the three goals."""
-    from jupyterlab_gradcheck.core.check.record import defaults
+    from jupyterlab_gradcheck.core.check.record import spec as defaults
 
     rows = []
     found = {}

@@ -159,7 +159,7 @@ def run(quick: bool) -> list[dict]:
     import torch
 
     from jupyterlab_gradcheck.core.check.engine import run_check
-    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+    from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
     from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 
     dev = device()

@@ -124,8 +124,7 @@ def run_variant(folder: Path, k: int) -> Path:
     import nbformat
 
     from jupyterlab_gradcheck.api import check_record
-    from jupyterlab_gradcheck.core.ledger.attestation import MIME_TYPE
-    from jupyterlab_gradcheck.core.ledger.binding import update_binding
+    from jupyterlab_gradcheck.core.ledger.binding import MIME_TYPE, update_binding
     from jupyterlab_gradcheck.core.ledger.store import Ledger
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ elements in float64, x evenly spaced in [-2, 2].
   finite-difference estimate of each of its n elements, and the comparison that reports the
   worst element and its index. Both workloads are observed to be elementwise chains (the
   reduction's body feeds one full sum), so every element is shifted at once: three
-  evaluations whatever n (core/check/fd/diagonal.py).
+  evaluations whatever n (core/check/fd/structure.py).
 - ours, general path (`structured=False`): what a function that is not such a chain gets, one
   shifted copy per element evaluated with `torch.func.vmap` a chunk at a time. Reported next
   to the graded figure so that the cost without the structure stays visible.
@@ -63,7 +63,7 @@ def measure(function, n: int, quick: bool) -> dict:
     """Times, peaks and our verdict for one function at n elements."""
     import torch
 
-    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+    from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
 
     x = torch.linspace(-2.0, 2.0, n, dtype=torch.float64, device=device())
     leaf = x.clone().requires_grad_(True)
@@ -118,7 +118,7 @@ def _why_not_passed(function, verdict: dict, n: int) -> str:
     """The rounding bound of phi's own sum, next to the tolerance our verdict used."""
     import torch
 
-    from jupyterlab_gradcheck.core.check.record import defaults
+    from jupyterlab_gradcheck.core.check.record import spec as defaults
 
     x = torch.linspace(-2.0, 2.0, n, dtype=torch.float64, device=device())
     magnitude = float(function(x).abs().sum())
@@ -154,7 +154,7 @@ def _general_row(label: str, function, m: dict, n: int) -> dict:
 def _profile_ours(function, n: int) -> str:
     import torch
 
-    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+    from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
 
     x = torch.linspace(-2.0, 2.0, n, dtype=torch.float64, device=device())
     return profile_text(

@@ -107,7 +107,7 @@ async def _class(port: int, tokens: dict[str, str], seconds: float) -> tuple[lis
 def class_load(folder: Path, size: int, seconds: float) -> dict:
     """A class of `size` students, one head a second each for `seconds`, against a real witness:
     receipt latencies (ms) and what the log holds after."""
-    from jupyterlab_gradcheck.core.ledger.witness_log import log_problems, read_log
+    from jupyterlab_gradcheck.witness.log import log_problems, read_log
 
     witness = start_witness(folder, size)
     try:
@@ -139,8 +139,8 @@ def kill_nine(folder: Path, size: int, before: float, down: float, after: float)
     """A class's real client queues reporting a head a second each; the witness is SIGKILLed
     `before` seconds in, kept down `down` seconds, started again, fed `after` more seconds, and
     every queue drained. What was lost, re-sent and kept."""
-    from jupyterlab_gradcheck.core.ledger.witness_client import WitnessClient
-    from jupyterlab_gradcheck.core.ledger.witness_log import log_problems, read_log
+    from jupyterlab_gradcheck.witness.client import WitnessClient
+    from jupyterlab_gradcheck.witness.log import log_problems, read_log
 
     witness = start_witness(folder, size)
     clients = {user: WitnessClient(witness.url, token) for user, token in witness.tokens.items()}

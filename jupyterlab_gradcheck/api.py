@@ -15,19 +15,21 @@ locale environment); the record itself, like the ledger, stays English.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
-from .api_arguments import refuse_settings, refuse_ungradiented_integers
-from .core.check.record.complex_values import holds_complex
-from .core.check.record.empty_values import as_empty_value
-from .core.check.record.fixed_arguments import fixed_value
-from .core.check.record.stored_values import PENDING
+from .core.check.record.spec import fixed_value
+from .core.errors import SpecError
 from .core.i18n import _, checked, localize
 from .core.i18n import language as in_language
-from .core.report.record_html import failure_sentence, record_html
+from .core.report.html_export import failure_sentence, record_html
+from .core.values.form import PENDING, as_empty_value, holds_complex
+
+# -------------------- api
 
 
 class CheckResult:
@@ -130,7 +132,7 @@ def check(
     names of arguments `fn` is also given but not differentiated (ints, bools, tuples, None, tensors
     that do not require grad) to their values: every call gets them, the record keeps them. A keyword
     that is a setting (`rtol=`, `eps=`, a misspelt `dtype=`) and an integer input the backward gives no
-    gradient for are refused in one line (api_arguments.py); an input with no elements is checked with
+    gradient for are refused in one line (api.py); an input with no elements is checked with
     nothing to compare for it.
     `hessian=` adds the second order: the expected Hessian (a matrix over the inputs flattened and
     concatenated in their order, a callable of the inputs, or "double_backward" for a custom
@@ -180,8 +182,7 @@ def check_record(
     language: str | None = None,
 ) -> CheckResult:
     """Run one check record (the seed record is accepted as written) and return its result."""
-    from .kernel.kernel_run import run_attested
-    from .kernel.location import open_ledger
+    from .kernel.kernel_run import open_ledger, run_attested
 
     language = None if language is None else checked(language)  # refused before anything runs
     target = None if ledger is False else open_ledger(notebook=notebook, ledger=ledger)
@@ -191,18 +192,16 @@ def check_record(
 
 def _backward_as_expectation(record: dict, inputs: dict):
     """(expectation, origin) for a check written without `grad=`: the backward of the custom
-    autograd Functions the function goes through (core/check/autograd/backward_expectation.py), or
+    autograd Functions the function goes through (core/check/autograd/observations.py), or
     (None, origin) when it goes through none, so that the missing expectation is refused.
 
     Everything else in the record is validated first: bad input is refused before the one
     forward pass that finds the Functions."""
-    from .core.check.autograd.backward_expectation import backward_expectation, backward_name
-    from .core.check.autograd.custom_functions import custom_functions
+    from .core.check.autograd.custom_functions import check_signature, custom_functions
+    from .core.check.autograd.observations import backward_expectation, backward_name
     from .core.check.autograd.several_outputs import differentiable_outputs
-    from .core.check.autograd.signature import check_signature
     from .core.check.environment import available_devices
-    from .core.check.record.devices import resolve_device
-    from .core.check.record.spec import parse_spec
+    from .core.check.record.spec import parse_spec, resolve_device
     from .core.errors import SpecError
 
     try:
@@ -230,10 +229,9 @@ def _backward_as_expectation(record: dict, inputs: dict):
 
 
 def _refuse_held_integers(record: dict, inputs: dict) -> None:
-    """SpecError for an integer input the backward gives no gradient for (api_arguments.py), the record validated first."""
+    """SpecError for an integer input the backward gives no gradient for (api.py), the record validated first."""
     from .core.check.environment import available_devices
-    from .core.check.record.devices import resolve_device
-    from .core.check.record.spec import parse_spec
+    from .core.check.record.spec import parse_spec, resolve_device
 
     parse_spec(record)
     device = resolve_device(record["device"], available_devices())
@@ -242,7 +240,7 @@ def _refuse_held_integers(record: dict, inputs: dict) -> None:
 
 def _held(fn, input_names: list[str], fixed: dict):
     """`fn` (or a Function's `apply`) called with the inputs by name and the `fixed` objects themselves."""
-    from .core.check.autograd.signature import check_signature
+    from .core.check.autograd.custom_functions import check_signature
 
     if isinstance(fn, str) or not isinstance(fixed, dict) or any(name in input_names for name in fixed):
         return _as_checkable(fn, input_names)  # the record's own check names the problem
@@ -290,10 +288,10 @@ def _expectation(grad):
 
 def _as_value(value):
     """Tensors (also inside a mapping or a list) as nested lists, or above INLINE_ELEMENTS elements as
-    stored values in their own dtype (core/check/record/stored_values.py); everything else unchanged."""
+    stored values in their own dtype (core/values/form.py); everything else unchanged."""
     import torch
 
-    from .core.check.compare.stored_tensors import should_store, to_stored
+    from .core.values.tensors import should_store, to_stored
 
     if isinstance(value, torch.Tensor):
         if should_store(value):
@@ -312,7 +310,7 @@ def _fixed_value(value):
     import torch
 
     if isinstance(value, torch.Tensor) and value.numel():
-        from .core.check.compare.stored_tensors import should_store, to_stored
+        from .core.values.tensors import should_store, to_stored
 
         if should_store(value):
             return to_stored(value)
@@ -329,9 +327,135 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
             dtypes.add(str(value.dtype).replace("torch.", ""))
             devices.add(str(value.device))
     if not dtypes and any(holds_complex(value) for value in inputs.values()):
-        dtypes.add("complex128")  # Python complex numbers (core/check/record/complex_values.py)
+        dtypes.add("complex128")  # Python complex numbers (core/values/form.py)
     return (
         {name: _as_value(value) for name, value in inputs.items()},
         dtypes.pop() if len(dtypes) == 1 else None,
         devices.pop() if len(devices) == 1 else None,
     )
+
+
+# -------------------- api arguments
+# What `check()` takes as an input, and what it refuses before anything runs or is written.
+#
+# `check(fn, grad, **inputs)` takes every keyword it does not name as an input to differentiate. Two
+# slips then read as something else:
+#
+# - a setting written as a keyword (`rtol=1e-3`, `eps=1e-6`, `dtpye="float32"`) would become a
+#   second input, and the check would fail on a missing expectation. A name that is a setting of
+#   torch's gradcheck or of a check record, or a near miss of one of `check()`'s own keywords, is
+#   refused in one line that points at `tolerance=`, `finite_difference=` or the keyword meant,
+#   unless the function itself takes an argument of that name;
+# - an integer argument (`k=3`) would become a differentiable float input. When the function's
+#   backward gives no gradient for it, it is refused in one line that says to hold it with `fixed=`.
+
+#: Settings of a check, or of torch's gradcheck, that a caller may write as a keyword: where each is written.
+SETTINGS = {
+    "rtol": "tolerance={'rtol': ...}",
+    "atol": "tolerance={'atol': ...}",
+    "tol": "tolerance={'rtol': ..., 'atol': ...}",
+    "tolerances": "tolerance={'rtol': ..., 'atol': ...}",
+    "eps": "finite_difference={'step': ...}",
+    "step": "finite_difference={'step': ...}",
+    "h": "finite_difference={'step': ...}",
+    "scheme": "finite_difference={'scheme': ...}",
+    "mode": "finite_difference={'mode': ...}",
+    "fast_mode": "finite_difference={'mode': 'projected'}",
+    "fd": "finite_difference={...}",
+}
+#: Near misses of check()'s own keywords closer than this ratio (difflib) are refused as misspellings.
+NEAR_MISS = 0.8
+
+
+def refuse_settings(function, inputs: dict, keywords: list[str]) -> None:
+    """SpecError for an input whose name is a setting or a misspelt keyword of check(), unless `function` takes it."""
+    for name in inputs:
+        if _takes(function, name):
+            continue
+        if name in SETTINGS:
+            raise SpecError(
+                "{name!r} is a setting, not an input: write it as {written}",
+                name=name,
+                written=SETTINGS[name],
+                field=name,
+            )
+        meant = difflib.get_close_matches(name, [k for k in keywords if len(k) > 3], n=1, cutoff=NEAR_MISS)
+        if meant and len(name) > 3:
+            raise SpecError(
+                "{name!r} is not a keyword of check(): did you mean {meant}=? (an input's name must differ from it)",
+                name=name,
+                meant=meant[0],
+                field=name,
+            )
+
+
+def _takes(function, name: str) -> bool:
+    """Whether `function` (an expression, a callable, an autograd Function) names an argument `name`."""
+    if isinstance(function, str):
+        return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", function) is not None
+    target = getattr(function, "forward", function) if inspect.isclass(function) else function
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters and parameters[name].kind not in (inspect.Parameter.VAR_KEYWORD,)
+
+
+def refuse_ungradiented_integers(function, inputs: dict, dtype: str, device: str) -> None:
+    """SpecError for an integer input the function's backward gives no gradient for: it should be held fixed.
+
+    Only a Python callable with an integer input (a Python int, or a tensor of an integer dtype) is
+    probed: one forward and one backward pass with every input as a float leaf, as the check itself
+    would take it. An integer input that does get a gradient (an exponent, say) stays an input."""
+    import torch
+
+    integers = [name for name, value in inputs.items() if _integral(value)]
+    if isinstance(function, str) or not integers:
+        return
+    dtype_of = getattr(torch, dtype)
+    leaves = {
+        name: torch.as_tensor(value, dtype=dtype_of, device=device).requires_grad_(True)
+        for name, value in inputs.items()
+    }
+    try:
+        output = function(**leaves)
+        parts = [o for o in (output if isinstance(output, (list, tuple)) else [output]) if _tracked(o, torch)]
+        if not parts:
+            return
+        total = sum(part.real.sum() if part.is_complex() else part.sum() for part in parts)
+        grads = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
+    except Exception:  # the check itself runs the function and reports what goes wrong
+        return
+    for (name, value), grad in zip(leaves.items(), grads):
+        if name in integers and grad is None:
+            raise SpecError(
+                "{name} is an integer and the backward gives no gradient for it: hold it with fixed={{{name!r}: {value}}}",
+                name=name,
+                value=_written(inputs[name]),
+                field=name,
+            )
+
+
+def _tracked(value, torch) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+def _integral(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return (
+        dtype is not None
+        and hasattr(value, "is_floating_point")
+        and not (value.is_floating_point() or value.is_complex())
+    )
+
+
+def _written(value):
+    """The value as the caller would write it in fixed=: a number, or a tensor's nested list."""
+    if hasattr(value, "tolist"):
+        listed = value.tolist()
+        return listed if len(str(listed)) <= 40 else "..."
+    return value

@@ -295,7 +295,7 @@ export function formatWhere(
   return parts.join(', ');
 }
 
-/** Which grad_outputs an undefined-gradient case left undefined, in words (core/check/autograd/undefined_grad.py). */
+/** Which grad_outputs an undefined-gradient case left undefined, in words (core/check/autograd/forward_and_batched.py). */
 export function formatUndefinedCase(
   which: string | number | number[] | null | undefined
 ): string {

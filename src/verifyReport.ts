@@ -81,7 +81,7 @@ function one(report: Report, lines: IVerifyLine[]): void {
   }
 }
 
-/** A witness flag (core/ledger/witness_check.py): its words and how many it counts. */
+/** A witness flag (witness/verify.py): its words and how many it counts. */
 function witnessFlagText(flag: unknown): string {
   if (!isReport(flag)) {
     return String(flag);

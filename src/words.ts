@@ -93,13 +93,13 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       mixed: trans.__('mixed'),
       'revised after observation': trans.__('revised after observation')
     },
-    // core/ledger/verify_chain.py and the witness check
+    // core/ledger/chain.py and the witness check
     verifyFlag: {
       widened_after_failure: trans.__('widened after failure'),
       expectation_revised_after_observation: trans.__(
         'expectation revised after observation'
       ),
-      // core/ledger/witness_check.py's flags (verify JSON: witness.flags)
+      // witness/verify.py's flags (verify JSON: witness.flags)
       witnessed_late: trans.__('witnessed late'),
       unwitnessed: trans.__('unwitnessed'),
       other_ledgers_witnessed: trans.__('other ledgers witnessed'),

@@ -10,7 +10,7 @@ import torch
 from jupyterlab_gradcheck.api import check, check_record
 from jupyterlab_gradcheck.core.errors import JustificationRequired, SpecError
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing
+from jupyterlab_gradcheck.kernel.kernel_run import LedgerLocationMissing
 from support.functions import Cube
 from support.html_tables import column, tables_in
 from support.ledger import check_entries

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.failing_record import ensure_failure
+from jupyterlab_gradcheck.core.check.engine import ensure_failure
 from support.functions import CubeWithJvp, NewStyleCube, NewStyleDouble
 
 X = torch.linspace(0.5, 1.5, 4, dtype=torch.float64)

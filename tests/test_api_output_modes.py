@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record.rules import RULES
+from jupyterlab_gradcheck.core.check.record.spec import RULES
 from support.functions import save_inputs_for_both_modes
 
 X = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)

@@ -14,7 +14,7 @@ from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.ledger.replay import replay_lines
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
-from jupyterlab_gradcheck.core.report.record_html import record_html
+from jupyterlab_gradcheck.core.report.html_export import record_html
 
 X = torch.tensor([0.1, 0.5, 1.0, 2.0], dtype=torch.float64)
 Y = torch.tensor([2.0, 3.0, 4.0, 5.0], dtype=torch.float64)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.report.record_html import record_html
+from jupyterlab_gradcheck.core.report.html_export import record_html
 from support.functions import Cube
 
 X = torch.tensor([0.1, 0.5, 1.0], dtype=torch.float64)

@@ -63,7 +63,7 @@ def run(args) -> int:
         if not Path(path).exists():
             raise SpecError("no file or folder at {path}", path=path, field="path")
     if args.format == "notebook":
-        from ..core.report.notebook_export import export_notebook
+        from ..core.report.exports import export_notebook
 
         if len(args.paths) != 1:
             raise SpecError("--format notebook takes exactly one notebook", field="path")
@@ -79,7 +79,7 @@ def run(args) -> int:
         print(_("wrote {path}").format(path=out), file=sys.stderr)
         return EXIT_OK
     from ..core.report.submissions import collect
-    from .progress import progress_bar
+    from .common import progress_bar
 
     bar = progress_bar() if any(Path(path).is_dir() for path in args.paths) else None
     try:
@@ -88,11 +88,11 @@ def run(args) -> int:
         if bar is not None:
             bar.close()
     if args.format == "csv":
-        from ..core.report.csv_export import to_csv as render
+        from ..core.report.exports import to_csv as render
     elif args.format == "submission-csv":
-        from ..core.report.submission_csv import to_submission_csv as render
+        from ..core.report.grading import to_submission_csv as render
     elif args.format == "json":
-        from ..core.report.json_export import to_json as render
+        from ..core.report.exports import to_json as render
     else:
         from ..core.report.html_export import to_html as render
     text = render(submissions, language=active_language()) if args.format == "html" else render(submissions)

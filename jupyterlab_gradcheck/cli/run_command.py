@@ -11,12 +11,12 @@ import json
 import sys
 
 from ..core.check.environment import available_devices
-from ..core.check.record.memory_admission import resolve_and_admit
+from ..core.check.record.admission import resolve_and_admit
 from ..core.check.record.spec import parse_spec
-from ..core.check.record.stored_values import PENDING
 from ..core.i18n import _, localize
 from ..core.jsonio import loads_records
-from ..core.ledger.blob_store import require_blobs, store_dir_for
+from ..core.values.blobs import require_blobs, store_dir_for
+from ..core.values.form import PENDING
 from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
 
@@ -67,7 +67,7 @@ def run(args) -> int:
     require_blobs(store, records)  # a stored value names a blob of the ledger's store, or is refused
     sweep = False if args.no_sweep else None
     results = []
-    from ..core.check.compare.stored_tensors import reading_store
+    from ..core.values.tensors import reading_store
 
     with reading_store(store), PENDING.holding():
         for spec in specs:

@@ -5,7 +5,7 @@ export) or a folder of them. Exit 0: every chain and binding is intact (and, wit
 `--replay`, every recorded value reproduces; with `--witness`, every ledger is witnessed,
 late or on time); 1: something differs, named line by line, or a ledger is unwitnessed;
 2: PATH cannot be read. Over a folder, a progress bar is drawn on standard error when it is a
-terminal (cli/progress.py); piped or redirected output has none.
+terminal (cli/common.py); piped or redirected output has none.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..core.i18n import N_, _, localize
 from ..core.ledger.verify import verify_path
-from ..core.report.class_copies import class_pairs, pair_lines
-from .common import EXIT_FINDING, EXIT_OK, add_witness_argument, witness_options
-from .progress import progress_bar
+from ..core.report.submissions import class_pairs, pair_lines
+from .common import EXIT_FINDING, EXIT_OK, add_witness_argument, progress_bar, witness_options
 
 
 def add_parser(subparsers) -> None:

@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
 
 
 def mint(args) -> int:
-    from ..witness.students import mint_tokens
+    from ..witness.service import mint_tokens
 
     if not args.students:
         raise SpecError("--mint needs --students S.json, the file the tokens go to")
@@ -72,8 +72,7 @@ def run(args) -> int:
 
     import tornado.ioloop
 
-    from ..witness.app import hub_auth_from_environment, make_app
-    from ..witness.students import Students
+    from ..witness.service import Students, hub_auth_from_environment, make_app
 
     if not args.log:
         raise SpecError("--log W.jsonl is required to run the witness")
@@ -109,6 +108,6 @@ def run(args) -> int:
 
 def log_fingerprint(log) -> str:
     """The fingerprint of the log's key, printed at start for the instructor to record."""
-    from ..core.ledger.witness_log import public_key_fingerprint
+    from ..witness.log import public_key_fingerprint
 
     return public_key_fingerprint(log.public_key)

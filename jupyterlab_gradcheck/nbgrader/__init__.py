@@ -19,7 +19,7 @@ This package imports nbgrader; the verdict, rubric and rows live in `core.report
 """
 
 from .config import configure
-from .config_names import GRADE_CELL_ID
-from .grade_cell import grade_cell
+from .score import grade_cell
+from .submitted import GRADE_CELL_ID
 
 __all__ = ["GRADE_CELL_ID", "configure", "grade_cell"]

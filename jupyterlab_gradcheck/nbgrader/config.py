@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from ..core.ledger.store import LEDGER_SUFFIX
-from .config_names import STORE_SUFFIX
+from .submitted import STORE_SUFFIX
 
 PACKAGE = "jupyterlab_gradcheck.nbgrader"
 
@@ -55,12 +55,8 @@ def configure(c, course_root: str | os.PathLike | None = None) -> None:
     """Enable the gradcheck preprocessors in nbgrader's config object `c` (see the module)."""
     from nbgrader.converters import Autograde, GenerateAssignment
 
-    from .comments import CommentLedgerFlags
-    from .ledger_cell import AddLedgerCell
-    from .release import StripReleaseLedger
-    from .rerun import IsolateRerun
-    from .score import ScoreLedger
-    from .submitted import VerifySubmittedLedger
+    from .score import AddLedgerCell, CommentLedgerFlags, ScoreLedger
+    from .submitted import IsolateRerun, StripReleaseLedger, VerifySubmittedLedger
 
     def default(cls, name):
         return list(cls.class_traits()[name].make_dynamic_default())

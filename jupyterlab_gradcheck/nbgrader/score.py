@@ -17,20 +17,141 @@ import shutil
 from pathlib import Path
 
 import nbformat
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Unicode
 
 from ..core.i18n import Message, checked, localize
-from ..core.ledger.attestation import notebook_attestations
+from ..core.ledger.binding import calls_the_checker, notebook_attestations
 from ..core.ledger.store import Ledger
 from ..core.report.grading import WIDENED, Rubric, score_line, score_of, verdict, verdict_lines
-from ..core.report.rerun_comparison import compare_rerun
-from ..core.report.submissions import load
-from .config_names import GRADE_CELL_ID
-from .course_paths import course_folder
-from .release import drop_attestations
-from .rerun import RERUN_KEY
-from .submitted import AUTOGRADE_KEY, file_sha256, json_safe
+from ..core.report.submissions import compare_rerun, load
+from .submitted import AUTOGRADE_KEY, GRADE_CELL_ID, RERUN_KEY, course_folder, drop_attestations, file_sha256, json_safe
+
+# -------------------- comments
+# `nbgrader autograde`, after SaveAutoGrades: the ledger's flags as nbgrader comments.
+#
+# nbgrader keeps a comment per solution cell in its gradebook and prints it under the cell in the
+# feedback (`nbgrader generate_feedback`) and in the formgrader. Each flag that names a check goes
+# to the solution cell that ran the check (found by ScoreLedger in the attestations the re-run
+# left in the outputs); the verdict's summary, its errors and the flags of no cell go to the first
+# solution cell. They are added to nbgrader's own automatic comment, which SaveAutoGrades has just reset,
+# so autograding again does not repeat them; a grader's manual comment still takes precedence.
+
+
+def comments_by_cell(nb, verdict: dict) -> dict[str, list[str]]:
+    """{solution cell grade_id: comment lines} for one notebook's verdict."""
+    solutions = {
+        number: cell.metadata["nbgrader"]["grade_id"]
+        for number, cell in enumerate(nb.cells, start=1)
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
+    if not solutions:
+        return {}
+    first = solutions[min(solutions)]
+    cell_of_check = {
+        check_id: solutions[number] for check_id, number in verdict["cells"].items() if number in solutions
+    }
+    lines = verdict["lines"]
+    flag_texts = {localize(flag["text"], verdict["language"]) for flag in verdict["result"]["flags"]}
+    comments: dict[str, list[str]] = {first: [line for line in lines if line not in flag_texts]}
+    for flag in verdict["result"]["flags"]:
+        where = cell_of_check.get(flag["check_id"], first)
+        comments.setdefault(where, []).append(localize(flag["text"], verdict["language"]))
+    return comments
+
+
+class CommentLedgerFlags(NbGraderPreprocessor):
+    """Adds the ledger's verdict and flags to the gradebook's comments of the solution cells."""
+
+    def preprocess(self, nb, resources):
+        verdict = resources.get(VERDICT_KEY)
+        if verdict is None:
+            return nb, resources
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            for grade_id, lines in comments_by_cell(nb, verdict).items():
+                comment = gradebook.find_comment(grade_id, info["notebook"], info["assignment"], info["student"])
+                comment.auto_comment = "\n\n".join(([comment.auto_comment] if comment.auto_comment else []) + lines)
+            gradebook.db.commit()
+        return nb, resources
+
+
+# -------------------- grade cell
+# The gradcheck grade cell: a locked, autograded code cell that autograde scores with the
+# ledger's verdict (`score.ScoreLedger`); `ledger_cell.AddLedgerCell` adds it at release.
+
+#: The source of the grade cell: run by the student it scores nothing; autograde replaces its output.
+GRADE_CELL_SOURCE = (
+    "# The ledger's integrity. nbgrader's autograder verifies the ledger you submit and\n"
+    "# replaces this cell's output with its verdict and score (jupyterlab_gradcheck).\n"
+    "# Run here, it scores nothing.\n"
+    "0.0"
+)
+
+
+def grade_cell(points: float = 2, grade_id: str = GRADE_CELL_ID):
+    """The gradcheck grade cell for a source notebook: a locked, autograded code cell."""
+    return nbformat.v4.new_code_cell(
+        GRADE_CELL_SOURCE,
+        metadata={
+            "nbgrader": {
+                "grade": True,
+                "grade_id": grade_id,
+                "locked": True,
+                "points": points,
+                "schema_version": 3,
+                "solution": False,
+                "task": False,
+            }
+        },
+    )
+
+
+# -------------------- ledger cell
+# `nbgrader generate_assignment`: every notebook that calls the checker gets the ledger's grade cell.
+#
+# Without a grade cell for the ledger, autograde has nowhere to put the ledger's verdict and it
+# never reaches the grade. So this preprocessor, which `configure(c)` places before nbgrader locks,
+# checksums and saves the cells, appends `config.grade_cell` to every source notebook that calls
+# the checker (`core.ledger.attestation.calls_the_checker`) and has no cell with that grade_id.
+# Its points: `points`, or by default as many as the notebook's other autograded cells together
+# (at least 1), so that hiding the ledger costs as much as the tests could earn.
+
+
+def other_points(nb, grade_id: str) -> float:
+    """The points of the notebook's autograded cells other than `grade_id`'s."""
+    return sum(
+        float(cell.metadata["nbgrader"].get("points") or 0)
+        for cell in nb.cells
+        if cell.metadata.get("nbgrader", {}).get("grade") and cell.metadata["nbgrader"].get("grade_id") != grade_id
+    )
+
+
+class AddLedgerCell(NbGraderPreprocessor):
+    """Appends the locked, autograded ledger cell to a notebook that calls the checker and has none."""
+
+    grade_id = Unicode(
+        GRADE_CELL_ID, help="The grade_id of the ledger's grade cell (ScoreLedger.grade_id must name the same)."
+    ).tag(config=True)
+    points = Float(
+        0.0,
+        help="Points of the ledger cell that generate_assignment adds. 0 (the default): as many points as the "
+        "notebook's other autograded cells together, at least 1, so hiding a failure costs more than the failure.",
+    ).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        if not calls_the_checker(nb):
+            return nb, resources
+        if any(cell.metadata.get("nbgrader", {}).get("grade_id") == self.grade_id for cell in nb.cells):
+            return nb, resources
+        points = self.points if self.points > 0 else max(1.0, other_points(nb, self.grade_id))
+        nb.cells.append(grade_cell(points=points, grade_id=self.grade_id))
+        self.log.info("gradcheck: added the ledger's grade cell %r (%g points)", self.grade_id, points)
+        return nb, resources
+
+
+# -------------------- score
 
 #: The resources key that carries the verdict to CommentLedgerFlags in the same pass.
 VERDICT_KEY = "gradcheck_verdict"

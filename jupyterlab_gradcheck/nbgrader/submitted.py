@@ -12,20 +12,149 @@ the ledger (tensors above 256 elements) is kept the student's own the same way, 
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Unicode
 
+from ..core.ledger.binding import METADATA_KEY, MIME_TYPE
+from ..core.ledger.copies import shared_pairs
 from ..core.ledger.store import LEDGER_SUFFIX, ledger_path_for
 from ..core.ledger.verify import verify_item, witness_for
-from ..core.ledger.witness_check import DEFAULT_MAX_DELAY
-from .class_copies import class_shared
-from .config_names import STORE_SUFFIX
-from .course_paths import course_folder
+from ..core.report.submissions import load
+from ..witness.verify import DEFAULT_MAX_DELAY
+
+# -------------------- config names
+# Names the nbgrader pieces share, kept apart so that none imports another for them.
+
+#: The nbgrader grade_id of the grade cell that receives the ledger's verdict and score.
+GRADE_CELL_ID = "gradcheck_ledger"
+
+#: The end of the name of a ledger's blob folder (`ps1.gradcheck.blobs` beside `ps1.gradcheck.jsonl`,
+#: core/values/blobs.py).
+STORE_SUFFIX = ".gradcheck.blobs"
+
+
+# -------------------- course paths
+# Where a preprocessor finds the course's folders: nbgrader's own CourseDirectory, configured
+# from the same config the running nbgrader command read (its root and directory structure).
+
+
+def course_folder(preprocessor, step: str, student: str, assignment: str) -> Path:
+    """The folder of `assignment` for `student` at `step` ("release", "submitted", "autograded")."""
+    coursedir = CourseDirectory(config=preprocessor.config)
+    return Path(coursedir.format_path(getattr(coursedir, f"{step}_directory"), student, assignment))
+
+
+# -------------------- release
+# `nbgrader generate_assignment`: a release with the gradcheck cells and nothing of the
+# instructor's ledger.
+#
+# nbgrader copies every file of `source/<assignment>/` into the release, the instructor's ledger
+# included, so every student would start with the instructor's entries (and failures) counted as
+# theirs. This preprocessor deletes every ledger from the release folder and the notebook's
+# binding (`metadata.gradcheck`) and attestation outputs from the notebook; the cells themselves,
+# the checks and the grade cell, are kept as written.
+
+
+def drop_attestations(nb) -> None:
+    """Remove every attestation output (each names an entry of a ledger that is not the one this
+    copy of the notebook goes with); the cells' other outputs stay."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [output for output in cell.get("outputs", []) if MIME_TYPE not in (output.get("data") or {})]
+
+
+class StripReleaseLedger(NbGraderPreprocessor):
+    """Removes the instructor's ledger, binding and attestations from the release."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop(METADATA_KEY, None)
+        drop_attestations(nb)
+        folder = course_folder(self, "release", ".", resources["nbgrader"]["assignment"])
+        for ledger in sorted(folder.rglob("*" + LEDGER_SUFFIX)):
+            self.log.info("Removing the instructor's ledger from the release: %s", ledger)
+            ledger.unlink()
+        return nb, resources
+
+
+# -------------------- rerun
+# `nbgrader autograde`, just before Execute: the re-execution writes a ledger of its own.
+#
+# A notebook's checks write the ledger beside the notebook, in the kernel's working folder. This
+# preprocessor copies the autograded folder, without its ledgers, into a scratch folder and points
+# the execution there, so the student's ledger is never appended to; `score.ScoreLedger` then
+# reads what the re-run recorded, compares it with the student's, and removes the scratch folder.
+
+#: The resources key that tells ScoreLedger where the re-run happened.
+RERUN_KEY = "gradcheck_rerun"
+
+
+class IsolateRerun(NbGraderPreprocessor):
+    """Points the re-execution at a scratch copy of the submission without its ledgers."""
+
+    def preprocess(self, nb, resources):
+        folder = Path(resources["metadata"]["path"])
+        scratch = Path(tempfile.mkdtemp(prefix="gradcheck-rerun-"))
+        shutil.copytree(folder, scratch / "run", ignore=shutil.ignore_patterns("*" + LEDGER_SUFFIX))
+        resources["metadata"]["path"] = str(scratch / "run")
+        resources[RERUN_KEY] = {"folder": str(folder), "scratch": str(scratch)}
+        self.log.info("gradcheck: re-executing in a scratch copy; the student's ledger stays as submitted")
+        return nb, resources
+
+
+# -------------------- class copies
+# `nbgrader autograde`: the other students' submissions that share this one's ledger.
+#
+# Autograde sees one student at a time, so copying (a classmate's notebook and ledger handed in
+# as one's own) is found here by reading every other student's submission of the same assignment
+# and notebook in `submitted/` (without verifying them: only their entries and attestations) and
+# holding them against this one (`core.ledger.copies`).
+
+
+def _light_report(path: Path) -> dict:
+    """The fields `submissions.load` reads, for a submission that is only compared, not verified."""
+    ledger = path.with_name(path.stem + ".gradcheck.jsonl")
+    return {"ok": True, "errors": [], "chain_ok": None, "binding_ok": None, "ledger": str(ledger), "path": str(path)}
+
+
+def class_shared(preprocessor, info: dict, report: dict) -> list[dict]:
+    """`{"student", "notebook", "path", "how"}` for each other student's submission of
+    `info["assignment"]` whose `info["notebook"]` shares a ledger with this student's (`report`)."""
+    coursedir = CourseDirectory(config=preprocessor.config)
+    pattern = coursedir.format_path(coursedir.submitted_directory, "*", info["assignment"])
+    own = Path(str(report["path"]))
+    mine = load("notebook", own, report)
+    mine.update(student=info["student"], assignment=info["assignment"])
+    others = []
+    for folder in sorted(Path(found) for found in glob.glob(pattern)):
+        student = folder.parent.name
+        notebook = folder / f"{info['notebook']}.ipynb"
+        if student == info["student"] or not notebook.is_file():
+            continue
+        other = load("notebook", notebook, _light_report(notebook))
+        other.update(student=student, assignment=info["assignment"])
+        others.append(other)
+    submissions = [mine, *others]
+    return [
+        {
+            "student": submissions[pair["b"]]["student"],
+            "notebook": submissions[pair["b"]]["notebook"],
+            "path": submissions[pair["b"]]["path"],
+            "how": pair["how"],
+        }
+        for pair in shared_pairs(submissions)
+        if pair["a"] == 0
+    ]
+
+
+# -------------------- submitted
 
 #: The notebook metadata key that carries the autograder's state from one pass to the next.
 AUTOGRADE_KEY = "gradcheck_autograde"

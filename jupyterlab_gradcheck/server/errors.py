@@ -11,13 +11,7 @@ from http import HTTPStatus
 
 from tornado.web import HTTPError
 
-from ..core.errors import (
-    DeviceUnavailable,
-    GradcheckError,
-    JustificationRequired,
-    LedgerError,
-    SpecError,
-)
+from ..core.errors import DeviceUnavailable, GradcheckError, JustificationRequired, LedgerError, SpecError
 
 
 class BadPath(SpecError):

@@ -16,15 +16,12 @@ from traitlets import Dict, Float, Integer, TraitError, Unicode, validate
 
 from ..core.check.record.spec import parse_spec
 from ..core.errors import SpecError
-from ..core.expr.limits import DEFAULT_LIMITS, Limits
-from ..core.ledger import witness_client
-from .inflight import InFlightJournal
-from .ledger_io import LedgerIO
-from .notebook_renames import RenameFollower
+from ..core.expr.parser import DEFAULT_LIMITS, Limits
+from ..witness import client as witness_client
+from ..witness.relay import WitnessRelay
+from .handlers import url_patterns
 from .pool import WorkerPool
-from .routes import url_patterns
-from .service import SERVICE_SETTING, GradcheckService
-from .witness_relay import WitnessRelay
+from .service import SERVICE_SETTING, GradcheckService, InFlightJournal, LedgerIO, RenameFollower
 
 
 class GradcheckExtension(ExtensionApp):

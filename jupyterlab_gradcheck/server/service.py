@@ -10,27 +10,381 @@ and the observation (or the failed attempt, with its reason) follows it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import weakref
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from ..core.check.record.cost_estimate import estimate_cost
-from ..core.check.record.memory_admission import resolve_and_admit
+from ..core.check.record.admission import estimate_cost, resolve_and_admit
 from ..core.check.record.spec import parse_spec
-from ..core.check.record.stored_values import PENDING
-from ..core.errors import LedgerError, SpecError
-from ..core.expr.limits import Limits
-from ..core.ledger.binding import binding_for, read_binding
-from ..core.ledger.blob_store import referenced_shas, store_dir_for
+from ..core.errors import GradcheckError, LedgerError, SpecError
+from ..core.expr.parser import Limits
+from ..core.ledger.binding import (
+    binding_for,
+    move_ledger,
+    moved_path,
+    read_binding,
+    rebind_ledger_name,
+    remove_forwarding,
+    write_forwarding,
+)
+from ..core.ledger.chain import drop_internals
 from ..core.ledger.ledgered_run import LedgeredRun
 from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
-from ..core.ledger.verify_chain import drop_internals
-from . import paths
-from .errors import ClientGone, NotFound, OverBudget, PathForbidden, WorkerFailed
-from .inflight import InFlightJournal
-from .ledger_io import LedgerIO
+from ..core.values.blobs import referenced_shas, store_dir_for
+from ..core.values.form import PENDING
+from .errors import BadPath, ClientGone, NotFound, OverBudget, PathForbidden, WorkerFailed
 from .pool import WorkerPool
+
+# -------------------- paths
+# API paths: the `work/lab1.ipynb` a client names, turned into a file inside the server root.
+#
+# A request may only reach files under the root the server was started in. A path with `..`,
+# an absolute path, or one that a symbolic link carries out of the root is refused before any
+# file is opened, so nothing outside the root is read or written.
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+#: The longest file or folder name, in bytes, the common filesystems accept.
+NAME_MAX = 255
+#: The longest whole path, in bytes, the system calls accept (Linux's PATH_MAX).
+PATH_MAX = 4096
+
+
+def resolve(
+    root: str | os.PathLike, api_path, *, field: str, must_exist: bool = True, suffix: str | None = None
+) -> Path:
+    """The real file an API path names, checked to lie inside `root`."""
+    if not isinstance(api_path, str) or not api_path.strip():
+        raise BadPath(
+            "{name} must be a path relative to the server root, like work/lab1.ipynb", name=field, field=field
+        )
+    if "\x00" in api_path:
+        raise BadPath("{name} contains a NUL character", name=field, field=field)
+    text = api_path.replace("\\", "/")
+    if text.startswith("/") or _DRIVE.match(text):
+        raise BadPath(
+            "{name} {path!r} is absolute: give a path relative to the server root",
+            name=field,
+            path=api_path,
+            field=field,
+        )
+    parts = PurePosixPath(text).parts
+    if ".." in parts:
+        raise BadPath(
+            "{name} {path!r} contains '..': paths may not leave the server root", name=field, path=api_path, field=field
+        )
+    for part in parts:  # the filesystem would answer ENAMETOOLONG; the request is bad input
+        if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
+            raise BadPath(
+                "{name} has a path component of {size} bytes; the limit is {limit}",
+                name=field,
+                size=len(part.encode("utf-8", "surrogatepass")),
+                limit=NAME_MAX,
+                field=field,
+            )
+    if suffix is not None and not text.endswith(suffix):
+        raise BadPath("{name} {path!r} does not end in {suffix}", name=field, path=api_path, suffix=suffix, field=field)
+    real_root = Path(os.path.realpath(root))
+    size = len(str(real_root.joinpath(*parts)).encode("utf-8", "surrogatepass"))
+    if size >= PATH_MAX:  # the system calls would answer ENAMETOOLONG as well
+        raise BadPath(
+            "{name} is too long: {size} bytes under the server root; the limit is {limit}",
+            field=field,
+            name=field,
+            size=size - len(str(real_root).encode("utf-8", "surrogatepass")) - 1,
+            limit=PATH_MAX - 1 - len(str(real_root).encode("utf-8", "surrogatepass")),
+        )
+    target = ensure_inside(real_root, real_root.joinpath(*parts), field=field, shown=api_path)
+    if must_exist and not target.exists():
+        raise NotFound("{name} {path!r} does not exist under the server root", name=field, path=api_path, field=field)
+    return target
+
+
+def ensure_inside(root: str | os.PathLike, path: str | os.PathLike, *, field: str, shown: str | None = None) -> Path:
+    """`path` with its links resolved; PathForbidden when that leaves `root`."""
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(path))
+    if real != real_root and real_root not in real.parents:
+        raise PathForbidden(
+            "{name} {path!r} leads outside the server root through a symbolic link",
+            name=field,
+            path=shown or to_api_path(real_root, path),
+            field=field,
+        )
+    return real
+
+
+def to_api_path(root: str | os.PathLike, path: str | os.PathLike) -> str:
+    """The API path (relative, with `/`) of a file inside `root`."""
+    relative = os.path.relpath(os.path.abspath(path), os.path.realpath(root))
+    return PurePosixPath(*Path(relative).parts).as_posix()
+
+
+def without_root(value, root: str | os.PathLike):
+    """`value` (JSON-shaped) with the server root's absolute prefix taken out of every string.
+
+    A report made from files under the root names them by absolute path; a client only ever
+    sees API paths, and learns nothing of where the server keeps its files.
+    """
+    prefix = os.path.realpath(root).rstrip(os.sep) + os.sep
+    if isinstance(value, str):
+        return value.replace(prefix, "")
+    if isinstance(value, list):
+        return [without_root(item, root) for item in value]
+    if isinstance(value, dict):
+        return {key: without_root(item, root) for key, item in value.items()}
+    return value
+
+
+# -------------------- ledger io
+# Ledger file I/O off the event loop, one operation at a time per ledger file.
+#
+# Ledger appends lock, flush and fsync: blocking work that must not stall the server. They run
+# on a small thread pool; an asyncio lock per ledger keeps the operations on one ledger in the
+# order the requests made them, while different notebooks' ledgers proceed side by side.
+
+
+class LedgerIO:
+    """Runs the core's ledger calls in threads, serialised per ledger path."""
+
+    def __init__(self, threads: int = 2):
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="gradcheck-ledger"
+        )
+        # A lock lives as long as some request holds it; idle ledgers leave no trace.
+        self._locks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    async def call(self, ledger_path, function, *args, **kwargs):
+        """`function(*args, **kwargs)` in a thread, after earlier calls on the same ledger."""
+        key = str(ledger_path)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._threads, _in_context(function, *args, **kwargs))
+
+    async def run(self, function, *args, **kwargs):
+        """`function(*args, **kwargs)` in a thread, with no ordering (reads over many files)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, _in_context(function, *args, **kwargs))
+
+    def close(self) -> None:
+        """Finish the writes under way, then release the threads."""
+        self._threads.shutdown(wait=True)
+
+
+def _in_context(function, *args, **kwargs):
+    """The call, run in the caller's context (its reader's language), as asyncio.to_thread does."""
+    return functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+
+
+# -------------------- notebook renames
+# Renames made through this server keep each notebook's one ledger.
+#
+# jupyter-server announces every rename its contents manager makes (the first save's rename
+# dialog, File -> Rename, the file browser, a folder renamed) as a `contents_service` event. On
+# each one this moves the renamed notebook's ledger with it, names the moved ledger in the
+# notebook's saved binding, and tells every kernel whose session is that notebook (or lies in
+# that folder) where its notebook is now (core.ledger.notebook_moves), so the kernel's next
+# check lands in the moved ledger and none goes to the old name.
+
+CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
+KERNEL_EVENTS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
+
+
+class RenameFollower:
+    """Listens to the server's contents and kernel events; see the module's docstring."""
+
+    def __init__(self, root: str, session_manager, kernel_manager, log: logging.Logger):
+        self.root, self.sessions, self.kernels, self.log = root, session_manager, kernel_manager, log
+
+    def listen(self, event_logger) -> None:
+        event_logger.add_listener(schema_id=CONTENTS_EVENTS, listener=self.on_contents_event)
+        event_logger.add_listener(schema_id=KERNEL_EVENTS, listener=self.on_kernel_event)
+
+    def stop(self, event_logger) -> None:
+        event_logger.remove_listener(schema_id=CONTENTS_EVENTS, listener=self.on_contents_event)
+        event_logger.remove_listener(schema_id=KERNEL_EVENTS, listener=self.on_kernel_event)
+
+    async def on_contents_event(self, logger, schema_id: str, data: dict) -> None:
+        if data.get("action") == "rename" and data.get("source_path") and data.get("path"):
+            await self.follow(str(data["source_path"]).strip("/"), str(data["path"]).strip("/"))
+
+    async def on_kernel_event(self, logger, schema_id: str, data: dict) -> None:
+        """A kernel shut down: its forwarding record goes with its connection file."""
+        if data.get("action") == "shutdown" and data.get("kernel_id"):
+            folder = getattr(self.kernels, "connection_dir", "")
+            if folder:
+                remove_forwarding(Path(folder) / f"kernel-{data['kernel_id']}.json")
+
+    async def follow(self, old: str, new: str) -> None:
+        """Move the ledger of the notebook (or the notebooks of the folder) renamed from `old`
+        to `new` (API paths), then point the kernels of its sessions at the new path."""
+        if old.endswith(".ipynb") and new.endswith(".ipynb"):
+            self.move(old, new)
+        for session in await self.sessions.list_sessions():
+            path = str(session.get("path") or "")
+            target = moved_path(path, old, new) or (path if moved_path(path, new, new) else None)
+            kernel = (session.get("kernel") or {}).get("id")
+            if target is None or not target.endswith(".ipynb") or not kernel:
+                continue
+            connection_file = self._connection_file(kernel)
+            if connection_file:
+                write_forwarding(connection_file, self._os_path(target))
+                self.log.info("gradcheck: kernel %s now checks into the ledger of %s", kernel, target)
+
+    def move(self, old: str, new: str) -> None:
+        """The ledger beside `old` moves beside `new`, and the saved binding names it there."""
+        try:
+            old_notebook, new_notebook = self._os_path(old), self._os_path(new)
+            moved = move_ledger(old_notebook, new_notebook)
+        except (OSError, GradcheckError) as exc:
+            self.log.warning("gradcheck: the ledger of %s did not move with it to %s: %s", old, new, exc)
+            return
+        if moved is not None:
+            rebind_ledger_name(new_notebook, ledger_path_for(old_notebook).name, moved.name)
+            self.log.info("gradcheck: the ledger of %s moved with it to %s", old, new)
+
+    def _os_path(self, api_path: str) -> Path:
+        return resolve(self.root, api_path, field="path", must_exist=False)
+
+    def _connection_file(self, kernel_id: str) -> str | None:
+        try:
+            return self.kernels.get_kernel(kernel_id).connection_file or None
+        except KeyError:
+            self.log.warning("gradcheck: no kernel %s to tell of a rename", kernel_id)
+            return None
+
+
+# -------------------- inflight
+# The checks a server has started and not finished, kept on disk so a crash leaves a trace.
+#
+# Between the expectation a check writes to its ledger and the observation that completes it,
+# the server may die (killed, out of memory, the machine rebooted). The ledger then holds an
+# expectation with no outcome, and nothing says why. Each server process keeps a journal in the
+# Jupyter runtime folder: one line when a check's expectation is written, one when its outcome
+# is. A server that starts finds the journals of the processes gone before it (same root, a pid
+# no longer alive), and for every check they left open whose ledger still has no outcome it
+# appends a note saying the server stopped while the check ran. `verify` names these checks too.
+
+#: The note's event name in the ledger.
+INTERRUPTED_EVENT = "interrupted"
+
+
+def journal_folder(runtime_dir: str | os.PathLike) -> Path:
+    """Where the journals live (created on demand)."""
+    return Path(runtime_dir) / "jupyterlab_gradcheck"
+
+
+def _prefix(root: str | os.PathLike) -> str:
+    return "inflight-" + hashlib.sha256(os.path.realpath(root).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class InFlightJournal:
+    """This server process's journal of started and finished checks."""
+
+    def __init__(self, runtime_dir: str | os.PathLike, root: str | os.PathLike):
+        self.folder = journal_folder(runtime_dir)
+        self.prefix = _prefix(root)
+        self.path = self.folder / f"{self.prefix}-{os.getpid()}.jsonl"
+        self._lock = threading.Lock()
+        self._open: set[tuple[str, int]] = set()
+
+    def started(self, ledger_path: str | os.PathLike, seq: int, check_id: str) -> None:
+        """A check's expectation is in its ledger; its outcome is not yet."""
+        self._write({"op": "start", "ledger": str(ledger_path), "seq": int(seq), "check_id": check_id})
+        self._open.add((str(ledger_path), int(seq)))
+
+    def finished(self, ledger_path: str | os.PathLike, seq: int) -> None:
+        """The check's outcome (observation or failed-to-run) is in its ledger."""
+        self._write({"op": "end", "ledger": str(ledger_path), "seq": int(seq)})
+        self._open.discard((str(ledger_path), int(seq)))
+
+    def close(self) -> None:
+        """A clean stop: the journal goes, unless a check is still open (its outcome could not
+        be written), which the next server to start will then note."""
+        with self._lock:
+            if not self._open:
+                self.path.unlink(missing_ok=True)
+
+    def _write(self, item: dict) -> None:
+        line = (json.dumps(item) + "\n").encode("utf-8", "surrogatepass")
+        with self._lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as handle:
+                handle.write(line)
+
+    def recover(self) -> list[dict]:
+        """Notes for the checks that servers gone before this one left open (see the module
+        docstring); returns what was noted, and removes the journals it read."""
+        noted = []
+        for journal in sorted(self.folder.glob(f"{self.prefix}-*.jsonl")) if self.folder.is_dir() else []:
+            pid = journal.stem.rsplit("-", 1)[-1]
+            if journal == self.path or not pid.isdigit() or _alive(int(pid)):
+                continue
+            for item in _open_items(journal):
+                noted += _note_if_open(item, int(pid))
+            journal.unlink(missing_ok=True)
+        return noted
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _open_items(journal: Path) -> list[dict]:
+    """The starts in a journal with no end (lines cut short by the crash are skipped)."""
+    open_items: dict[tuple[str, int], dict] = {}
+    for line in journal.read_bytes().splitlines():
+        try:
+            item = json.loads(line)
+            key = (item["ledger"], int(item["seq"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if item.get("op") == "start":
+            open_items[key] = item
+        else:
+            open_items.pop(key, None)
+    return list(open_items.values())
+
+
+def _note_if_open(item: dict, pid: int) -> list[dict]:
+    """The note appended for one open check, if its ledger still has no outcome for it."""
+    path = Path(item["ledger"])
+    try:
+        report = verify_ledger_file(path, with_notebook=False)
+    except Exception:  # a ledger removed or unreadable since: verify will say so itself
+        return []
+    if not any(entry["seq"] == item["seq"] for entry in report.get("interrupted", [])):
+        return []
+    note = Ledger(path, bind=False).note(
+        f"the server (process {pid}) stopped while this check ran (expectation seq {item['seq']}); "
+        "its outcome was never recorded",
+        item.get("check_id"),
+        event=INTERRUPTED_EVENT,
+        expectation_seq=item["seq"],
+    )
+    return [note]
+
+
+# -------------------- service
 
 #: Where the handlers find the GradcheckService in the tornado settings.
 SERVICE_SETTING = "gradcheck_service"
@@ -56,7 +410,7 @@ class GradcheckService:
     #: Element evaluations per second assumed when a check is admitted (see `admit`).
     admission_rate: float = 1e8
     #: Fraction of a device's free memory (as a worker measured it) a check may be estimated to need;
-    #: 0 admits any size (core/check/record/memory_admission.py).
+    #: 0 admits any size (core/check/record/admission.py).
     memory_fraction: float = 1.0
     #: Predicted seconds above which a check is heavy and never takes the last free worker.
     heavy_seconds: float = 1.0
@@ -195,7 +549,7 @@ class GradcheckService:
                 choices=", ".join(_EXPORTS),
                 field="format",
             )
-        target = paths.resolve(self.root, api_path, field="path")
+        target = resolve(self.root, api_path, field="path")
         refused = await self.ledgers.run(self._confine_tree, target, "path")
         module, function, media_type = _EXPORTS[export_format]
         text = await self.ledgers.run(_render, module, function, target, refused)
@@ -207,12 +561,12 @@ class GradcheckService:
         for name, value in (("replay", replay), ("deep", deep)):
             if not isinstance(value, bool):
                 raise SpecError("{name} must be true or false", name=name, field=name)
-        target = paths.resolve(self.root, api_path, field="path")
+        target = resolve(self.root, api_path, field="path")
         refused = await self.ledgers.run(self._confine_tree, target, "path")
         report = await self.pool.run(
             {"op": "verify", "path": str(target), "replay": replay, "deep": deep, "refused": refused}
         )
-        return paths.without_root(report, self.root)
+        return without_root(report, self.root)
 
     # --- paths -------------------------------------------------------------------
     def _ledger_of(self, notebook, *, field: str) -> tuple[Path, Ledger]:
@@ -221,11 +575,11 @@ class GradcheckService:
         The server never rewrites a notebook's metadata: the panel keeps the binding through
         the open notebook's model, so the ledger is opened without binding.
         """
-        notebook_path = paths.resolve(self.root, notebook, field=field, suffix=".ipynb")
+        notebook_path = resolve(self.root, notebook, field=field, suffix=".ipynb")
         if not notebook_path.is_file():
             raise NotFound("{name} {path!r} is not a notebook file", name=field, path=notebook, field=field)
         ledger = Ledger.for_notebook(notebook_path, bind=False)
-        paths.ensure_inside(self.root, ledger.path, field=field, shown=self._api_path(ledger.path))
+        ensure_inside(self.root, ledger.path, field=field, shown=self._api_path(ledger.path))
         return notebook_path, ledger
 
     def _confine_tree(self, target: Path, field: str) -> dict[str, str]:
@@ -236,15 +590,15 @@ class GradcheckService:
         refused = {}
         for kind, item in discover(target):
             try:
-                paths.ensure_inside(self.root, item, field=field)
+                ensure_inside(self.root, item, field=field)
                 if kind == "notebook":
-                    paths.ensure_inside(self.root, ledger_path_for(item), field=field)
+                    ensure_inside(self.root, ledger_path_for(item), field=field)
                     try:
                         named = (read_binding(item) or {}).get("ledger")
                     except LedgerError:  # unreadable: verify reports it, and follows no binding
                         named = None
                     if named:
-                        paths.ensure_inside(self.root, item.parent / str(named), field=field)
+                        ensure_inside(self.root, item.parent / str(named), field=field)
             except PathForbidden as exc:
                 if not target.is_dir():
                     raise
@@ -252,7 +606,7 @@ class GradcheckService:
         return refused
 
     def _api_path(self, path) -> str:
-        return paths.to_api_path(self.root, path)
+        return to_api_path(self.root, path)
 
 
 # --- the ledger work, run in the ledger threads ----------------------------------------
@@ -304,8 +658,8 @@ def _change_expectation(ledger: Ledger, check_id: str, analytical_gradient, just
 
 #: format -> (core module, renderer over `collect`ed submissions, media type)
 _EXPORTS = {
-    "csv": ("csv_export", "to_csv", "text/csv; charset=utf-8"),
-    "json": ("json_export", "to_json", "application/json; charset=utf-8"),
+    "csv": ("exports", "to_csv", "text/csv; charset=utf-8"),
+    "json": ("exports", "to_json", "application/json; charset=utf-8"),
     "html": ("html_export", "to_html", "text/html; charset=utf-8"),
 }
 

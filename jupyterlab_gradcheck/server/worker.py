@@ -11,7 +11,7 @@ before the acknowledgement never started the task, which may then go to a fresh 
 then answers with `{"ok": true, "result": ...}` or
 `{"ok": false, "error": {"code", "message", "field"}}`, with non-finite numbers spelt as the
 ledger spells them ("NaN", "Infinity"). A result that names stored values (tensors above 256
-elements, core/check/record/stored_values.py) carries their blobs beside it,
+elements, core/values/form.py) carries their blobs beside it,
 `"blobs": {sha256: base64}`; the server's handle puts them in its pending cache, checked against
 their names, so the append that follows writes them beside the ledger.
 """
@@ -123,7 +123,7 @@ def _perform(task: dict, options: dict) -> dict:
             "ok": False,
             "error": {"code": "worker_error", "field": None, "message": f"unknown worker operation {task.get('op')!r}"},
         }
-    from ..core.check.record.stored_values import PENDING
+    from ..core.values.form import PENDING
 
     try:
         with PENDING.holding():  # every blob of the answer is still here to hand over
@@ -144,11 +144,11 @@ def _perform(task: dict, options: dict) -> dict:
 
 def _blobs_of(result, store: str | None = None) -> dict:
     """`{"blobs": {sha: base64}}` for the stored values the result names whose bytes this worker holds
-    (core/check/record/stored_values.py) and the ledger's store does not have yet (the record's own inputs
+    (core/values/form.py) and the ledger's store does not have yet (the record's own inputs
     are there already): the server writes them beside the ledger before the line. They leave the
     worker's pending cache with the answer."""
-    from ..core.check.record.stored_values import PENDING
-    from ..core.ledger.blob_store import blob_path, referenced_shas
+    from ..core.values.blobs import blob_path, referenced_shas
+    from ..core.values.form import PENDING
 
     shas = [sha for sha in referenced_shas(result) if store is None or not blob_path(store, sha).is_file()]
     blobs = {sha: PENDING.get(sha) for sha in shas}
@@ -160,17 +160,17 @@ def _blobs_of(result, store: str | None = None) -> dict:
 def take_blobs(answer: dict) -> None:
     """Put the blobs a worker's answer carries into this (the server's) pending cache, each checked
     against its name, so that the append that follows can write them."""
-    from ..core.check.record.stored_values import PENDING
+    from ..core.values.form import PENDING
 
     for sha, text in (answer.pop("blobs", None) or {}).items():
         PENDING.put(sha, base64.b64decode(text), verify=True, pin=True)  # until the service's discard
 
 
 def _run_check(record: dict, options: dict, store: str | None = None) -> dict:
-    from ..core.check.compare.stored_tensors import reading_store
     from ..core.check.engine import run_check
     from ..core.check.record.spec import parse_spec
-    from ..core.expr.limits import Limits
+    from ..core.expr.parser import Limits
+    from ..core.values.tensors import reading_store
 
     delay = options.get("slow_functions", {}).get(record.get("function"))
     if delay:

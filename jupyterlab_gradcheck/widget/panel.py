@@ -16,15 +16,13 @@ from html import escape
 import ipywidgets as widgets
 
 from ..core.check.environment import available_devices
-from ..core.check.record import defaults
-from ..core.check.record.devices import resolve_device
-from ..core.check.record.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
+from ..core.check.record import spec as defaults
+from ..core.check.record.spec import INPUT_FIELDS, OUTPUT_FIELDS, parse_spec, resolve_device
 from ..core.errors import GradcheckError, JustificationRequired, SpecError
 from ..core.i18n import _, active_language, checked, language, localize, translate_tree
 from ..core.jsonio import loads_strict
-from ..core.report.record_html import FONT_DIM, history_html, record_html
-from ..kernel.kernel_run import run_attested
-from ..kernel.location import LedgerLocationMissing, open_ledger
+from ..core.report.html_export import FONT_DIM, history_html, record_html
+from ..kernel.kernel_run import LedgerLocationMissing, open_ledger, run_attested
 
 _LABEL_WIDTH = "170px"
 _STYLE = {"description_width": _LABEL_WIDTH}

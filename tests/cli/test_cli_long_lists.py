@@ -1,4 +1,4 @@
-"""Stories of a long list written in a JSON record (core/check/record/listed_values.py).
+"""Stories of a long list written in a JSON record (core/values/form.py).
 
 The CLI's spec file, a REST body and the panel's form bring values as nested lists. One of more than
 256 numbers is kept as a stored value, like a tensor from Python, so the ledger's lines stay small at any
@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 
 from jupyterlab_gradcheck.cli.app import main
-from jupyterlab_gradcheck.core.check.record.listed_values import stored_from_list
 from jupyterlab_gradcheck.core.check.record.spec import make_check_id, parse_spec
-from jupyterlab_gradcheck.core.check.record.stored_values import INLINE_ELEMENTS, PENDING, PendingBlobs, blob_header
-from jupyterlab_gradcheck.core.ledger.blob_store import decode_values
+from jupyterlab_gradcheck.core.values.blobs import decode_values
+from jupyterlab_gradcheck.core.values.form import INLINE_ELEMENTS, PENDING, PendingBlobs, blob_header, stored_from_list
 
 #: The issue's bound on a ledger line, blobs apart.
 LINE_BOUND = 64 * 1024

@@ -10,7 +10,7 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.cli.app import main
-from jupyterlab_gradcheck.core.check.record.stored_values import PENDING
+from jupyterlab_gradcheck.core.values.form import PENDING
 
 
 def _stored_input(tmp_path):

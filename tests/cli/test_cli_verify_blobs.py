@@ -11,10 +11,10 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.cli.app import main
-from jupyterlab_gradcheck.core.check.record.stored_values import PENDING
-from jupyterlab_gradcheck.core.ledger.blob_store import blob_path, referenced_shas, store_dir_for
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
+from jupyterlab_gradcheck.core.values.blobs import blob_path, referenced_shas, store_dir_for
+from jupyterlab_gradcheck.core.values.form import PENDING
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_each_blob_is_hashed_once_per_run(two_checks, monkeypatch):
     """Given two checks whose expectation and observation lines both name each input blob, when verified,
     then each distinct blob file is hashed once."""
     ledger, _ = two_checks
-    from jupyterlab_gradcheck.core.ledger import blob_store
+    from jupyterlab_gradcheck.core.values import blobs as blob_store
 
     hashed = []
     original = blob_store.blob_digest

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.cli.progress import ProgressBar
+from jupyterlab_gradcheck.cli.common import ProgressBar
 from jupyterlab_gradcheck.core.ledger.verify import discover, verify_items
 from support.ledger import notebook_with_three_checks
 

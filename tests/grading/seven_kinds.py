@@ -26,7 +26,7 @@ import course_builder as cb
 import nbformat
 from nbclient import NotebookClient
 
-from jupyterlab_gradcheck.core.ledger import witness_client
+from jupyterlab_gradcheck.witness import client as witness_client
 
 GRADING_PAGE = Path(__file__).resolve().parents[2] / "docs" / "grading.md"
 

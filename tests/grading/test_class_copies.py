@@ -20,8 +20,8 @@ from pathlib import Path
 import class_folder as cf
 import pytest
 
+from jupyterlab_gradcheck.core.report.grading import to_submission_csv
 from jupyterlab_gradcheck.core.report.html_export import to_html
-from jupyterlab_gradcheck.core.report.submission_csv import to_submission_csv
 from jupyterlab_gradcheck.core.report.submissions import collect
 
 pytestmark = pytest.mark.slow

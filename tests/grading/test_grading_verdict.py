@@ -22,12 +22,11 @@ from jupyterlab_gradcheck.core.report.grading import (
     Rubric,
     score_of,
     submission_rows,
+    to_submission_csv,
     verdict,
     verdict_lines,
 )
-from jupyterlab_gradcheck.core.report.rerun_comparison import compare_rerun
-from jupyterlab_gradcheck.core.report.submission_csv import to_submission_csv
-from jupyterlab_gradcheck.core.report.submissions import collect
+from jupyterlab_gradcheck.core.report.submissions import collect, compare_rerun
 from support.ledger import forge_passed, is_observation_of, notebook_with_three_checks, rechain
 
 
@@ -160,7 +159,7 @@ def test_entries_the_witness_never_saw_grade_the_ledger_as_unverified(tmp_path):
     """Given a ledger whose first check the witness saw (a real signed witness log) and whose
     later entries it never saw, when it is collected against that log (its key pinned), then it
     verifies, carries one unwitnessed flag from seq 2, and gets the unverified share."""
-    from jupyterlab_gradcheck.core.ledger.witness_log import WitnessLog
+    from jupyterlab_gradcheck.witness.log import WitnessLog
 
     notebook, ledger = notebook_with_three_checks(tmp_path / "submitted" / "ana" / "ps1", tolerance_change=False)
     genesis, first = ledger.entries()[:2]

@@ -108,7 +108,7 @@ def test_the_autograded_folders_verify_as_submitted(course):
     """Given autograde re-executed each notebook into a scratch ledger, then no autograded
     notebook attests that discarded ledger: the honest and the widening students' autograded
     folders verify against their own ledgers, and the deleter's does not (no ledger)."""
-    from jupyterlab_gradcheck.core.ledger.attestation import notebook_attestations
+    from jupyterlab_gradcheck.core.ledger.binding import notebook_attestations
     from jupyterlab_gradcheck.core.ledger.verify import verify_path
 
     for student in cb.STUDENTS:

@@ -17,7 +17,7 @@ import nbformat
 
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.core.report.submission_csv import to_submission_csv
+from jupyterlab_gradcheck.core.report.grading import to_submission_csv
 from jupyterlab_gradcheck.core.report.submissions import collect
 
 

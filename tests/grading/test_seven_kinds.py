@@ -25,7 +25,7 @@ import nbformat
 import pytest
 import seven_kinds as sk
 
-from jupyterlab_gradcheck.core.ledger.witness_log import public_key_fingerprint, read_public_key_file
+from jupyterlab_gradcheck.witness.log import public_key_fingerprint, read_public_key_file
 from support.witness import Witness
 
 pytestmark = pytest.mark.slow

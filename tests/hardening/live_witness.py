@@ -25,7 +25,7 @@ from pathlib import Path
 
 from live_server import free_port
 
-from jupyterlab_gradcheck.core.ledger import witness_client
+from jupyterlab_gradcheck.witness import client as witness_client
 
 JUPYTER = Path(sys.executable).with_name("jupyter")
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")

@@ -13,7 +13,7 @@ import time
 import pytest
 from live_witness import OTHER, RIGHT, LiveWitness, errors, flags, grade_row, notebook_of, verify
 
-from jupyterlab_gradcheck.core.ledger import witness_client
+from jupyterlab_gradcheck.witness import client as witness_client
 
 STUDENTS = ("ann", "bob", "cy", "dee", "mallory")
 

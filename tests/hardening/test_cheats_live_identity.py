@@ -30,7 +30,7 @@ from live_witness import (
 )
 from live_witness import verify as verify_with
 
-from jupyterlab_gradcheck.core.ledger.witness_log import WitnessLog
+from jupyterlab_gradcheck.witness.log import WitnessLog
 
 STUDENTS = ("ana", "carol", "hal", "ines", "kai")
 

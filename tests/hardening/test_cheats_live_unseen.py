@@ -33,8 +33,8 @@ from live_witness import (
 from live_witness import verify as verify_with
 
 from jupyterlab_gradcheck.api import check_record
-from jupyterlab_gradcheck.core.ledger import witness_client
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.witness import client as witness_client
 from support.course import Notebook, rebind, rewrite
 
 STUDENTS = ("dora", "eve", "finn", "gus", "hana", "ivo")

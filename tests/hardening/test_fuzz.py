@@ -23,14 +23,11 @@ from figures import record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jupyterlab_gradcheck.core.check.record.defaults import DTYPES
-from jupyterlab_gradcheck.core.check.record.record_values import numel
-from jupyterlab_gradcheck.core.check.record.spec import DEVICE_PATTERN, INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
+from jupyterlab_gradcheck.core.check.record.spec import DEVICE_PATTERN, DTYPES, INPUT_FIELDS, OUTPUT_FIELDS, parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
-from jupyterlab_gradcheck.core.expr.functions import FUNCTIONS
-from jupyterlab_gradcheck.core.expr.limits import DEFAULT_LIMITS
-from jupyterlab_gradcheck.core.expr.parser import parse_expression
+from jupyterlab_gradcheck.core.expr.parser import DEFAULT_LIMITS, FUNCTIONS, parse_expression
 from jupyterlab_gradcheck.core.jsonio import loads_records
+from jupyterlab_gradcheck.core.values.form import numel
 
 for _name, _examples in (("hardening", 1_000), ("fuzz", int(os.environ.get("GRADCHECK_FUZZ_EXAMPLES", 100_000)))):
     settings.register_profile(

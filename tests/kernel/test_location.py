@@ -5,11 +5,10 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from jupyterlab_gradcheck.core.ledger.notebook_moves import forwarding_path, remove_forwarding, write_forwarding
+from jupyterlab_gradcheck.core.ledger.binding import forwarding_path, remove_forwarding, write_forwarding
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.kernel import location
-from jupyterlab_gradcheck.kernel.kernel_run import run_attested
-from jupyterlab_gradcheck.kernel.location import LedgerLocationMissing, open_ledger
+from jupyterlab_gradcheck.kernel import kernel_run as location
+from jupyterlab_gradcheck.kernel.kernel_run import LedgerLocationMissing, open_ledger, run_attested
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6}
 

@@ -8,7 +8,7 @@ from http.cookies import SimpleCookie
 
 from jupyter_server.utils import url_path_join
 
-from jupyterlab_gradcheck.server.routes import ROUTES
+from jupyterlab_gradcheck.server.handlers import ROUTES
 from support.routes import implemented_methods
 
 SEED = {"function": "x*x", "x": 3, "analytical_gradient": 6, "observed_gradient": None, "executed": False}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_gradcheck.core.ledger.blob_store import blob_path, store_dir_for
+from jupyterlab_gradcheck.core.values.blobs import blob_path, store_dir_for
 from support.stored_records import big_check, ledger_with_stored_check
 
 #: The budget of one record in the ledger view: a 10^5-element check sent inline was 2 MB.

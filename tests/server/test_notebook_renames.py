@@ -9,8 +9,7 @@ import os
 import nbformat
 import pytest
 
-from jupyterlab_gradcheck.core.ledger.attestation import MIME_TYPE
-from jupyterlab_gradcheck.core.ledger.binding import update_binding
+from jupyterlab_gradcheck.core.ledger.binding import MIME_TYPE, update_binding
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_notebook
 

@@ -8,7 +8,7 @@ from importlib.resources import files
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyterlab_gradcheck.server.routes import ROUTES
+from jupyterlab_gradcheck.server.handlers import ROUTES
 from support.routes import implemented_methods
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from jupyterlab_gradcheck.server.scheduler import FairScheduler
+from jupyterlab_gradcheck.server.pool import FairScheduler
 
 
 async def _granted_order(scheduler: FairScheduler, requests: list[tuple[str, str, bool]], hold: int) -> list[str]:

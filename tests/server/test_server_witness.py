@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.core.ledger.witness_log import read_log
+from jupyterlab_gradcheck.witness.log import read_log
 from support.server import server_config
 from support.witness import Witness, free_port
 

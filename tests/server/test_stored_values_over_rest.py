@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jupyterlab_gradcheck.core.check.record.stored_values import PENDING
-from jupyterlab_gradcheck.core.ledger.blob_store import blob_problem, referenced_shas
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
+from jupyterlab_gradcheck.core.values.blobs import blob_problem, referenced_shas
+from jupyterlab_gradcheck.core.values.form import PENDING
 
 
 async def test_a_large_check_writes_its_blobs_beside_the_ledger(api, lab1, jp_root_dir, ledger_lines):

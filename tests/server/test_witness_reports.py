@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from jupyterlab_gradcheck.core.ledger import witness_client
 from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.core.ledger.witness_log import read_log
+from jupyterlab_gradcheck.witness import client as witness_client
+from jupyterlab_gradcheck.witness.log import read_log
 from support.server import server_config
 from support.witness import Witness, free_port
 

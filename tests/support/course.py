@@ -12,11 +12,10 @@ from pathlib import Path
 import nbformat
 
 from jupyterlab_gradcheck.api import check_record
-from jupyterlab_gradcheck.core.ledger import witness_client
-from jupyterlab_gradcheck.core.ledger.attestation import MIME_TYPE
-from jupyterlab_gradcheck.core.ledger.binding import update_binding
+from jupyterlab_gradcheck.core.ledger.binding import MIME_TYPE, update_binding
 from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.witness import client as witness_client
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.core.check.diagnosis import DiagnosisContext
-from jupyterlab_gradcheck.core.check.record import defaults
+from jupyterlab_gradcheck.core.check.record import spec as defaults
 
 
 def float64_context(function, x) -> DiagnosisContext:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jupyterlab_gradcheck.server.handlers.base import GradcheckHandler
+from jupyterlab_gradcheck.server.handlers import GradcheckHandler
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head", "options")
 

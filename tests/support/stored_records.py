@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from jupyterlab_gradcheck.core.check.compare.stored_tensors import to_stored
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.record.stored_values import INLINE_ELEMENTS, is_stored_value
-from jupyterlab_gradcheck.core.ledger.blob_store import store_dir_for, write_blobs
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.values.blobs import store_dir_for, write_blobs
+from jupyterlab_gradcheck.core.values.form import INLINE_ELEMENTS, is_stored_value
+from jupyterlab_gradcheck.core.values.tensors import to_stored
 
 
 def big_check(elements: int, check_id: str = "big_sin") -> dict:

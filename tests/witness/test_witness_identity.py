@@ -7,8 +7,8 @@ import os
 import stat
 import subprocess
 
-from jupyterlab_gradcheck.core.ledger.witness_log import read_log
-from jupyterlab_gradcheck.witness.students import Students, mint_tokens
+from jupyterlab_gradcheck.witness.log import read_log
+from jupyterlab_gradcheck.witness.service import Students, mint_tokens
 from support.witness import JUPYTER, TOKEN, Witness, call, free_port
 
 HEAD = "a" * 64

@@ -9,7 +9,7 @@ import os
 import stat
 import subprocess
 
-from jupyterlab_gradcheck.core.ledger.witness_log import public_key_fingerprint, read_public_key_file, signature_ok
+from jupyterlab_gradcheck.witness.log import public_key_fingerprint, read_public_key_file, signature_ok
 from support.witness import JUPYTER, TOKEN, Witness, call, free_port
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from jupyterlab_gradcheck.core.ledger import witness_client
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
-from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.core.ledger.tail import now_utc
-from jupyterlab_gradcheck.core.ledger.witness_log import log_problems, read_log
+from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
+from jupyterlab_gradcheck.witness import client as witness_client
+from jupyterlab_gradcheck.witness.log import log_problems, read_log
 
 SQUARE = {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}
 WRONG = {"id": "cube", "function": "x*x*x", "x": 2, "analytical_gradient": 11}

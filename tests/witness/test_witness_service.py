@@ -15,9 +15,8 @@ import pytest
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
-from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.core.ledger.tail import now_utc
-from jupyterlab_gradcheck.core.ledger.witness_log import read_log
+from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
+from jupyterlab_gradcheck.witness.log import read_log
 from support.witness import JUPYTER, TOKEN, Witness, call
 
 SQUARE = {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}

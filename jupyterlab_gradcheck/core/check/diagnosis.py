@@ -6,7 +6,7 @@
   disagreement does not shrink when the step does (a smooth function's does, linearly).
 - `precision_limited`: the discrepancy is within what the dtype and step can resolve: the
   rounding floor eps*|phi|/h (eps*|w_i g_i|/h where the estimate came from a diagonal chain,
-  core/check/fd/diagonal.py) (plus the step's own representation error and a truncation
+  core/check/fd/structure.py) (plus the step's own representation error and a truncation
   estimate) for a finite difference, or a few dozen ulps for exact derivatives.
 - `probable_bug`: none of the above. The reason says which side the evidence points to.
 """
@@ -18,13 +18,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..i18n import Message
-from .fd import diagonal
-from .fd.error_bound import BOUND_FACTOR
-from .fd.evaluations import Probe
-from .fd.finite_difference import difference_quotient
-from .fd.wider_precision import rounding_explains
-from .record import defaults
-from .record.complex_values import as_number, complex_text
+from ..values.form import as_number, complex_text
+from .fd import structure as diagonal
+from .fd.finite_difference import Probe, difference_quotient, rounding_explains
+from .fd.steps import BOUND_FACTOR
+from .record import spec as defaults
 
 #: Multiple of the estimated floor within which a discrepancy is called precision-limited.
 FLOOR_MARGIN = 2.0
@@ -49,7 +47,7 @@ class DiagnosisContext:
     nondeterminism: str = ""
     #: input name -> the finite-difference path taken ("general", or a diagonal chain's kind)
     fd_structure: dict = field(default_factory=dict)
-    #: input name -> what re-estimating its failing elements tried (core/check/fd/refinement.py)
+    #: input name -> what re-estimating its failing elements tried (core/check/fd/finite_difference.py)
     refinement: dict = field(default_factory=dict)
 
 

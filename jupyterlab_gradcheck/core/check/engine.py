@@ -10,35 +10,299 @@ wraps them for that (`run_and_record`, `LedgeredRun`).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import SpecError
+import torch
+
+from ..errors import SpecError, exception_line
 from ..expr.evaluator import compile_expression
 from ..expr.symbolic import symbolic_opinion
 from ..i18n import Message
+from ..values.form import is_empty_value
+from ..values.tensors import describe, to_tensor
 from .autograd import several_outputs
-from .autograd.custom_functions import graph_functions, only_built_in_formulas
-from .autograd.forward_and_batched import MODES, function_modes
-from .autograd.grad_output_derivative import grad_output_derivative
-from .autograd.observations import observe_autograd
-from .autograd.second_order import second_order, second_order_of_outputs
-from .autograd.signature import check_signature
+from .autograd.custom_functions import check_signature, graph_functions, only_built_in_formulas
+from .autograd.forward_and_batched import MODES, UNDEFINED_REASON, function_modes
+from .autograd.observations import event_failure, observe_autograd
+from .autograd.second_order import grad_output_derivative, second_order, second_order_of_outputs
 from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
-from .autograd.undefined_grad import UNDEFINED_REASON
+from .compare.comparison import compare
 from .compare.forward_pass import SeveralOutputs
-from .compare.tensors import to_tensor
-from .empty_inputs import empty_inputs, run_without_empty
 from .environment import available_devices, capture_environment
-from .failing_record import ensure_failure
-from .first_order import FirstOrder, elements, failure, first_order
-from .random_grad_output import by_output, random_grad_output
-from .record.devices import resolve_device
-from .record.spec import CheckSpec, parse_spec
+from .first_order import FirstOrder, as_dtype, diagnosed_failures, elements, failure, finite_differences, first_order
+from .record.spec import CheckSpec, parse_spec, resolve_device
+
+# -------------------- failing record
+# Every failing record says why: `passed: false` implies a `failure` with its comparison, diagnosis and reason.
+#
+# A record can fail in ways no comparison row of ours describes: the embedded `torch.autograd.gradcheck`
+# or `gradgradcheck` failing alone, a mode that raised (a jvp that crashes), a case of the undefined-gradient
+# test that crashed. Each of those becomes a failure of its own (`event_failure`), shaped like a failed
+# comparison's, with no element where none is known. `ensure_failure` is the one place the invariant is
+# enforced: the engine passes every record through it before returning it.
+#
+# A backward that is not reentrant (gradcheck: "Backward is not reentrant": cuDNN's or atomics'
+# nondeterministic kernels) is diagnosed `nondeterministic`, never `probable_bug`, and the reason names the
+# settings that remove it.
+
+#: How gradcheck and gradgradcheck begin the message of a backward that gives different values on repeated runs.
+NOT_REENTRANT = "Backward is not reentrant"
+
+#: The settings that make PyTorch's kernels deterministic, named in a `nondeterministic` failure's reason.
+DETERMINISTIC_SETTINGS = "torch.use_deterministic_algorithms(True), torch.backends.cudnn.deterministic = True"
+
+
+def tool_failure(observation: dict, names: list) -> dict:
+    """The failure of a failed `torch_gradcheck` or `torch_gradgradcheck` observation: `nondeterministic` for a
+    backward that is not reentrant, else `probable_bug`, naming the input its message names."""
+    tool = observation["name"]
+    detail = str(observation.get("reason", ""))
+    found = re.search(r"with respect to input (\d+)", detail)
+    input_name = names[int(found.group(1))] if found and int(found.group(1)) < len(names) else None
+    if NOT_REENTRANT in detail:
+        reason = Message(
+            "{tool}: the backward is not reentrant (the same input and grad_output give different gradients on "
+            "repeated runs): nondeterministic kernels (cuDNN, atomic adds), not a wrong derivative; "
+            "{settings} remove it",
+            tool=tool,
+            settings=DETERMINISTIC_SETTINGS,
+        )
+        return event_failure(tool, reason, diagnosis="nondeterministic", input_name=input_name)
+    reason = Message("{tool} rejects the function where our comparisons pass: {detail}", tool=tool, detail=detail[:300])
+    return event_failure(tool, reason, input_name=input_name)
+
+
+def _tool_observations(record: dict) -> list:
+    """The embedded tools' observations, first order first."""
+    found = [(record.get("observations") or {}).get("torch_gradcheck")]
+    found.append(((record.get("second_order") or {}).get("observations") or {}).get("torch_gradgradcheck"))
+    return [o for o in found if o and o.get("status") == "failed"]
+
+
+def ensure_failure(record: dict) -> dict:
+    """The record with the invariant made true: a failed record's `failures` hold at least one failure, and
+    `failure` is the first. A failing embedded tool whose verdict no failure of ours explains adds its own."""
+    if record.get("passed", True):
+        return record
+    failures = list(record.get("failures") or [])
+    if not failures:
+        names = list(record.get("inputs") or {})
+        failures = [tool_failure(o, names) for o in _tool_observations(record)]
+    if not failures:
+        failures = [
+            event_failure(
+                "record", Message("the check failed, but no comparison and no tool said why: report this record")
+            )
+        ]
+    record["failures"] = failures
+    record["failure"] = failures[0]
+    return record
+
+
+# -------------------- empty inputs
+# Inputs with no elements: nothing to compare for them, said so in the record, never refused.
+#
+# An input of shape (0, 5) (`mm` of an empty batch, say) has an empty gradient: there is no element
+# whose derivative could be wrong. A Python callable is checked on its other inputs, with the empty
+# ones passed to every call as they are (zeros of their shape); the record keeps every input, and
+# `empty_inputs` names each empty one with its shape and the reason. When every input is empty the
+# check has nothing to compare: it passes with no comparison, and `empty_inputs` says why.
+
+
+def empty_inputs(spec: CheckSpec) -> dict:
+    """Input name -> shape, for each input of `spec` written as an empty array (core/values/form.py)."""
+    return {name: value["shape"] for name, value in spec.inputs.items() if is_empty_value(value)}
+
+
+def run_without_empty(spec: CheckSpec, device: str, run) -> dict:
+    """The completed record of `spec` (a Python callable with at least one empty input), `run` checking the rest."""
+    empty = empty_inputs(spec)
+    held = {name: to_tensor(spec.inputs[name], spec.dtype, device) for name in empty}
+    note = {
+        "inputs": {name: {"shape": shape} for name, shape in empty.items()},
+        "reason": Message(
+            "{names} has no elements: its gradient is empty, so there is nothing to compare for it",
+            names=", ".join(empty),
+        ),
+    }
+    rest = [name for name in spec.inputs if name not in empty]
+    if not rest:
+        record = spec.to_dict()
+        record.update(
+            {
+                "executed": True,
+                "passed": True,
+                "comparisons": [],
+                "failures": [],
+                "failure": None,
+                "observations": {},
+                "environment": capture_environment(device),
+                "empty_inputs": note,
+            }
+        )
+        return record
+    function = spec.function
+
+    def with_empty(**inputs):
+        return function(**inputs, **held)
+
+    with_empty.__qualname__ = with_empty.__name__ = getattr(function, "__qualname__", type(function).__name__)
+    with_empty.__wrapped__ = function  # its recorded source is the function's (inspect unwraps to it)
+    record = run(_narrowed(spec, with_empty, rest))
+    record["inputs"] = dict(spec.inputs)
+    record["empty_inputs"] = note
+    return record
+
+
+def _narrowed(spec: CheckSpec, function, rest: list) -> dict:
+    """The record of `spec` on the inputs `rest` alone, with its id, settings and expectation as written."""
+    fd = spec.finite_difference
+    written = {key: fd[key] for key in ("scheme", "step", "mode") if key in fd and fd[key] not in (None, "central")}
+    if spec.fd_tolerance_explicit:
+        written.update(rtol=fd["rtol"], atol=fd["atol"])
+    record = {
+        "id": spec.id,
+        "function": function,
+        "inputs": {name: spec.inputs[name] for name in rest},
+        "analytical_gradient": _kept(spec.analytical_gradient, rest),
+        "dtype": spec.dtype,
+        "device": spec.device,
+        "origin": spec.origin,
+        "destination": spec.destination,
+        **({"tolerance": dict(spec.tolerance)} if spec.tolerance_explicit else {}),
+        **({"finite_difference": written} if written else {}),
+        **({"grad_output": spec.grad_output} if spec.grad_output is not None else {}),
+        **({"fixed": spec.fixed} if spec.fixed else {}),
+        **({"hessian": spec.hessian} if spec.hessian is not None else {}),
+    }
+    return record
+
+
+def _kept(expectation, rest: list):
+    """The expectation of the inputs `rest`: a mapping (or each output's) narrowed to them."""
+    if isinstance(expectation, dict) and "outputs" in expectation and len(expectation) == 1:
+        return {"outputs": [_kept(entry, rest) for entry in expectation["outputs"]]}
+    if isinstance(expectation, dict) and set(expectation) >= set(rest) and not is_empty_value(expectation):
+        return {name: expectation[name] for name in rest}
+    return expectation
+
+
+# -------------------- random grad output
+# A grad_output that sees more: the backward of a custom Function compared again under a seeded random grad_output.
+#
+# A check's default grad_output is all ones, and under it two common backward bugs vanish: a gradient
+# permuted between elements that happen to share a value, and a backward that never multiplies by its
+# grad_output (ones times anything is that thing). `torch.autograd.gradcheck` finds them because it
+# builds the whole Jacobian; a check of v^T J with v = 1 cannot. So, for a function whose graph goes
+# through a custom Function, the gradient of sum(r * f) for a standard normal r (seed SEED) is taken
+# by autograd and by finite differences (the same path, error bounds and refinement as the first
+# order, core/check/first_order.py), compared element by element, and each failure diagnosed. The
+# record keeps the seed and r itself (its values when small, and always a hash of its bytes).
+
+#: Seed of the random grad_output: a record is reproducible.
+SEED = 29
+#: Elements of r up to which the record keeps its values (beyond: the shape and the hash only).
+SHOWN_ELEMENTS = 1000
+#: The comparison's name in the record.
+NAME = "random_grad_output_vs_finite_difference"
+
+
+def draw(output) -> torch.Tensor:
+    """The random grad_output r for `output`: standard normal in its dtype, drawn on the CPU from SEED."""
+    generator = torch.Generator().manual_seed(SEED)
+    return torch.randn(output.shape, dtype=output.dtype, generator=generator).to(output.device)
+
+
+def digest(tensor) -> str:
+    """sha256 of the tensor's bytes (contiguous, on the CPU), so that a record names r exactly at any size."""
+    return hashlib.sha256(tensor.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+
+
+def _gradients(function, leaves: dict, r) -> dict:
+    """The backward's gradient of sum(r * f) per input (zeros where the backward leaves one out)."""
+    with torch.enable_grad():
+        inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
+        grads = torch.autograd.grad(
+            function(**inputs), list(inputs.values()), r, allow_unused=True, materialize_grads=True
+        )
+    return {n: g.detach() for n, g in zip(inputs, grads)}
+
+
+def random_grad_output(spec: CheckSpec, function, leaves: dict, v, raw: dict) -> dict:
+    """The `random_grad_output` block: seed, r, one comparison per input against finite differences, the failures
+    and the verdict; skipped, with the reason, for a complex output or when the finite differences were projected."""
+    if v.is_complex():
+        return {"status": "skipped", "reason": Message("a complex output: the random grad_output is drawn real only")}
+    r = draw(v)
+    try:
+        autograd = _gradients(function, leaves, r)
+    except Exception as exc:  # a backward that only runs under all ones: the finding
+        reason = Message(
+            "the backward raised under a random grad_output (seed {seed}): {error}",
+            seed=SEED,
+            error=exception_line(exc),
+        )
+        return {"status": "failed", "seed": SEED, "failures": [event_failure(NAME, reason)], "passed": False}
+    diffs = finite_differences(spec, function, leaves, {**raw, "autograd_grad": autograd}, r, sweep=False)
+    if diffs.projected_rows:
+        return {
+            "status": "skipped",
+            "reason": Message("the finite differences were projected (over their time budget): no element to compare"),
+        }
+    fd = {n: as_dtype(g, leaves[n].dtype) for n, g in diffs.estimates.items()}
+    rows = [
+        compare(
+            NAME,
+            name,
+            fd[name],
+            autograd[name],
+            left_label="finite_difference",
+            right_label="autograd_grad",
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            bound=diffs.bounds[name] if diffs.bounds else None,
+        )
+        for name in leaves
+    ]
+    failures = diagnosed_failures(
+        spec, function, leaves, diffs, {"autograd_grad": autograd, "finite_difference": fd}, rows
+    )
+    shown = describe(r) if r.numel() <= SHOWN_ELEMENTS else {"shape": list(r.shape), "dtype": describe(r[:0])["dtype"]}
+    return {
+        "status": "observed",
+        "description": Message(
+            "the backward's gradient of sum(r * f) for a standard normal r (seed {seed}) against finite "
+            "differences: an all-ones grad_output hides a permuted gradient and a forgotten grad_output",
+            seed=SEED,
+        ),
+        "seed": SEED,
+        "grad_output": {**shown, "sha256": digest(r)},
+        "comparisons": rows,
+        "failures": failures,
+        "passed": not failures,
+    }
+
+
+def by_output(blocks: dict) -> dict:
+    """One block per differentiable output k of a function of several (`blocks`: k -> block), as one block: each
+    output's under `outputs`, and their failures, each naming its output."""
+    failures = [{**found, "output": k} for k, block in blocks.items() for found in block.get("failures", [])]
+    return {
+        "status": "observed",
+        "outputs": {str(k): block for k, block in blocks.items()},
+        "failures": failures,
+        "passed": not failures,
+    }
+
+
+# -------------------- engine
 
 #: Input elements above which a passing check's record has no step sweep by default. The sweep costs
 #: 68 evaluations of the function (17 decades, two signs, float32 and float64) wherever it cannot ride
-#: along with the finite differences (core/check/fd/sweep_riders.py): beside an elementwise check's
+#: along with the finite differences (core/check/fd/sweep.py): beside an elementwise check's
 #: three evaluations at 10^4 elements it was half the check's time.
 SWEEP_MAX_ELEMENTS = 1_000
 #: Input elements above which a failing check's record has no step sweep by default: where a check
@@ -108,7 +372,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     device = resolve_device(spec.device, available_devices() if devices is None else devices)
     if not spec.expression:
         check_signature(spec.function, list(spec.inputs))
-        if empty_inputs(spec):  # nothing to compare for an input with no elements (core/check/empty_inputs.py)
+        if empty_inputs(spec):  # nothing to compare for an input with no elements (core/check/engine.py)
             return run_without_empty(
                 spec, device, lambda rest: run_check(rest, sweep=sweep, devices=devices, symbolic=symbolic)
             )

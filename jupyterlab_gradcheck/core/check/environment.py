@@ -37,12 +37,12 @@ def math_modes(device: str) -> dict:
     """The settings that decide float32's accuracy and a backward's reproducibility: the float32
     matmul precision always; on a CUDA device also TF32 for matrix products and convolutions, cuDNN's
     deterministic and benchmark modes, and `float32_precision`, the precision a float32 check's rounding
-    bounds assume there ("tf32" where any TF32 setting is on, core/check/fd/working_precision.py)."""
+    bounds assume there ("tf32" where any TF32 setting is on, core/check/fd/steps.py)."""
     import torch
 
     modes = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
     if device.startswith("cuda"):
-        from .fd.working_precision import tf32_settings
+        from .fd.steps import tf32_settings
 
         modes.update(
             {

@@ -15,19 +15,229 @@ from typing import Any
 
 import torch
 
+from ..errors import SpecError
 from ..i18n import Message
-from .autograd.expectation_tensors import analytical_tensors
-from .autograd.failures import failure
+from ..values.tensors import Descriptions, with_complex_kept
+from .autograd.observations import analytical_tensors, failure
 from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
-from .compare.comparison import Operand
-from .compare.described_once import Descriptions
-from .compare.stacked_rows import compare_rows
+from .compare.comparison import Operand, compare, compare_rows
+from .compare.forward_pass import forward, grad_output_for
 from .diagnosis import DiagnosisContext, diagnose
-from .differences import as_dtype, finite_differences
-from .fd.shifts import STEP_SCALE_CAP
-from .fd.step_sweep import guarded_step_sweep
-from .fd.sweep_riders import found
+from .fd import finite_difference as time_budget
+from .fd import projected
+from .fd.finite_difference import FdOptions, fd_gradients, refine_inputs
+from .fd.steps import BOUND_FACTOR, STEP_SCALE_CAP, element_tolerance
+from .fd.sweep import Riding, found, guarded_step_sweep, sweep_riders
+from .record import spec as defaults
 from .record.spec import CheckSpec
+
+# -------------------- numerical verdict
+# The numerical verdict alone: finite differences against autograd, the question gradcheck answers.
+#
+# `numerical_verdict` is the fast path for a Python callable when only that question matters
+# (a loop over many functions, a large input): one forward and one `torch.autograd.grad`
+# for v^T J, the batched finite-difference estimate of the same vector, and one comparison
+# per input that keeps the worst element with its index. It writes no ledger and makes none of
+# the other observations; `engine.run_check` is the full record.
+
+
+def _dtype_name(tensor) -> str:
+    name = str(tensor.dtype).replace("torch.", "")
+    if name not in defaults.DTYPES:
+        raise SpecError(
+            "input dtype {name} is not one of {choices}", name=name, choices=", ".join(defaults.DTYPES), field="inputs"
+        )
+    return name
+
+
+def numerical_verdict(
+    function: Callable,
+    inputs: dict,
+    *,
+    grad_output=None,
+    scheme: str = "central",
+    step=None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    structured: bool = True,
+) -> dict:
+    """Whether finite differences of `function` agree with autograd at `inputs`.
+
+    `inputs` maps keyword names to floating-point tensors (all of one dtype). The tolerance
+    defaults to the dtype's finite-difference tolerance for `scheme` (core/check/record/spec.py).
+    Returns `{"passed", "dtype", "scheme", "step", "rtol", "atol", "comparisons", "worst"}`,
+    where each comparison is the engine's `autograd_vs_finite_difference` row for one input
+    and `worst` is the worst element of the first failing input (else of the largest error).
+    `structured=False` forces the general finite-difference path even for an elementwise chain
+    (core/check/fd/structure.py).
+    """
+    if scheme not in defaults.SCHEMES:
+        raise SpecError(
+            "scheme {scheme!r} is not one of {choices}",
+            scheme=scheme,
+            choices=", ".join(defaults.SCHEMES),
+            field="scheme",
+        )
+    if not inputs:
+        raise SpecError("numerical_verdict needs at least one input", field="inputs")
+    dtypes = {_dtype_name(t) for t in inputs.values()}
+    if len(dtypes) != 1:
+        raise SpecError("inputs mix dtypes {dtypes}: give them one dtype", dtypes=sorted(dtypes), field="inputs")
+    dtype = dtypes.pop()
+    leaves = {name: t.detach().clone().requires_grad_(True) for name, t in inputs.items()}
+    output = forward(function, leaves)
+    v = grad_output_for(output, grad_output)
+    grads = torch.autograd.grad(output, tuple(leaves.values()), v, allow_unused=True)
+    autograd = {name: torch.zeros_like(leaf) if g is None else g for (name, leaf), g in zip(leaves.items(), grads)}
+
+    fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
+    fd_values = {name: t.detach().to(fd_dtype) for name, t in inputs.items()}
+    fd_v = with_complex_kept(v.detach(), fd_dtype)  # a complex output's grad_output stays complex, a real one real
+    fd_raw, info, _ = fd_gradients(
+        function, fd_values, fd_v, FdOptions(dtype=dtype, scheme=scheme, step=step, structured=structured)
+    )
+    tolerance = defaults.fd_tolerance(dtype, scheme)
+    rtol = tolerance["rtol"] if rtol is None else rtol
+    atol = tolerance["atol"] if atol is None else atol
+    rows = [
+        compare(
+            "autograd_vs_finite_difference",
+            name,
+            fd_raw[name].to(autograd[name].dtype),
+            autograd[name],
+            left_label="finite_difference",
+            right_label="autograd_grad",
+            rtol=rtol,
+            atol=atol,
+        )
+        for name in leaves
+    ]
+    failing = [row for row in rows if not row["passed"]]
+    chosen = failing[0] if failing else max(rows, key=lambda row: row["worst"]["abs_err"] or 0.0)
+    return {
+        "passed": not failing,
+        "dtype": dtype,
+        "scheme": scheme,
+        "step": info["step"],
+        "step_kind": info["step_kind"],
+        "rtol": rtol,
+        "atol": atol,
+        "comparisons": rows,
+        "worst": {"input": chosen["input"], **chosen["worst"]},
+        "finite_difference": info,
+    }
+
+
+# -------------------- differences
+# One output's finite differences, as a check takes them: the dtype they are taken in, the path
+# (exhaustive, or projected when asked or over its time budget), each element's rounding bound at the
+# default step and tolerance, and the re-estimation of failing elements. `first_order.py` compares
+# them with autograd's gradients.
+
+
+def as_dtype(tensor, dtype):
+    """`tensor.to(dtype)`, which is the tensor itself when it has that dtype already."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+@dataclass
+class Differences:
+    """One output's finite differences: the values and v they were taken at (in their dtype), the
+    estimates, what was done, each element's widened tolerance, and the projected mode's rows."""
+
+    dtype: str
+    values: dict
+    v: Any
+    estimates: dict
+    info: dict
+    bounds: dict | None
+    projected_rows: list | None
+    riders: list
+
+
+def finite_differences(spec: CheckSpec, function, leaves: dict, raw: dict, v, *, sweep: bool) -> Differences:
+    """The finite differences of one output: exhaustive, or projected when asked or over the time
+    budget; at the default step and tolerance, each element's rounding bound widens its tolerance and
+    failing elements are re-estimated (core/check/fd/finite_difference.py); with `sweep`, the step sweep's
+    series ride along (core/check/fd/sweep.py)."""
+    fd_dtype = defaults.FD_DTYPE[spec.dtype]
+    fd_values = {n: as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
+    fd_v = with_complex_kept(v.detach(), getattr(torch, fd_dtype))  # a complex output's grad_output stays complex
+    fd_scheme, fd_step = spec.finite_difference["scheme"], spec.finite_difference["step"]
+    # The error bound widens only the default tolerance at the default step: an explicit tolerance
+    # or a chosen step is applied as written (a step too small for the dtype stays a failure).
+    bounded = not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
+    rounding = None
+    # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
+    projection, projected_rows = projected.requested(spec.finite_difference), None
+    names = list(spec.inputs)
+    riders = (
+        sweep_riders(function, fd_values, fd_v, names[0], 0)
+        if (sweep and fd_dtype == spec.dtype == "float64" and not fd_v.is_complex())
+        else []
+    )
+    if not projection:
+        try:
+            fd_raw, fd_info, rounding = fd_gradients(
+                function,
+                fd_values,
+                fd_v,
+                FdOptions(
+                    dtype=spec.dtype,
+                    scheme=fd_scheme,
+                    step=fd_step,
+                    work_elements=spec.work_elements,
+                    rounding=bounded,
+                    budget_s=time_budget.budget(spec.finite_difference),
+                    chains=raw.get("chain_possible"),
+                    riders={names[0]: Riding(riders)} if riders else None,
+                ),
+            )
+            elements = sum(x.numel() * (2 if x.is_complex() else 1) for x in fd_values.values())
+            fd_info["mode_reason"] = time_budget.exhaustive_reason(
+                fd_info["inputs"], elements, time_budget.budget(spec.finite_difference)
+            )
+        except time_budget.ExhaustiveOverBudget as over:
+            projection = str(over)
+    if projection:
+        projected_rows, fd_info = projected.compare_inputs(
+            function,
+            fd_values,
+            fd_v,
+            raw["autograd_grad"],
+            dtype=spec.dtype,
+            reason=projection,
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            work_elements=spec.work_elements,
+        )
+        fd_raw, rounding, bounded = {}, None, False
+    bounds = {n: element_tolerance(r).reshape(fd_raw[n].shape) for n, r in rounding.items()} if bounded else None
+    if bounded:
+        fd_info["error_bound"] = (
+            f"each element's tolerance adds {BOUND_FACTOR:g} x the rounding bound of its own "
+            "difference, eps * sum_j |v_j| (|f_j(x+)| + |f_j(x-)|) / width"
+        )
+    if bounded and fd_scheme == "central":
+        refined = refine_inputs(
+            function,
+            fd_values,
+            fd_v,
+            dtype=spec.dtype,
+            autograd=raw["autograd_grad"],
+            estimates=fd_raw,
+            bounds=bounds,
+            rtol=spec.finite_difference["rtol"],
+            atol=spec.finite_difference["atol"],
+            work_elements=spec.work_elements,
+            structures={n: i["structure"] for n, i in fd_info["inputs"].items()},
+        )
+        if refined:
+            fd_info["refinement"] = refined
+    return Differences(fd_dtype, fd_values, fd_v, fd_raw, fd_info, bounds, projected_rows, riders)
+
+
+# -------------------- first order
 
 #: The order of a record's comparisons.
 COMPARISON_ORDER = (
@@ -115,7 +325,7 @@ def comparisons_of(
                 )
             ]
         )
-        # one input's rows computed together (core/check/compare/stacked_rows.py compare_rows); the sort below orders them
+        # one input's rows computed together (core/check/compare/comparison.py compare_rows); the sort below orders them
         rows += compare_rows(requests) + ([projected_row] if projected_row else [])
     rows.sort(key=lambda row: COMPARISON_ORDER.index(row["name"]))
     return rows
@@ -123,7 +333,7 @@ def comparisons_of(
 
 def path_note(fd_info: dict) -> str:
     """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
-    elements at a time (a learned sparse pattern, core/check/fd/coloured_path.py), in words."""
+    elements at a time (a learned sparse pattern, core/check/fd/structure.py), in words."""
     inputs = fd_info["inputs"].items()
     chains = [
         f"{name} ({info['structure']}, {info['forward_evaluations']} evaluations)"
@@ -151,7 +361,7 @@ def batching(info: dict) -> str | None:
 
 def diagnosed_failures(spec: CheckSpec, function, leaves: dict, diffs, grads: dict, comparisons: list) -> list:
     """The failures of the failed `comparisons`, each with its diagnosis, against the finite differences `diffs`
-    (core/check/differences.py) and the gradients `grads` (observation name -> {input name -> tensor})."""
+    (core/check/first_order.py) and the gradients `grads` (observation name -> {input name -> tensor})."""
     if all(row["passed"] for row in comparisons):
         return []
     fd_step = spec.finite_difference["step"]
@@ -242,10 +452,10 @@ def first_order(
     """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
     once on the whole function instead). `sweep` says the record will have a step sweep:
-    its series for a passing check are evaluated with the finite differences (core/check/fd/sweep_riders.py)."""
+    its series for a passing check are evaluated with the finite differences (core/check/fd/sweep.py)."""
     observations, raw, v = observed
     analytical = analytical_tensors(spec, leaves)
-    # the record's tensors with the same bits are stored once (core/check/compare/described_once.py)
+    # the record's tensors with the same bits are stored once (core/values/tensors.py)
     descriptions = raw.get("descriptions") or Descriptions()
 
     diffs = finite_differences(spec, function, leaves, raw, v, sweep=sweep)

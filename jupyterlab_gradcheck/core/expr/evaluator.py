@@ -11,8 +11,7 @@ import ast
 import operator
 from collections.abc import Callable
 
-from .functions import FUNCTIONS, literal_argument
-from .parser import Expression, call_parts, constant_value
+from .parser import FUNCTIONS, Expression, call_parts, constant_value, literal_argument
 
 
 def _torch_ops():

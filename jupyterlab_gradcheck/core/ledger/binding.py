@@ -16,7 +16,363 @@ from pathlib import Path
 
 from ..errors import LedgerError
 from ..i18n import Message
-from .store import LEDGER_SUFFIX, Ledger
+from ..values.blobs import fsync_folder, store_dir_for
+from .chain import add_error, settle_ok
+from .store import LEDGER_SUFFIX, Ledger, ledger_path_for
+
+# -------------------- attestation
+# Attestations: what a check's displayed output says about the ledger entry it wrote.
+#
+# Each check run in a kernel displays, beside its table, a small JSON object of its own MIME
+# type naming the ledger (its id and file name), the check, and the seq and hash of the
+# observation it appended. Whoever saves the notebook saves the outputs with it: JupyterLab,
+# nbconvert, nbclient, nbgrader's autograde. So a notebook executed headless, which no front end
+# ever binds through `metadata.gradcheck`, still binds its ledger: every attested entry must be in
+# the ledger at that seq with that hash, and the newest attestation is a binding in its own right.
+# A kernel never writes the `.ipynb` an editor or nbconvert holds; the attestations travel in
+# the outputs instead.
+
+MIME_TYPE = "application/vnd.jupyterlab-gradcheck.attestation+json"
+#: Markers of a cell that calls the checker, for a notebook whose ledger is missing.
+CHECKER_CALLS = ("check(", "check_record(", "GradcheckPanel(")
+
+
+def attestation_for(ledger, entry: dict) -> dict:
+    """The attestation of an observation `entry` appended to `ledger`."""
+    return {
+        "ledger_id": ledger.ledger_id(),
+        "ledger": Path(ledger.path).name,
+        "check_id": entry.get("check_id"),
+        "seq": entry["seq"],
+        "hash": entry["hash"],
+    }
+
+
+def notebook_attestations(document: dict) -> list[dict]:
+    """`{"cell", "execution_count", **attestation}` for every attestation in a notebook's
+    saved outputs, in cell order (cell numbers count from 1)."""
+    found = []
+    cells = document.get("cells") if isinstance(document, dict) else None
+    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
+        if not isinstance(cell, dict):
+            continue
+        for output in cell.get("outputs") or []:
+            data = output.get("data") if isinstance(output, dict) else None
+            item = data.get(MIME_TYPE) if isinstance(data, dict) else None
+            if isinstance(item, dict) and isinstance(item.get("seq"), int) and isinstance(item.get("hash"), str):
+                found.append({"cell": number, "execution_count": cell.get("execution_count"), **item})
+    return found
+
+
+def calls_the_checker(document: dict) -> bool:
+    """Whether the notebook's code imports the checker and calls it (a check, a record, the panel)."""
+    cells = document.get("cells") if isinstance(document, dict) else None
+    code = "\n".join(
+        "".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source") or "")
+        for c in cells or []
+        if isinstance(c, dict) and c.get("cell_type") == "code"
+    )
+    return "jupyterlab_gradcheck" in code and any(call in code for call in CHECKER_CALLS)
+
+
+def _where(item: dict) -> str:
+    count = item.get("execution_count")
+    if count is None:
+        return Message("cell {cell}", cell=item["cell"])
+    return Message("cell {cell} [{count}]", cell=item["cell"], count=count)
+
+
+def compare_attestations(
+    attestations: list[dict], *, ledger_name: str, ledger_id: str | None, hashes: dict[int, str], last_seq: int
+) -> dict:
+    """Hold a ledger against the attestations a notebook's outputs carry for it.
+
+    Returns `{"errors", "newest", "earlier_epoch"}`: an error for each attested
+    entry that is missing (truncated) or different (rewritten) in the ledger, naming the cell;
+    `earlier_epoch` counts attested entries of another ledger id of this notebook (a ledger
+    replaced by a fresh one), which the ledger cannot hold.
+    """
+    errors = []
+    mine = [a for a in attestations if a.get("ledger") in (None, ledger_name)]
+    other_epoch = [a for a in mine if ledger_id is not None and a.get("ledger_id") not in (None, ledger_id)]
+    current = [a for a in mine if a not in other_epoch]
+    for item in current:
+        seq, digest = item["seq"], item["hash"]
+        if seq > last_seq or seq not in hashes:
+            errors.append(
+                Message(
+                    "{where} attests entry seq {seq} (hash {hash}), which the ledger lacks (it ends at "
+                    "seq {last_seq}): the ledger was truncated",
+                    where=_where(item),
+                    seq=seq,
+                    hash=digest[:12],
+                    last_seq=last_seq,
+                )
+            )
+        elif hashes[seq] != digest:
+            errors.append(
+                Message(
+                    "{where} attests entry seq {seq} with hash {hash}, but the ledger has {found}: the "
+                    "ledger was swapped or rewritten",
+                    where=_where(item),
+                    seq=seq,
+                    hash=digest[:12],
+                    found=hashes[seq][:12],
+                )
+            )
+    if other_epoch:
+        ids = sorted({str(a.get("ledger_id"))[:12] for a in other_epoch})
+        found = {"count": len(other_epoch), "ids": ", ".join(ids), "ledger_id": str(ledger_id)[:12]}
+        errors.append(
+            Message(
+                "the notebook's outputs attest {count} entry of ledger {ids}, which this ledger "
+                "({ledger_id}) lacks: the ledger was replaced by another",
+                **found,
+            )
+            if len(other_epoch) == 1
+            else Message(
+                "the notebook's outputs attest {count} entries of ledger {ids}, which this ledger "
+                "({ledger_id}) lacks: the ledger was replaced by another",
+                **found,
+            )
+        )
+    newest = max(current, key=lambda a: a["seq"], default=None)
+    return {"errors": errors, "newest": newest, "earlier_epoch": len(other_epoch)}
+
+
+# -------------------- notebook binding
+# The notebook's side of a verify: its metadata binding and its outputs' attestations together.
+#
+# A notebook binds its ledger in two ways. The front end writes `metadata.gradcheck` through the
+# notebook model (ledger name and id, entry count, head hash). Every check run in a kernel also
+# leaves an attestation in its cell's output (core.ledger.attestation), which any saver keeps,
+# nbconvert and nbgrader included. Either binds; both are held against the ledger:
+#
+# - an attested entry missing from the ledger, or different in it, is an error naming the cell;
+# - the metadata binding is compared as before (truncated, swapped or rewritten, or behind);
+# - when the metadata names an earlier ledger of the notebook (another ledger id, or none) while
+#   the outputs attest this one, the notebook was re-executed against a fresh ledger (nbconvert
+#   saves its outputs, never the front end's metadata): that is a new epoch, reported as a
+#   warning, and the binding is the attestations'.
+
+
+def judge_binding(report: dict, document: dict | None, ledger_name: str, where: str) -> dict:
+    """Fill `report["binding"]` (and its errors and warnings) from the notebook `document`,
+    which is None when no notebook binds this ledger; return the settled report."""
+    meta = binding_of(document) if document is not None else None
+    if meta is not None and "embedded" not in meta and str(meta.get("ledger", "")).split("/")[-1] != ledger_name:
+        meta = None  # the metadata binds another ledger file: it says nothing about this one
+    attestations = notebook_attestations(document) if document is not None else []
+    found = {"entries": report["last_seq"], "head": report["head"], "ledger_id": report.get("ledger_id")}
+    attested = compare_attestations(
+        attestations,
+        ledger_name=ledger_name,
+        ledger_id=report.get("ledger_id"),
+        hashes=report["_hashes"],
+        last_seq=report["last_seq"],
+    )
+    errors, warnings = list(attested["errors"]), []
+    newest = attested["newest"]
+    source = []
+    if meta is not None:
+        meta_errors, meta_warnings = compare_binding(meta, report["_hashes"], report["last_seq"], report["head"])
+        earlier = meta.get("ledger_id") != report.get("ledger_id")
+        if meta_errors and newest is not None and earlier:
+            warnings.append(
+                Message(
+                    "new epoch: the notebook's metadata binds an earlier ledger ({entries} entries, head "
+                    "{head}); its outputs attest this one (id {ledger_id}) up to seq {seq}, and "
+                    "{earlier_epoch} attested entries of an earlier ledger are missing",
+                    entries=meta.get("entries"),
+                    head=str(meta.get("head"))[:12],
+                    ledger_id=str(report.get("ledger_id"))[:12],
+                    seq=newest["seq"],
+                    earlier_epoch=attested["earlier_epoch"],
+                )
+            )
+        else:
+            errors += meta_errors
+            warnings += meta_warnings
+            source.append("metadata")
+    if newest is not None:
+        source.append("attestations")
+        if meta is None and newest["seq"] < report["last_seq"]:
+            warnings.append(
+                Message(
+                    "the newest attestation in the notebook's outputs is seq {seq}; the ledger has "
+                    "{after} entries after it (made outside this notebook's outputs, or not yet saved)",
+                    seq=newest["seq"],
+                    after=report["last_seq"] - newest["seq"],
+                )
+            )
+    if not source:
+        if document is not None and calls_the_checker(document) and report["last_seq"] == 0:
+            errors.append(Message("{where}: the notebook calls the checker but binds no entry", where=where))
+        report["binding"] = None
+        report["warnings"].append(Message("{where}: no notebook binding to compare the head with", where=where))
+    else:
+        recorded = (
+            meta
+            if "metadata" in source
+            else {
+                "ledger": ledger_name,
+                "ledger_id": newest.get("ledger_id"),
+                "entries": newest["seq"],
+                "head": newest["hash"],
+            }
+        )
+        report["binding"] = {
+            "ok": not errors,
+            "source": "+".join(source),
+            "recorded": recorded,
+            "found": found,
+            "attested": len(attestations),
+        }
+    for reason in errors:
+        add_error(report, None, reason, scope="binding")
+    report["warnings"].extend(warnings)
+    settle_ok(report)
+    return report
+
+
+# -------------------- notebook moves
+# A notebook renamed keeps its one ledger: the ledger moves with it, and its kernel follows.
+#
+# JupyterLab renames a notebook through the server (the first save's rename dialog, File ->
+# Rename, the file browser). The ledger beside it, `old.gradcheck.jsonl`, then moves to
+# `new.gradcheck.jsonl`: the same file (same inode, same ledger id, same chain), so no entry is
+# lost and none is written under the old name.
+#
+# A kernel started for the notebook still has the old path in `JPY_SESSION_NAME`, which Jupyter
+# Server refreshes only at a restart. So the server leaves a forwarding record beside the
+# kernel's connection file (in the server's runtime folder, never beside the notebook, so
+# nothing is collected with a submission): `kernel-<id>.gradcheck-notebook.json`, holding the
+# notebook's new path. The kernel reads it before each check (`forwarded_notebook`).
+#
+# Torch-free and jupyter-free: the server extension and the kernel both call it.
+
+#: Suffix of the forwarding record beside a kernel's connection file `kernel-<id>.json`.
+FORWARDING_SUFFIX = ".gradcheck-notebook.json"
+
+
+def forwarding_path(connection_file: str | os.PathLike) -> Path:
+    """`kernel-<id>.json` -> `kernel-<id>.gradcheck-notebook.json`, in the same folder."""
+    path = Path(connection_file)
+    return path.with_name(path.stem + FORWARDING_SUFFIX)
+
+
+def write_forwarding(connection_file: str | os.PathLike, notebook: str | os.PathLike) -> Path:
+    """Tell the kernel of `connection_file` that its notebook is now `notebook` (an OS path).
+
+    Written to a temporary file and renamed over the record, so a kernel never reads half of it.
+    """
+    record = forwarding_path(connection_file)
+    temporary = record.with_name(record.name + ".tmp")
+    temporary.write_text(json.dumps({"notebook": str(notebook)}), encoding="utf-8")
+    os.replace(temporary, record)
+    return record
+
+
+def forwarded_notebook(connection_file: str | os.PathLike | None) -> Path | None:
+    """The notebook the server last told this kernel about, or None when it told it nothing
+    (no rename since the kernel started, no connection file, or an unreadable record)."""
+    if not connection_file:
+        return None
+    try:
+        record = json.loads(forwarding_path(connection_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    notebook = record.get("notebook") if isinstance(record, dict) else None
+    return Path(notebook) if isinstance(notebook, str) and notebook.endswith(".ipynb") else None
+
+
+def remove_forwarding(connection_file: str | os.PathLike) -> None:
+    """Forget the record when the kernel is gone."""
+    try:
+        forwarding_path(connection_file).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def move_ledger(old_notebook: str | os.PathLike, new_notebook: str | os.PathLike) -> Path | None:
+    """Move `old.gradcheck.jsonl` to `new.gradcheck.jsonl` beside a renamed notebook.
+
+    Returns the new ledger path, or None when the old notebook had no ledger. Raises
+    FileExistsError, moving nothing, when a ledger already sits under the new name: two
+    ledgers are never merged, and none is overwritten. The ledger's blob folder moves with it
+    (`move_store`).
+    """
+    old_ledger, new_ledger = ledger_path_for(old_notebook), ledger_path_for(new_notebook)
+    if not old_ledger.is_file() or old_ledger == new_ledger:
+        return None
+    # A hard link refuses an existing target atomically (a rename would replace it); the old
+    # name goes only once the new one holds the file.
+    os.link(old_ledger, new_ledger)
+    move_store(store_dir_for(old_ledger), store_dir_for(new_ledger))
+    os.unlink(old_ledger)
+    fsync_folder(new_ledger.parent)
+    if old_ledger.parent != new_ledger.parent:
+        fsync_folder(old_ledger.parent)
+    return new_ledger
+
+
+def move_store(old_store: Path, new_store: Path) -> None:
+    """Move a ledger's blob folder (core/values/blobs.py) to the new ledger's name; where a folder
+    is already there, merge into it. Blobs are named by their hash, so a file already there under the
+    same name is kept and the moved copy dropped; the old folder goes once it is empty."""
+    if not old_store.is_dir() or old_store == new_store:
+        return
+    try:
+        os.rename(old_store, new_store)  # fails on a non-empty folder already there: then merge
+    except OSError:
+        new_store.mkdir(parents=True, exist_ok=True)
+        for blob in old_store.iterdir():
+            target = new_store / blob.name
+            if target.exists():
+                blob.unlink()
+            else:
+                os.replace(blob, target)
+        fsync_folder(new_store)
+        old_store.rmdir()
+    fsync_folder(new_store.parent)
+
+
+def moved_path(path: str, old: str, new: str) -> str | None:
+    """Where `path` is after `old` was renamed to `new` (API paths, `/`-separated): `new` for
+    `old` itself, `new/rest` for `old/rest` (a folder renamed), else None."""
+    if path == old:
+        return new
+    if old and path.startswith(old.rstrip("/") + "/"):
+        return new.rstrip("/") + path[len(old.rstrip("/")) :]
+    return None
+
+
+def rebind_ledger_name(notebook: str | os.PathLike, old_name: str, new_name: str) -> bool:
+    """In a renamed notebook's saved binding, name the moved ledger instead of the old one.
+
+    Only `metadata.gradcheck.ledger` changes, and only when it names `old_name`; the file keeps
+    its modification time, so an editor that holds the notebook open sees no change on disk
+    (it writes the same binding through its own model). Returns whether it wrote.
+    """
+    path = Path(notebook)
+    try:
+        stat = path.stat()
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    binding = metadata.get("gradcheck") if isinstance(metadata, dict) else None
+    if not isinstance(binding, dict) or binding.get("ledger") != old_name or not new_name.endswith(LEDGER_SUFFIX):
+        return False
+    binding["ledger"] = new_name
+    temporary = path.with_name(f".{path.name}.gradcheck-rebind.tmp")
+    temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.utime(temporary, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(temporary, path)
+    return True
+
+
+# -------------------- binding
 
 METADATA_KEY = "gradcheck"
 

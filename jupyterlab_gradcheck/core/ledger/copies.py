@@ -24,7 +24,7 @@ from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
-from .attestation import notebook_attestations
+from .binding import notebook_attestations
 
 #: The ways two submissions can share a ledger, in the order they are named.
 WAYS = ("ledger_id", "entry_hash", "attestation", "identical_run", "witnessed_for")

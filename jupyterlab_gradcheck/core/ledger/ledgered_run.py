@@ -21,11 +21,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..check.record.spec import CheckSpec, parse_spec
-from ..check.record.stored_values import PENDING, without_summaries
 from ..errors import GradcheckError, SpecError
+from ..values.blobs import require_blobs, store_dir_for
+from ..values.form import PENDING, without_summaries
 from .binding import refresh_binding
-from .blob_store import require_blobs, store_dir_for
-from .history import HISTORY_KEY
+from .reader import HISTORY_KEY
 from .store import Ledger
 
 #: The CheckSpec attribute that says whether a target's tolerance was written by the user.
@@ -97,10 +97,10 @@ def declare(ledger: Ledger, parsed: CheckSpec, justification: str | None = None)
 def refuse_bad_callable(spec, devices: list | None = None):
     """The parsed spec, or SpecError before anything is written: a callable that cannot take the
     inputs, or whose outputs the expectation or grad_output does not fit, is bad input, not a failed run."""
+    from ..check.autograd.custom_functions import check_signature
     from ..check.autograd.several_outputs import check_outputs_fit
-    from ..check.autograd.signature import check_signature
     from ..check.environment import available_devices
-    from ..check.record.devices import resolve_device
+    from ..check.record.spec import resolve_device
 
     parsed = parse_spec(spec)
     device = resolve_device(parsed.device, available_devices() if devices is None else devices)

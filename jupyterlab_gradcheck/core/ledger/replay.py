@@ -7,7 +7,7 @@ its recorded dtype and on its recorded device (on the CPU, with a note, when tha
 here), and every recorded gradient, error and verdict is compared with the new run within the
 tolerance the record itself used. A record made under earlier rules whose finite differences or
 verdict come out otherwise because its recorded decisions are not today's gets a note instead
-(core/ledger/replay_rules.py).
+(core/ledger/replay.py).
 
 A record of a Python callable (the API's `check(fn, ...)`) is listed as skipped, saying so
 plainly: the callable existed only in the kernel that ran it, and replay runs only the
@@ -19,17 +19,165 @@ shown with it, and a source whose text no longer hashes to its recorded SHA-256 
 from __future__ import annotations
 
 import math
+import multiprocessing
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from ..check.record.callable_source import FIELD as FUNCTION_SOURCE
-from ..check.record.callable_source import source_hash
-from ..check.record.spec import INPUT_FIELDS
-from ..check.record.stored_values import is_stored_value, stored_sha
+from ..check.record.source import FIELD as FUNCTION_SOURCE
+from ..check.record.source import source_hash
+from ..check.record.spec import INPUT_FIELDS, RULES, rules_of
 from ..errors import DeviceUnavailable, SpecError
 from ..i18n import Message
+from ..values.form import is_stored_value, stored_sha
 from .line_format import LineError, read_entry
-from .replay_rules import default_tolerance_bounded, ruled_row, rules_changed, rules_note
+
+# -------------------- replay rules
+# What a replay makes of a record made under earlier numerical rules.
+#
+# The rules are one set (docs/tolerances.md), named in every new record by the version in which they last changed
+# (`"rules"`, core/check/record/spec.py). A replay runs every record under today's rules: no code is kept alive to
+# re-run an old one. What a record keeps instead are the decisions its verdict rests on: the path each input took and
+# its evaluations, the steps, and each comparison's tolerance and rounding bound (`decisions`).
+#
+# - What no rule decides (the expectation, the four autograd passes, shapes and dtypes) reproduces whatever the rules
+#   were; a difference there is a difference.
+# - A record of today's rules reproduces number for number.
+# - A record of earlier rules whose recorded decisions are not today's may see its finite differences, their
+#   comparisons and its verdict come out otherwise. That is reported as a note, "the rules changed since this record",
+#   with the recorded verdict and today's (`rules_changed`), and it does not fail the ledger: an edited record is what
+#   the chain and the witness catch. Where its decisions are today's, its numbers must reproduce as well.
+
+#: A comparison row whose name or sides mention this is made of finite differences, which the rules decide.
+RULED_MARK = "finite_difference"
+#: What a finite-difference observation records of each input's path: the decisions taken for it.
+INPUT_DECISIONS = ("structure", "step", "forward_evaluations", "batched")
+#: Relative agreement of two recorded decisions' numbers (steps, rounding bounds): far below any change of the rules
+#: (a bound that a rule adds or drops moves by orders of magnitude), far above the last bits a bound's sum may round.
+DECISION_RTOL = 1e-6
+
+
+def default_tolerance_bounded(record: dict) -> bool:
+    """Whether the record's finite differences took the dtype's default tolerance with each element's rounding bound
+    (its rows carry `error_bound`): a completed record writes its tolerance out, so only this says that the author
+    did not, and a replay that passed the written numbers on would run without the bound and the re-estimation."""
+    return any(isinstance(row, dict) and "error_bound" in row for row in record.get("comparisons") or [])
+
+
+def ruled_row(row: dict) -> bool:
+    """Whether a comparison row is made of finite differences, whose steps, path and bound the rules decide."""
+    return any(RULED_MARK in str(row.get(key, "")) for key in ("name", "left", "right"))
+
+
+def decisions(record: dict) -> dict:
+    """The decisions a record's verdict rests on: the finite differences' scheme and step, each input's path and
+    evaluations, and each comparison's tolerance and rounding bound."""
+    fd = (record.get("observations") or {}).get("finite_difference") or {}
+    inputs = fd.get("inputs") if isinstance(fd.get("inputs"), dict) else {}
+    return {
+        "scheme": fd.get("scheme"),
+        "step": fd.get("step"),
+        "step_kind": fd.get("step_kind"),
+        "inputs": {
+            name: [info.get(key) for key in INPUT_DECISIONS] for name, info in inputs.items() if isinstance(info, dict)
+        },
+        "comparisons": {
+            f"{row.get('name')}[{row.get('input')}]#{row.get('output')}": [
+                row.get("rtol"),
+                row.get("atol"),
+                row.get("error_bound"),
+            ]
+            for row in record.get("comparisons") or []
+            if isinstance(row, dict)
+        },
+    }
+
+
+def _same(left, right) -> bool:
+    if isinstance(left, dict) and isinstance(right, dict):
+        return set(left) == set(right) and all(_same(left[key], right[key]) for key in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right))
+    if _is_number(left) and _is_number(right):
+        if math.isnan(left) or math.isnan(right):
+            return math.isnan(left) and math.isnan(right)
+        return math.isclose(left, right, rel_tol=DECISION_RTOL, abs_tol=0.0)
+    return left == right
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def same_decisions(recorded: dict, replayed: dict) -> bool:
+    """Whether the replay took the decisions the record says its verdict rests on."""
+    return _same(decisions(recorded), decisions(replayed))
+
+
+def rules_changed(recorded: dict, replayed: dict, ruled: list) -> dict | None:
+    """What changed for a record made under earlier rules whose `ruled` differences (those of its finite differences,
+    their comparisons and its verdict) come from decisions that are not today's; None where they are differences: a
+    record of today's rules, or one whose decisions are today's, must reproduce."""
+    made_under = rules_of(recorded)
+    if not ruled or made_under == RULES or same_decisions(recorded, replayed):
+        return None
+    return {
+        "made_under": made_under,
+        "rules": RULES,
+        "recorded_passed": recorded.get("passed"),
+        "replayed_passed": replayed.get("passed"),
+        "differences": ruled,
+    }
+
+
+def rules_note(change: dict) -> Message:
+    """The note of a record whose rules changed: both verdicts, and the rules of each."""
+    return Message(
+        "the rules changed since this record (made under {made_under}, replayed under {rules}): recorded "
+        "passed={recorded}, passed={replayed} under today's rules",
+        made_under=change["made_under"],
+        rules=change["rules"],
+        recorded=change["recorded_passed"],
+        replayed=change["replayed_passed"],
+    )
+
+
+# -------------------- replay pool
+# The processes that replay a folder of submissions: started once, torch imported once.
+#
+# Workers are forked from a fork server that imported torch and the engine once
+# (WORKER_PRELOAD), so N workers do not each spend seconds importing torch; where there is no fork
+# server, they are spawned. Never forked from the verifying process itself: it may hold torch's
+# threads. Each worker runs torch on one thread: the processes are the parallelism.
+
+#: Called with (submissions done, submissions in all) each time one finishes.
+Progress = Callable[[int, int], None]
+#: What the fork server imports once for every replay worker it forks (a failed import is skipped).
+WORKER_PRELOAD = (
+    "torch",
+    "torch.fx.experimental.symbolic_shapes",
+    "jupyterlab_gradcheck.core.check.engine",
+    "jupyterlab_gradcheck.core.ledger.replay",
+)
+
+
+def worker_context():
+    """The multiprocessing context replay workers start in: a fork server that preloads
+    WORKER_PRELOAD where the platform has one (Linux, macOS), else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_PRELOAD))
+    return context
+
+
+def replay_worker() -> None:
+    """A pool worker's start: torch on one thread (the pool's processes are the parallelism)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+# -------------------- replay
 
 AUTOGRAD_OBSERVATIONS = ("backward_pass_1", "backward_pass_2_accumulated", "after_clear_none", "autograd_grad")
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -54,7 +202,7 @@ def _number(value):
 def values_agree(recorded, replayed, rtol: float, atol: float) -> bool:
     """Element-wise |recorded - replayed| <= atol + rtol * |replayed|, NaN matching NaN; a
     mapping (a gradient per input name) agrees when it has the same names and each value does.
-    A stored value (core/check/record/stored_values.py) is compared by its blob's values; one
+    A stored value (core/values/form.py) is compared by its blob's values; one
     whose blob cannot be read agrees with nothing."""
     if is_stored_value(recorded) or is_stored_value(replayed):
         if not (is_stored_value(recorded) and is_stored_value(replayed)):
@@ -99,7 +247,7 @@ def _stored_list(value) -> list:
     from the pending cache or the store that `reading_store` names."""
     import torch
 
-    from ..check.compare.stored_tensors import from_stored
+    from ..values.tensors import from_stored
 
     tensor = from_stored(value)
     tensor = torch.view_as_real(tensor) if tensor.is_complex() else tensor
@@ -136,7 +284,7 @@ def _rerun(record: dict, devices) -> tuple[dict, list[str]]:
 
 def compare_records(recorded: dict, replayed: dict, *, same_device: bool) -> list[tuple[Message, bool]]:
     """Every way the replayed record fails to reproduce the recorded one, each with whether the numerical rules decide
-    it (finite differences, their comparisons, the verdict they move: core/ledger/replay_rules.py)."""
+    it (finite differences, their comparisons, the verdict they move: core/ledger/replay.py)."""
     differences = []
     tol = recorded.get("tolerance") or {}
     fd = recorded.get("finite_difference") or {}
@@ -291,7 +439,7 @@ def callable_skip(record: dict) -> dict:
 def replay_record(record: dict, *, devices=None) -> dict:
     """`{"status": reproduced|rules_changed|differs|skipped, "differences", "notes", "device"}` for one record; a
     skipped one adds its `reason` (and, for a Python callable, its recorded `source`), one whose rules changed its
-    `rules_changed` (core/ledger/replay_rules.py), the note of which is among its notes."""
+    `rules_changed` (core/ledger/replay.py), the note of which is among its notes."""
     try:
         replayed, notes = _rerun(record, devices)
     except SpecError as exc:
@@ -320,7 +468,7 @@ def replay_record(record: dict, *, devices=None) -> dict:
 def replay_lines(lines: Iterable[tuple[int, bytes, bool]], *, devices=None, store_dir=None) -> dict:
     """Replay every observation in a ledger's lines; `ok` when all that ran reproduce. Stored values
     (inputs, expectations, recorded observations) are read from `store_dir`, the ledger's blob folder."""
-    from ..check.compare.stored_tensors import reading_store
+    from ..values.tensors import reading_store
 
     with reading_store(store_dir):
         return _replay_lines(lines, devices)

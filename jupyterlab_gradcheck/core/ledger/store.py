@@ -23,21 +23,23 @@ core.ledger.entry_checks'.
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import os
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
-from ..check.record.tolerance_fields import refuse_meaningless_rtol
-from ..errors import LedgerError, SpecError
-from ..expr.limits import DEFAULT_LIMITS
-from . import witness_client
-from .blob_store import fsync_folder, store_dir_for, write_blobs
-from .entry_checks import check_id_of, check_kind, existing_check, require_justification
-from .history import HISTORY_KEY, TARGETS, HistoryBuilder, direction
-from .ledger_lock import LockedFd, LockedLedger
+from ...witness import client as witness_client
+from ..check.record.spec import refuse_meaningless_rtol
+from ..errors import JustificationRequired, LedgerError, SpecError
+from ..expr.parser import DEFAULT_LIMITS
+from ..values.blobs import fsync_folder, store_dir_for, write_blobs
 from .line_format import (
     GENESIS,
     GENESIS_LINE_MAX,
+    KINDS,
     LineError,
     LineInfo,
     genesis_entry,
@@ -47,8 +49,273 @@ from .line_format import (
     read_entry,
     read_line,
 )
-from .reader import appended, fd_lines, known_head, light_entry, light_histories
-from .tail import now_utc, read_head, seal_torn_tail, write_all
+from .reader import (
+    HISTORY_KEY,
+    TARGETS,
+    HistoryBuilder,
+    appended,
+    count_lines,
+    direction,
+    fd_lines,
+    histories_and_head,
+    known_head,
+    light_entry,
+    light_histories,
+)
+
+# -------------------- tail
+# The end of a ledger file: its head, the torn tail policy, and durable writes.
+#
+# An append needs the last valid entry (the head) to chain onto. `read_head` reads backwards
+# from the end of the file only as far as that entry, so an append costs the same on a ledger
+# of 10 entries as on one of 10^5; `seal_torn_tail` applies the torn tail policy described in
+# `core.ledger.store` to what it finds after the head; `write_all` writes and fsyncs.
+
+#: Bytes read from the end for the head: one entry of a scalar check fits (the read doubles if not).
+HEAD_CHUNK = 1 << 13
+#: How many unsealed invalid lines before a torn tail one seal may cover (an interrupted seal).
+MAX_SEAL_RUN = 16
+
+
+def now_utc() -> str:
+    """The entry timestamp: ISO 8601 in UTC."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def line_sha(raw: bytes) -> str:
+    """SHA-256 (hex) of a kept line's bytes, as a seal note names them."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+def read_head(fd: int, path: Path) -> tuple[int, str, list[bytes], bytes]:
+    """(head seq, head hash, unsealed invalid lines before a torn tail, torn tail bytes).
+
+    Reads backwards from the end only as far as the last valid entry, so an append costs
+    the same on a ledger of 10 entries as on one of 10^5.
+    """
+    size = os.fstat(fd).st_size
+    buffer, start, chunk = b"", size, HEAD_CHUNK
+    found: LineInfo | None = None
+    invalid: list[bytes] = []
+    torn = b""
+    while start > 0:
+        read_from = max(0, start - chunk)
+        buffer = os.pread(fd, start - read_from, read_from) + buffer
+        start, chunk = read_from, chunk * 2
+        last_newline = buffer.rfind(b"\n")
+        torn = buffer[last_newline + 1 :]
+        complete = buffer[: last_newline + 1].split(b"\n")[:-1]
+        judged = complete if start == 0 else complete[1:]  # the first may be cut off
+        invalid = []
+        for raw in reversed(judged):
+            try:
+                found = read_line(raw, check_hash=False)  # the head is its stored hash
+                break
+            except LineError:
+                invalid.append(raw)
+                if len(invalid) > MAX_SEAL_RUN:
+                    break
+        if found is not None or len(invalid) > MAX_SEAL_RUN:
+            break
+    invalid.reverse()
+    if invalid and (not torn or len(invalid) > MAX_SEAL_RUN):
+        raise LedgerError(
+            "the last line of {name} is not a valid entry and is not a torn write: run `jupyter "
+            "gradcheck verify` on it; appends are refused",
+            name=path.name,
+        )
+    if found is None:
+        return 0, GENESIS, invalid, torn
+    return found.seq, found.hash, invalid, torn
+
+
+def seal_torn_tail(fd: int, path: Path, seq: int, prev: str, invalid: list[bytes], torn: bytes) -> tuple[int, str]:
+    """Apply the torn tail policy; return the new head (seq, hash).
+
+    Called by a writer that read the head from the file, not from its own last append: one that
+    restarted after the interrupted write. The seal records so (`restart: true`); verify accepts
+    a seal only so, right after the bytes it names."""
+    if not invalid:
+        try:
+            info = read_line(torn)
+        except LineError:
+            info = None
+        if info is not None and info.hash_ok and info.prev == prev and info.seq == seq + 1:
+            write_all(fd, b"\n", path)  # a complete entry missing only its newline
+            return info.seq, info.hash
+    first_number = count_lines(fd) - len(invalid) + 1
+    pieces = invalid + ([torn] if torn else [])
+    sealed = [{"line": first_number + i, "bytes": len(raw), "sha256": line_sha(raw)} for i, raw in enumerate(pieces)]
+    note = {
+        "seq": seq + 1,
+        "time": now_utc(),
+        "kind": "note",
+        "check_id": None,
+        "data": {
+            "event": "torn_tail_sealed",
+            "lines": sealed,
+            "restart": True,
+            "text": "an interrupted write left these bytes; they are kept in place",
+        },
+        "prev": prev,
+    }
+    line, digest = make_line(note)
+    write_all(fd, (b"\n" if torn else b"") + line, path)
+    return seq + 1, digest
+
+
+def write_all(fd: int, payload: bytes, path: Path) -> None:
+    """Write every byte, then fsync; a short write leaves a torn tail for the policy."""
+    view = memoryview(payload)
+    try:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as exc:
+        reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
+        raise LedgerError("cannot write the ledger {path}: {reason}", path=path, reason=reason) from None
+
+
+# -------------------- entry checks
+# What an append refuses before anything is written: an unknown kind, a missing check id or
+# justification, a change to a check the ledger does not hold. Each is bad input (SpecError, or
+# JustificationRequired), and the ledger is left as it was.
+
+
+def check_kind(kind: str, check_id: str | None, data: dict) -> None:
+    if kind not in KINDS:
+        raise SpecError(
+            "unknown ledger entry kind {kind!r}: one of {choices}",
+            kind=kind,
+            choices=", ".join(KINDS),
+            field="kind",
+        )
+    if kind != "note" and not (isinstance(check_id, str) and check_id):
+        raise SpecError("a {kind} entry needs a check id", kind=kind, field="check_id")
+    if not isinstance(data, dict):
+        raise SpecError("ledger entry data must be a JSON object", field="data")
+
+
+def check_id_of(record: dict) -> str:
+    check_id = record.get("id") if isinstance(record, dict) else None
+    if not isinstance(check_id, str) or not check_id:
+        raise SpecError("the record has no check id; parse it with core.check.record.spec first", field="id")
+    return check_id
+
+
+def require_justification(justification) -> str:
+    if not isinstance(justification, str) or not justification.strip():
+        raise JustificationRequired(
+            "a written justification is required (--justification TEXT): the change is refused and nothing was written",
+            field="justification",
+        )
+    return justification.strip()
+
+
+def existing_check(builder: HistoryBuilder, check_id: str, path: Path) -> dict:
+    if check_id not in builder.checks:
+        known = ", ".join(sorted(builder.checks)) or "none"
+        raise SpecError(
+            "no check {check_id!r} in {name} (checks: {known})",
+            check_id=check_id,
+            name=path.name,
+            known=known,
+            field="check_id",
+        )
+    return builder.checks[check_id]
+
+
+# -------------------- ledger lock
+# Holding a ledger under its OS lock: a shared lock to read, an exclusive one to append.
+#
+# `LockedFd` opens the ledger (creating it and its folder for a writer) and takes an flock for a
+# `with` block; closing the fd releases it. `LockedLedger` keeps the exclusive lock across a
+# read of a check's history and the appends that follow from it (`run.declare`), so no other
+# writer comes in between.
+
+
+class LockedFd:
+    """An fd of a ledger under a shared or exclusive flock for the `with` block."""
+
+    __slots__ = ("path", "exclusive", "fd")
+
+    def __init__(self, path: Path, exclusive: bool):
+        self.path, self.exclusive, self.fd = path, exclusive, None
+
+    def __enter__(self) -> int | None:
+        try:
+            if self.exclusive:
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                except OSError:  # perhaps no folder yet: make it, then open (or fail) once more
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            else:
+                fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if self.exclusive:
+                raise LedgerError("cannot create the ledger {path}: its folder is missing", path=self.path) from None
+            return None
+        except OSError as exc:
+            raise LedgerError(
+                "cannot open the ledger {path}: {strerror}", path=self.path, strerror=exc.strerror
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return fd
+
+    def __exit__(self, *exc_info) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)  # closing releases the lock
+
+
+class LockedLedger:
+    """A ledger held under its exclusive lock (`with ledger.locked() as held:`): what `history`
+    reads cannot change before the entries appended through it are written."""
+
+    def __init__(self, ledger):  # a core.ledger.store.Ledger (which imports this module)
+        self.ledger, self._fd = ledger, LockedFd(ledger.path, True)
+        self.fd: int | None = None
+        self._head: tuple[int, str] | None = None  # as read with the history, until a write
+
+    def __enter__(self) -> LockedLedger:
+        self.fd = self._fd.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.fd = self._head = None
+        self._fd.__exit__(*exc_info)
+
+    def history(self, check_id: str, *, copy: bool = True) -> dict | None:
+        """One check's light history, as `Ledger.history` reads it; `copy=False` gives the
+        kept one itself, to read (never to edit) before this `with` block ends."""
+        histories, self._head = histories_and_head(self.fd, check_id, copy=copy)
+        return histories.get(check_id)
+
+    def change_expectation(
+        self, check_id: str, analytical_gradient, *, justification: str | None = None, via: str = "change"
+    ) -> dict:
+        """`Ledger.change_expectation` under the lock already held."""
+        if via == "change":
+            justification = require_justification(justification)
+        self._head = None
+        return self.ledger.change_expectation_locked(self.fd, check_id, analytical_gradient, justification, via)
+
+    def record_expectation(self, spec_dict: dict) -> dict:
+        """`Ledger.record_expectation` under the lock already held."""
+        check_id = check_id_of(spec_dict)
+        check_kind("expectation", check_id, spec_dict)
+        known, self._head = self._head, None
+        return self.ledger.append_locked(self.fd, "expectation", check_id, spec_dict, known)
+
+
+# -------------------- store
 
 __all__ = ["LEDGER_SUFFIX", "Ledger", "LockedLedger", "ledger_path_for"]
 

@@ -21,17 +21,101 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from ...witness.verify import DEFAULT_MAX_DELAY, apply_witness, load_witness
 from ..errors import LedgerError, SpecError
 from ..i18n import Message
-from .binding import binding_of, notebook_beside, read_binding, read_document
-from .blob_store import store_dir_for
-from .missing_ledger import missing_ledger, refused_binding, refused_report
-from .notebook_binding import judge_binding
-from .replay_pool import Progress, replay_worker, worker_context
+from ..values.blobs import store_dir_for
+from .binding import (
+    binding_of,
+    calls_the_checker,
+    judge_binding,
+    notebook_attestations,
+    notebook_beside,
+    read_binding,
+    read_document,
+)
+from .chain import Lines, add_error, drop_internals, hash_in_child, new_report, settle_ok, verify_lines
+from .replay import Progress, replay_worker, worker_context
 from .store import LEDGER_SUFFIX, Ledger
-from .verify_chain import Lines, add_error, drop_internals, hash_in_child, verify_lines
-from .witness_check import DEFAULT_MAX_DELAY, apply_witness
-from .witness_source import load_witness
+
+# -------------------- missing ledger
+# The verify report of a submission whose ledger cannot be read: missing, or refused.
+#
+# A notebook whose ledger is missing is an error when anything says it had one (a binding, an
+# attested output, a call of the checker), else a warning that no checks were recorded. A binding
+# that names a file outside the notebook's folder, and a file a server refuses to read, are
+# errors naming why, so one such file never hides the rest of a folder.
+
+
+def refused_binding(path: Path, meta, reason: str) -> dict:
+    report = new_report()
+    report.update(path=str(path), notebook=str(path), ledger=None, _hashes={}, last_seq=0)
+    add_error(report, None, reason, scope="binding")
+    report["binding"] = {"ok": False, "recorded": meta, "found": None}
+    settle_ok(report)
+    return report
+
+
+def missing_ledger(path: Path, document: dict, meta, ledger_path: Path) -> dict:
+    """The report of a notebook whose ledger is missing: an error when anything says it had one."""
+    report = new_report()
+    report.update(
+        path=str(path), notebook=str(path), ledger=str(ledger_path), _hashes={}, last_seq=0, ledger_missing=True
+    )
+    attested = notebook_attestations(document)
+    if isinstance(meta, dict):
+        add_error(
+            report,
+            None,
+            Message("the notebook binding names {name}, which is missing", name=ledger_path.name),
+            scope="binding",
+        )
+    if attested:
+        add_error(
+            report,
+            None,
+            Message(
+                "the notebook's outputs attest {count} entries of {name}, which is missing: the ledger was deleted",
+                count=len(attested),
+                name=ledger_path.name,
+            ),
+            scope="binding",
+        )
+    elif calls_the_checker(document):
+        add_error(
+            report,
+            None,
+            Message(
+                "the notebook calls the checker, but its ledger {name} is missing: the ledger was deleted",
+                name=ledger_path.name,
+            ),
+            scope="binding",
+        )
+    if report["errors"]:
+        report["binding"] = {"ok": False, "recorded": meta, "found": None, "attested": len(attested)}
+    else:
+        report["warnings"].append(
+            Message("{name}: no ledger, no binding and no checker call (no checks recorded)", name=path.name)
+        )
+    settle_ok(report)
+    if not report["errors"]:
+        report["binding_ok"] = None  # nothing recorded, nothing to bind
+    return report
+
+
+def refused_report(kind: str, item: Path, reason: str) -> dict:
+    """The report of a file that is not read at all (a server refuses one a link leads outside
+    its root): an error naming why, so one such file never hides the rest of a folder."""
+    report = new_report()
+    report.update(
+        path=str(item), notebook=str(item) if kind == "notebook" else None, ledger=None, last_seq=0, refused=True
+    )
+    add_error(report, None, reason, scope="path")
+    settle_ok(report)
+    return report
+
+
+# -------------------- verify
 
 __all__ = [
     "Lines",

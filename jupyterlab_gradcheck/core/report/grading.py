@@ -11,12 +11,16 @@ report and check histories); nothing here re-verifies anything. The nbgrader sur
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 from collections import defaultdict
 
 from ..i18n import Message
-from .csv_export import status_of, witnessed_of
-from .renamed_reruns import renamed_rerun_flags
+from .exports import cell_text, status_of, witnessed_of
+from .submissions import renamed_rerun_flags
+
+# -------------------- grading
 
 WIDENED = "widened_after_failure"
 REVISED = "expectation_revised_after_observation"
@@ -383,3 +387,22 @@ def score_of(result: dict, points: float) -> float:
 def score_line(score: float, points: float) -> Message:
     """`gradcheck score: 1 of 2 points`."""
     return Message("gradcheck score: {score} of {points} points", score=f"{score:g}", points=f"{float(points):g}")
+
+
+# -------------------- submission csv
+# The per-submission CSV: one row per student and assignment, keyed as nbgrader keys its own.
+#
+# `nbgrader export` writes one row per student and assignment with the columns `assignment` and
+# `student_id`; this file uses the same two names and the same grain, so a spreadsheet or
+# `pandas.merge(grades, ledgers, on=["assignment", "student_id"])` joins them with no renaming and
+# no aggregation. The rows come from `core.report.grading.submission_rows`.
+
+
+def to_submission_csv(submissions: list[dict], rubric: Rubric = Rubric()) -> str:
+    """The CSV text: a header, then one row per (student, assignment)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=SUBMISSION_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in submission_rows(submissions, rubric):
+        writer.writerow({key: cell_text(value) for key, value in row.items()})
+    return buffer.getvalue()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.autograd.backward_expectation import backward_expectation
+from jupyterlab_gradcheck.core.check.autograd.observations import backward_expectation
 
 
 class Product3(torch.autograd.Function):

@@ -12,7 +12,7 @@ import linecache
 
 import torch
 
-from jupyterlab_gradcheck.core.check.record.callable_source import function_source, source_hash
+from jupyterlab_gradcheck.core.check.record.source import function_source, source_hash
 from support.functions import Cube
 
 #: support.functions.Cube's class statement, as a student would type it into a cell.

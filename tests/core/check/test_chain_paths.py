@@ -1,4 +1,4 @@
-"""The autograd graph tells which inputs cannot be an elementwise chain (core/check/autograd/chain_paths.py).
+"""The autograd graph tells which inputs cannot be an elementwise chain (core/check/autograd/observations.py).
 
 The diagonal recorder's evaluation is skipped only where its answer is already known: these
 stories pin that it is skipped for a matrix product, still run for an elementwise chain and for
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from jupyterlab_gradcheck.core.check.autograd.chain_paths import chain_possible, refused_by_recorder
+from jupyterlab_gradcheck.core.check.autograd.observations import chain_possible, refused_by_recorder
 from jupyterlab_gradcheck.core.check.engine import check_callable
-from jupyterlab_gradcheck.core.check.fd import diagonal
+from jupyterlab_gradcheck.core.check.fd import structure as diagonal
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
 from support.functions import Cube
 

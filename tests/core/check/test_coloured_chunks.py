@@ -1,4 +1,4 @@
-"""The coloured path a chunk of colours at a time (core/check/fd/coloured_path.py, CHUNK_ELEMENTS).
+"""The coloured path a chunk of colours at a time (core/check/fd/structure.py, CHUNK_ELEMENTS).
 
 A large input's colours are evaluated and differenced in chunks so that each chunk's arrays stay
 in cache. Splitting must change nothing but the memory: every column's differences come from the
@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import coloured_path, finite_difference
+from jupyterlab_gradcheck.core.check.fd import finite_difference
+from jupyterlab_gradcheck.core.check.fd import structure as coloured_path
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
-from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
 
 WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
 #: A fixed permutation: each row holds its own column and a far one, which no cyclic colouring fits.
@@ -70,13 +71,13 @@ def test_chunks_of_colours_give_the_one_chunk_estimates_bit_for_bit(monkeypatch,
     whole, whole_bound, whole_info = _estimate(function, scheme)
     assert whole_info["structure"] == "coloured"
     calls = []
-    original = coloured_path.sparsity.bodies_at if batched else coloured_path.sparsity.body_at
+    original = coloured_path.bodies_at if batched else coloured_path.body_at
 
     def counting(*args):
         calls.append(args[2].shape[0] if batched else 1)
         return original(*args)
 
-    monkeypatch.setattr(coloured_path.sparsity, "bodies_at" if batched else "body_at", counting)
+    monkeypatch.setattr(coloured_path, "bodies_at" if batched else "body_at", counting)
     # a copy is 100 elements wide (the input; the body has at most 100 rows): chunks of at most half the colours
     most = max(1, whole_info["colours"] // 2)
     monkeypatch.setattr(coloured_path, "CHUNK_ELEMENTS", 100 * most)

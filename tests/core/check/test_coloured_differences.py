@@ -1,4 +1,4 @@
-"""Finite differences along the colours of a learned sparse Jacobian (core/check/fd/coloured_path.py).
+"""Finite differences along the colours of a learned sparse Jacobian (core/check/fd/structure.py).
 
 The coloured path shifts many elements at once, so it is only honest where the learned pattern
 is right. These stories pin it: on banded, block-diagonal and reduce-after-a-stencil functions
@@ -14,9 +14,12 @@ import torch
 
 from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check.engine import check_callable
-from jupyterlab_gradcheck.core.check.fd import coloured_path, column_colouring, finite_difference, sparsity
+from jupyterlab_gradcheck.core.check.fd import finite_difference
+from jupyterlab_gradcheck.core.check.fd import structure as coloured_path
+from jupyterlab_gradcheck.core.check.fd import structure as column_colouring
+from jupyterlab_gradcheck.core.check.fd import structure as sparsity
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
-from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
 
 #: Both paths take central differences at the same steps, so the truncation is the same and they
 #: differ by rounding alone, eps * |f_j| / h ~ 2e-16 / 6e-6 ~ 4e-11 per row for the O(1) values

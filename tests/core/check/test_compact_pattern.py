@@ -1,4 +1,4 @@
-"""A learned pattern's repeated rows given once (core/check/fd/column_colouring.py, compact).
+"""A learned pattern's repeated rows given once (core/check/fd/structure.py, compact).
 
 Where the tracer broadcast one index set over a body's trailing dimensions (a softmax's set over
 its row), the pattern's rows repeat it; the coloured path reads each set once with its repeat
@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import coloured_path, column_colouring, sparsity
+from jupyterlab_gradcheck.core.check.fd import structure as coloured_path
+from jupyterlab_gradcheck.core.check.fd import structure as column_colouring
+from jupyterlab_gradcheck.core.check.fd import structure as sparsity
 
 WEIGHTS = torch.rand(10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
 

@@ -11,7 +11,8 @@ import random
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare import comparison, plain_floats
+from jupyterlab_gradcheck.core.check.compare import comparison
+from jupyterlab_gradcheck.core.check.compare import comparison as plain_floats
 from jupyterlab_gradcheck.core.check.compare.comparison import compare
 from jupyterlab_gradcheck.core.check.engine import run_check
 

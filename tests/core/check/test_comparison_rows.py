@@ -12,9 +12,9 @@ import random
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare import plain_floats, stacked_rows
-from jupyterlab_gradcheck.core.check.compare.comparison import compare
-from jupyterlab_gradcheck.core.check.compare.stacked_rows import compare_rows
+from jupyterlab_gradcheck.core.check.compare import comparison as plain_floats
+from jupyterlab_gradcheck.core.check.compare import comparison as stacked_rows
+from jupyterlab_gradcheck.core.check.compare.comparison import compare, compare_rows
 from jupyterlab_gradcheck.core.check.engine import run_check
 
 NAN, INF = float("nan"), float("inf")

@@ -9,15 +9,13 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.core.check.compare.comparison import compare
-from jupyterlab_gradcheck.core.check.compare.complex_tensors import with_complex_kept
-from jupyterlab_gradcheck.core.check.compare.tensors import describe, to_tensor
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
-from jupyterlab_gradcheck.core.check.record import defaults
-from jupyterlab_gradcheck.core.check.record.complex_values import as_record_value
-from jupyterlab_gradcheck.core.check.record.record_values import shape_of
+from jupyterlab_gradcheck.core.check.record import spec as defaults
 from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.errors import SpecError
+from jupyterlab_gradcheck.core.values.form import as_record_value, shape_of
+from jupyterlab_gradcheck.core.values.tensors import describe, to_tensor, with_complex_kept
 from support.complex_functions import SquareForgetsConj
 
 Z = torch.tensor([[1.0 + 2.0j, -0.5 + 0.25j], [3.0 - 1.0j, 0.0 + 1.5j]], dtype=torch.complex128)
@@ -207,7 +205,7 @@ def test_the_numerical_verdict_takes_complex_inputs_as_gradcheck_does():
     """Given z^2 on complex128 inputs (a complex output, grad_output ones) and |z|^2 summed (a real output),
     when numerical_verdict runs, both pass; with a backward that forgets the conj it fails at the
     element with an imaginary part."""
-    from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
+    from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
 
     z = torch.tensor([1.0 + 0.0j, 0.5 - 3.0j], dtype=torch.complex128)
     assert numerical_verdict(lambda z: z * z, {"z": z})["passed"]

@@ -14,7 +14,7 @@ import textwrap
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record.callable_source import function_source, source_hash
+from jupyterlab_gradcheck.core.check.record.source import function_source, source_hash
 
 X = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64)
 

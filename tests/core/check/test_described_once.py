@@ -1,4 +1,4 @@
-"""A record's tensors with the same bits are stored once (core/check/compare/described_once.py).
+"""A record's tensors with the same bits are stored once (core/values/tensors.py).
 
 Each stored form costs a summary, a safetensors file and its SHA-256; a check at 10^4 elements
 describes backward_pass_1, after_clear_none, autograd_grad and observed_gradient, which a
@@ -11,21 +11,21 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck import api
-from jupyterlab_gradcheck.core.check.compare import described_once, stored_tensors
-from jupyterlab_gradcheck.core.check.compare.described_once import Descriptions, same_bits
-from jupyterlab_gradcheck.core.check.compare.tensors import describe
+from jupyterlab_gradcheck.core.values import tensors
+from jupyterlab_gradcheck.core.values.tensors import Descriptions, describe, same_bits
 
 
 def _counting(monkeypatch) -> list:
-    """Every tensor the stored form is computed for, in order."""
+    """Every tensor a description computes the stored form for, in order."""
     calls = []
-    original = stored_tensors.to_stored
+    original = tensors.to_value
 
     def counting(tensor):
-        calls.append(tensor)
+        if tensor.numel() > 256:
+            calls.append(tensor)
         return original(tensor)
 
-    monkeypatch.setattr(described_once, "to_value", lambda t: counting(t) if t.numel() > 256 else describe(t)["value"])
+    monkeypatch.setattr(tensors, "to_value", counting)
     return calls
 
 

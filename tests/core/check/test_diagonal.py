@@ -1,4 +1,4 @@
-"""Finite differences through an observed elementwise chain (core/check/fd/diagonal.py).
+"""Finite differences through an observed elementwise chain (core/check/fd/structure.py).
 
 The shortcut shifts every element at once, so it is only honest where output element i depends
 on input element i alone. These stories pin both halves: where the chain is diagonal the
@@ -15,8 +15,8 @@ import torch
 
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
-from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
-from jupyterlab_gradcheck.core.check.record import defaults
+from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
+from jupyterlab_gradcheck.core.check.record import spec as defaults
 from support.functions import CubeWrongAt
 
 
@@ -111,7 +111,7 @@ def test_anything_but_an_elementwise_chain_takes_the_general_path(function):
     """Given a function whose Jacobian is not diagonal (or not provably so),
     when its finite differences are taken,
     then the diagonal path is not taken: the general path runs and the estimate is the general
-    path's, or a learned sparse pattern is coloured (core/check/fd/coloured_path.py) in fewer evaluations
+    path's, or a learned sparse pattern is coloured (core/check/fd/structure.py) in fewer evaluations
     and the estimate equals the general path's up to rounding."""
     x = torch.linspace(-1.0, 1.0, 40, dtype=torch.float64)
     fast, slow, info = _both(function, x)
@@ -223,7 +223,7 @@ def test_recording_does_not_load_the_compiler():
     then torch._dynamo (over a second to import) was not loaded by the recording mode."""
     code = (
         "import sys, torch\n"
-        "from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict\n"
+        "from jupyterlab_gradcheck.core.check.first_order import numerical_verdict\n"
         "x = torch.linspace(-1, 1, 50, dtype=torch.float64)\n"
         "r = numerical_verdict(lambda x: torch.sin(x).sum(), {'x': x})\n"
         "print(r['finite_difference']['inputs']['x']['structure'], 'torch._dynamo' in sys.modules)\n"

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare.tensors import to_tensor
 from jupyterlab_gradcheck.core.check.engine import run_check
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
-from jupyterlab_gradcheck.core.check.record.rules import RULES
+from jupyterlab_gradcheck.core.check.record.spec import RULES
+from jupyterlab_gradcheck.core.values.tensors import to_tensor
 from support.checks import WrongAtOneElement, check_against_autograd, fd_comparison
 
 #: tan near pi/2: f''' ~ 6 / cos^4 is ~1e7 at x = 1.52, so a central difference at the default

@@ -1,12 +1,12 @@
 """float32's finite-difference atol is the floor eps^(2/3), not 100 x it: a 1 % error on a small
-gradient element is caught (core/check/record/defaults.py, docs/tolerances.md)."""
+gradient element is caught (core/check/record/spec.py, docs/tolerances.md)."""
 
 from __future__ import annotations
 
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record import defaults
+from jupyterlab_gradcheck.core.check.record import spec as defaults
 
 DEG = torch.pi / 180
 

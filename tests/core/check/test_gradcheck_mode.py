@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.record.rules import RULES
+from jupyterlab_gradcheck.core.check.record.spec import RULES
 from support.functions import Cube
 
 

@@ -1,4 +1,4 @@
-"""Stories of the element limit that follows memory (core/check/record/memory_admission.py).
+"""Stories of the element limit that follows memory (core/check/record/admission.py).
 
 A check's size is bounded by what its device's free memory holds, not by a CPU-sized constant:
 a check estimated to need more is refused before anything runs or is written, with the numbers.
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jupyterlab_gradcheck.core.check.record.memory_admission import (
+from jupyterlab_gradcheck.core.check.record.admission import (
     DTYPE_BYTES,
     INTERMEDIATE_COPIES,
     WORKING_COPIES,
@@ -192,7 +192,7 @@ def test_two_large_lists_are_no_longer_refused_by_a_total_and_an_instructor_cap_
     then the default accepts it (memory decides, when it runs) and the cap refuses it in one line."""
     from jupyterlab_gradcheck.core.check.record.spec import parse_spec
     from jupyterlab_gradcheck.core.errors import SpecError
-    from jupyterlab_gradcheck.core.expr.limits import Limits
+    from jupyterlab_gradcheck.core.expr.parser import Limits
 
     record = {
         "function": "x*y",

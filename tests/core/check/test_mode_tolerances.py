@@ -1,6 +1,6 @@
 """Forward mode, batched gradients and the second order take their tolerances from the dtype's rounding
-and the differences' truncation, as the first order does (core/check/fd/mode_tolerance.py), and a
-device that runs float32 in TF32 bounds it with TF32's precision (core/check/fd/working_precision.py)."""
+and the differences' truncation, as the first order does (core/check/fd/steps.py), and a
+device that runs float32 in TF32 bounds it with TF32's precision (core/check/fd/steps.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ import torch
 
 from jupyterlab_gradcheck.api import check
 from jupyterlab_gradcheck.core.check.environment import capture_environment
-from jupyterlab_gradcheck.core.check.fd.mode_tolerance import difference_bound, mode_tolerances
-from jupyterlab_gradcheck.core.check.fd.working_precision import TF32_EPS, precision_name, working_eps
+from jupyterlab_gradcheck.core.check.fd.steps import (
+    TF32_EPS,
+    difference_bound,
+    mode_tolerances,
+    precision_name,
+    working_eps,
+)
 from support.functions import CubeWithJvp
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import evaluations
+from jupyterlab_gradcheck.core.check.fd import finite_difference as evaluations
 from jupyterlab_gradcheck.core.check.fd.finite_difference import FdOptions, fd_gradients
-from jupyterlab_gradcheck.core.check.numerical_verdict import numerical_verdict
-from jupyterlab_gradcheck.core.check.record import defaults
+from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
+from jupyterlab_gradcheck.core.check.record import spec as defaults
 from jupyterlab_gradcheck.core.errors import SpecError
 from support.functions import CubeWrongAt
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare.tensors import to_tensor
-from jupyterlab_gradcheck.core.check.fd.evaluations import Probe
-from jupyterlab_gradcheck.core.check.fd.finite_difference import step_vector
-from jupyterlab_gradcheck.core.check.fd.shifts import STEP_SCALE_CAP
-from jupyterlab_gradcheck.core.check.record import defaults
+from jupyterlab_gradcheck.core.check.fd.finite_difference import Probe, step_vector
+from jupyterlab_gradcheck.core.check.fd.steps import STEP_SCALE_CAP
+from jupyterlab_gradcheck.core.check.record import spec as defaults
+from jupyterlab_gradcheck.core.values.tensors import to_tensor
 from support.checks import check_against_autograd, fd_comparison
 
 

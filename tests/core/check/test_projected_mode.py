@@ -15,7 +15,8 @@ import torch
 
 from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
-from jupyterlab_gradcheck.core.check.fd import finite_difference, time_budget
+from jupyterlab_gradcheck.core.check.fd import finite_difference
+from jupyterlab_gradcheck.core.check.fd import finite_difference as time_budget
 from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
 from jupyterlab_gradcheck.core.errors import SpecError
 

@@ -9,9 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from jupyterlab_gradcheck.core.check.record.complex_values import holds_complex
-from jupyterlab_gradcheck.core.check.record.record_values import shape_of
 from jupyterlab_gradcheck.core.errors import SpecError
+from jupyterlab_gradcheck.core.values.form import holds_complex, shape_of
 
 
 @pytest.mark.parametrize(

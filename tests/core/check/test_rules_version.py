@@ -1,4 +1,4 @@
-"""The numerical rules are named by the version in which they last changed (core/check/record/rules.py): that
+"""The numerical rules are named by the version in which they last changed (core/check/record/spec.py): that
 version has its own section in CHANGELOG.md, and the package's version (package.json) is never behind it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from jupyterlab_gradcheck.core.check.record.rules import RULES
+from jupyterlab_gradcheck.core.check.record.spec import RULES
 
 ROOT = Path(__file__).parents[3]
 

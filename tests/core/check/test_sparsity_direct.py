@@ -1,4 +1,4 @@
-"""Reshapes and cuts of one tensor move its index sets directly (core/check/fd/index_sets.py, DIRECT).
+"""Reshapes and cuts of one tensor move its index sets directly (core/check/fd/structure.py, DIRECT).
 
 The tracer's general rule for an operation that only moves values runs it on the positions of a
 table of index sets and gathers the rows. For a reshape, or a slice, select or narrow of a single
@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.fd import sparsity, sparsity_tracer
+from jupyterlab_gradcheck.core.check.fd import structure as sparsity
+from jupyterlab_gradcheck.core.check.fd import structure as sparsity_tracer
 
 
 @pytest.mark.parametrize(

@@ -148,7 +148,7 @@ def test_an_instructor_may_raise_the_relative_tolerance_limit():
     """Given an instructor's limit of 10 for relative tolerances,
     when a check declares rtol 2,
     then it is accepted with that tolerance."""
-    from jupyterlab_gradcheck.core.expr.limits import Limits
+    from jupyterlab_gradcheck.core.expr.parser import Limits
 
     spec = parse_spec(
         {"function": "x*x", "x": 3, "analytical_gradient": 6, "tolerance": {"rtol": 2}}, limits=Limits(max_rtol=10.0)

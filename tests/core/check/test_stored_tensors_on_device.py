@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare import stored_tensors
-from jupyterlab_gradcheck.core.check.compare.stored_tensors import from_stored, to_stored
+from jupyterlab_gradcheck.core.values import tensors as stored_tensors
+from jupyterlab_gradcheck.core.values.tensors import from_stored, to_stored
 
 N = 100_000
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.fd.refinement import WIDE
+from jupyterlab_gradcheck.core.check.fd.finite_difference import WIDE
 from support.checks import fd_comparison
 
 

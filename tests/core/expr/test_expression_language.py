@@ -7,8 +7,7 @@ import torch
 
 from jupyterlab_gradcheck.core.errors import SpecError
 from jupyterlab_gradcheck.core.expr.evaluator import compile_expression
-from jupyterlab_gradcheck.core.expr.limits import Limits
-from jupyterlab_gradcheck.core.expr.parser import parse_expression
+from jupyterlab_gradcheck.core.expr.parser import Limits, parse_expression
 
 X = torch.tensor([0.5, 2.0], dtype=torch.float64)
 Y = torch.tensor(3.0, dtype=torch.float64)

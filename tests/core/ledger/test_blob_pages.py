@@ -1,4 +1,4 @@
-"""Stories of reading a stored tensor page by page from the store (core/ledger/blob_store.py `read_blob_values`)."""
+"""Stories of reading a stored tensor page by page from the store (core/values/blobs.py `read_blob_values`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from array import array
 
 import pytest
 
-from jupyterlab_gradcheck.core.check.record.stored_values import PendingBlobs, safetensors_blob, sha256_hex
 from jupyterlab_gradcheck.core.errors import LedgerError
-from jupyterlab_gradcheck.core.ledger import blob_store
-from jupyterlab_gradcheck.core.ledger.blob_store import blob_path, read_blob_values
+from jupyterlab_gradcheck.core.values import blobs as blob_store
+from jupyterlab_gradcheck.core.values.blobs import blob_path, read_blob_values
+from jupyterlab_gradcheck.core.values.form import PendingBlobs, safetensors_blob, sha256_hex
 
 
 def _store_one(folder, values):

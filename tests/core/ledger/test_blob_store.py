@@ -11,16 +11,8 @@ import json
 import pytest
 import torch
 
-from jupyterlab_gradcheck.core.check.compare.stored_tensors import from_stored, reading_store, to_stored
-from jupyterlab_gradcheck.core.check.record.stored_values import (
-    INLINE_ELEMENTS,
-    PENDING,
-    PendingBlobs,
-    is_stored_value,
-    stored_shape,
-)
 from jupyterlab_gradcheck.core.errors import LedgerError, SpecError
-from jupyterlab_gradcheck.core.ledger.blob_store import (
+from jupyterlab_gradcheck.core.values.blobs import (
     blob_path,
     blob_problem,
     read_blob_values,
@@ -28,6 +20,8 @@ from jupyterlab_gradcheck.core.ledger.blob_store import (
     store_dir_for,
     write_blobs,
 )
+from jupyterlab_gradcheck.core.values.form import INLINE_ELEMENTS, PENDING, PendingBlobs, is_stored_value, stored_shape
+from jupyterlab_gradcheck.core.values.tensors import from_stored, reading_store, to_stored
 
 
 def test_the_store_sits_beside_the_ledger(tmp_path):

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record.stored_values import is_stored_value
-from jupyterlab_gradcheck.core.ledger.blob_store import blob_problem, referenced_shas, store_dir_for
 from jupyterlab_gradcheck.core.ledger.line_format import canonical_json
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.values.blobs import blob_problem, referenced_shas, store_dir_for
+from jupyterlab_gradcheck.core.values.form import is_stored_value
 
 #: The issue's bound on a record and on one append, whatever n.
 LIMIT = 64 * 1024

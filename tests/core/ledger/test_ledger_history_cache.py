@@ -15,8 +15,7 @@ from jupyterlab_gradcheck.core.errors import LedgerError, SpecError
 from jupyterlab_gradcheck.core.ledger import reader, store
 from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.line_format import make_line
-from jupyterlab_gradcheck.core.ledger.store import Ledger
-from jupyterlab_gradcheck.core.ledger.tail import now_utc
+from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 from support.ledger import JUSTIFICATION, lines_of, rechain, write_lines
 

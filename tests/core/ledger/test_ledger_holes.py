@@ -9,8 +9,8 @@ import json
 from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook
-from jupyterlab_gradcheck.core.report.notebook_export import export_notebook
-from jupyterlab_gradcheck.core.report.renamed_reruns import renamed_rerun_flags
+from jupyterlab_gradcheck.core.report.exports import export_notebook
+from jupyterlab_gradcheck.core.report.submissions import renamed_rerun_flags
 from support.ledger import lines_of, notebook_with_three_checks, write_lines
 
 

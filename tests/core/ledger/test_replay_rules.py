@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.check.record.rules import RULES, rules_of
+from jupyterlab_gradcheck.core.check.record.spec import RULES, rules_of
 from jupyterlab_gradcheck.core.ledger.replay import replay_lines, replay_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record.stored_values import PENDING, is_stored_value
-from jupyterlab_gradcheck.core.ledger.blob_store import blob_path, store_dir_for
 from jupyterlab_gradcheck.core.ledger.verify import verify_path
+from jupyterlab_gradcheck.core.values.blobs import blob_path, store_dir_for
+from jupyterlab_gradcheck.core.values.form import PENDING, is_stored_value
 
 
 def _recorded(tmp_path, expectation):

@@ -9,11 +9,11 @@ import os
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record.stored_values import PENDING
-from jupyterlab_gradcheck.core.ledger.blob_store import referenced_shas, store_dir_for
-from jupyterlab_gradcheck.core.ledger.notebook_moves import move_ledger
+from jupyterlab_gradcheck.core.ledger.binding import move_ledger
 from jupyterlab_gradcheck.core.ledger.store import Ledger, ledger_path_for
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
+from jupyterlab_gradcheck.core.values.blobs import referenced_shas, store_dir_for
+from jupyterlab_gradcheck.core.values.form import PENDING
 
 
 def _checked(notebook, scale: float) -> list[str]:

@@ -8,14 +8,8 @@ import json
 import pytest
 
 from jupyterlab_gradcheck.core.errors import SpecError
-from jupyterlab_gradcheck.core.ledger.witness_check import witness_findings
-from jupyterlab_gradcheck.core.ledger.witness_log import (
-    WitnessLog,
-    log_problems,
-    public_key_fingerprint,
-    read_log,
-    signature_ok,
-)
+from jupyterlab_gradcheck.witness.log import WitnessLog, log_problems, public_key_fingerprint, read_log, signature_ok
+from jupyterlab_gradcheck.witness.verify import witness_findings
 
 HEAD_A, HEAD_B, HEAD_C = "a" * 64, "b" * 64, "c" * 64
 
@@ -79,7 +73,7 @@ def test_a_forged_receipt_fails_signature_checking(tmp_path):
     log = WitnessLog(tmp_path / "w.jsonl")
     genuine = log.append(_report(1, HEAD_A))
     forged = dict(genuine, head=HEAD_B)
-    from jupyterlab_gradcheck.core.ledger import witness_log
+    from jupyterlab_gradcheck.witness import log as witness_log
 
     forged["hash"] = witness_log.receipt_hash(forged)
     assert not signature_ok(forged, log.public_key)

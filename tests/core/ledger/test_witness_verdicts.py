@@ -12,9 +12,8 @@ import json
 import pytest
 
 from jupyterlab_gradcheck.core.errors import SpecError
-from jupyterlab_gradcheck.core.ledger.witness_check import witness_findings
-from jupyterlab_gradcheck.core.ledger.witness_log import WitnessLog, public_key_fingerprint
-from jupyterlab_gradcheck.core.ledger.witness_source import load_witness
+from jupyterlab_gradcheck.witness.log import WitnessLog, public_key_fingerprint
+from jupyterlab_gradcheck.witness.verify import load_witness, witness_findings
 
 HASHES = {0: "0" * 64, 1: "a" * 64, 2: "b" * 64, 3: "c" * 64}
 TIMES = {seq: "2026-01-01T10:00:00+00:00" for seq in HASHES}

@@ -117,7 +117,7 @@ def test_a_bare_ledger_has_no_binding_to_check(tmp_path):
     leave binding_ok empty (nothing to compare with), rather than claiming either way."""
     ledger = Ledger(tmp_path / "loose.gradcheck.jsonl")
     run_and_record(THREE_CHECKS[0], ledger, sweep=False)
-    from jupyterlab_gradcheck.core.report.csv_export import to_csv
+    from jupyterlab_gradcheck.core.report.exports import to_csv
 
     [row] = list(csv.DictReader(io.StringIO(to_csv(collect([ledger.path])))))
     assert (row["notebook_id"], row["chain_ok"], row["binding_ok"]) == ("loose.gradcheck.jsonl", "true", "")
@@ -130,7 +130,7 @@ def test_a_check_that_never_ran_has_an_empty_verdict(tmp_path):
     ledger.record_expectation(
         {**THREE_CHECKS[0], "id": "declared", "inputs": {"x": 3}, "tolerance": {"rtol": 1e-7, "atol": 1e-10}}
     )
-    from jupyterlab_gradcheck.core.report.csv_export import rows
+    from jupyterlab_gradcheck.core.report.exports import rows
 
     [row] = [r for r in rows(collect([tmp_path])) if r["check_id"] == "declared"]
     assert (row["passed"], row["runs"], row["analytical"], row["observed"]) == (None, 0, 6, None)

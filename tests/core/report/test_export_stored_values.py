@@ -13,9 +13,9 @@ import nbformat
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.record.stored_values import PENDING
-from jupyterlab_gradcheck.core.ledger.blob_store import referenced_shas
 from jupyterlab_gradcheck.core.ledger.store import ledger_path_for
+from jupyterlab_gradcheck.core.values.blobs import referenced_shas
+from jupyterlab_gradcheck.core.values.form import PENDING
 from support.ledger import new_notebook
 
 

@@ -9,9 +9,7 @@ import re
 
 import torch
 
-from jupyterlab_gradcheck.core.report.html_export import to_html
-from jupyterlab_gradcheck.core.report.html_parts import format_value, value_html
-from jupyterlab_gradcheck.core.report.record_html import record_html
+from jupyterlab_gradcheck.core.report.html_export import format_value, record_html, to_html, value_html
 from jupyterlab_gradcheck.core.report.submissions import collect
 from support.ledger import new_notebook
 from support.stored_records import as_stored, big_check, ledger_with_stored_check

@@ -11,11 +11,11 @@ A custom `torch.autograd.Function` is used by more than `backward()`: forward-mo
 - `batched_grad`: `vmap` of `autograd.grad` over three grad_outputs, against the same three
   computed one at a time;
 - `undefined_grad`: the backward with its output gradients undefined, which must not crash and
-  must give None or zeros (core/check/autograd/undefined_grad.py), as `check_undefined_grad` does.
+  must give None or zeros (core/check/autograd/forward_and_batched.py), as `check_undefined_grad` does.
 
 Forward mode and batched gradients are observed for a function of one output, with any number of
 inputs (each input gets its own direction, drawn in the inputs' order, and its own batched
-comparison), and for a function of several outputs (core/check/autograd/forward_and_batched_outputs.py);
+comparison), and for a function of several outputs (core/check/autograd/forward_and_batched.py);
 undefined gradients for any.
 
 Each is skipped, with the reason PyTorch gives, where it does not apply (a Function without a
@@ -25,26 +25,190 @@ Each is skipped, with the reason PyTorch gives, where it does not apply (a Funct
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
+from ...errors import exception_line
 from ...i18n import Message
+from ...values.tensors import describe, real_inner
 from ..compare.comparison import compare
-from ..compare.complex_tensors import real_inner
-from ..compare.tensors import describe
-from ..fd.mode_tolerance import difference_bound, mode_tolerances
-from .custom_op_registration import opcheck_registration
-from .forward_and_batched_outputs import (
-    along_u,
-    backward_failed,
-    batched_comparisons,
-    batched_grad_outputs,
-    dual_pairs,
-    forward_ad_outputs,
-    forward_refused,
-    gradients_of,
-    missing_tangent,
-    vmap_skipped,
+from ..fd.steps import difference_bound, mode_tolerances
+from .observations import event_failure
+from .several_outputs import differentiable
+
+# -------------------- custom op registration
+# A `torch.library.custom_op` in the graph, checked the way `torch.library.opcheck` checks its autograd registration.
+#
+# A custom op's backward comes from `register_autograd`, and PyTorch's own test of that registration is
+# `torch.library.opcheck`: `test_schema` (the op mutates and aliases only what its schema says) and
+# `test_autograd_registration` (an input that requires grad reaches an autograd kernel). Its other tests
+# (`test_faketensor`, `test_aot_dispatch_dynamic`) are about torch.compile, not gradients, and are left
+# out. The check finds each custom op the function calls (one forward pass under a dispatch mode that
+# sees every operator below autograd), runs opcheck on the first call of each with the same arguments,
+# and records the result beside forward mode and batched gradients; a test that fails is a failure.
+
+#: opcheck's tests that concern a custom op's autograd registration.
+TESTS = ("test_schema", "test_autograd_registration")
+#: Operator namespaces of PyTorch itself, which are not custom ops.
+BUILT_IN = ("aten", "prim", "prims", "_c10d_functional", "profiler")
+
+
+class _CustomOpCalls(TorchDispatchMode):
+    """Records the first call of each operator outside PyTorch's own namespaces."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace not in BUILT_IN and str(func) not in self.calls:
+            self.calls[str(func)] = (func, args, kwargs or {})
+        return func(*args, **(kwargs or {}))
+
+
+def _fresh(value):
+    """A tensor argument as opcheck needs it: detached, a copy, needing grad where the call's did."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    return value
+
+
+def custom_op_calls(function, leaves: dict) -> dict:
+    """{operator name: (operator, args, kwargs)} of the custom ops one forward pass of `function` calls."""
+    seen = _CustomOpCalls()
+    with torch.enable_grad(), seen:
+        function(**{n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()})
+    return seen.calls
+
+
+def opcheck_registration(function, leaves: dict) -> dict | None:
+    """The `custom_op` observation: opcheck's TESTS on each custom op the function calls, its failures; None where
+    it calls none."""
+    calls = custom_op_calls(function, leaves)
+    if not calls:
+        return None
+    results, failures = {}, []
+    for name, (op, args, kwargs) in calls.items():
+        try:
+            results[name] = torch.library.opcheck(
+                op, tree_map(_fresh, args), tree_map(_fresh, kwargs), test_utils=TESTS
+            )
+        except Exception as exc:  # opcheck raises on the first test that fails
+            reason = Message(
+                "torch.library.opcheck fails {op}'s autograd registration: {error}", op=name, error=exception_line(exc)
+            )
+            results[name] = {"error": exception_line(exc)}
+            failures.append(event_failure("custom_op_opcheck", reason, op=name))
+    return {
+        "status": "failed" if failures else "observed",
+        "description": Message("torch.library.opcheck's {tests} on each custom op called", tests=", ".join(TESTS)),
+        "ops": results,
+        "failures": failures,
+    }
+
+
+# -------------------- undefined grad
+# Undefined output gradients, as `torch.autograd.gradcheck(check_undefined_grad=True)` checks them.
+#
+# Autograd does not always hand a backward a tensor for each output: when an output's gradient is
+# undefined (the output was not used, or a backward upstream returned None for it), a custom
+# Function receives zeros, or None when it called `ctx.set_materialize_grads(False)`. A backward
+# that does arithmetic on that None crashes, in some later training run rather than in its own
+# check. So, for a function whose graph passes through a custom Function, the check calls the
+# backward with every output's gradient undefined, then (several outputs) each output's gradient
+# undefined in turn, the others zeros, exactly as gradcheck's `_test_undefined_backward_mode`
+# does. Each case must not crash, and every input's gradient must come back None or zeros: all the
+# grad_outputs are undefined or zero, so any other gradient is wrong.
+
+#: Why a nonzero gradient in a case fails.
+UNDEFINED_REASON = Message(
+    "with every grad_output undefined or zero the backward returned a nonzero gradient: it "
+    "must return None or zeros when its grad_output is undefined"
 )
-from .undefined_grad import undefined_grad
+
+
+def _outputs(found) -> list:
+    return list(found) if isinstance(found, (tuple, list)) else [found]
+
+
+def _case(function, leaves: dict, undefined: list[int] | None):
+    """One backward with the gradients of the outputs `undefined` (None: all) undefined and every
+    other grad_output zeros: (input gradients or None for each input, the exception or None)."""
+    fresh = {n: t.detach().clone().requires_grad_(True) for n, t in leaves.items()}
+    with torch.enable_grad():
+        wrapped = [
+            torch._C._functions.UndefinedGrad()(o) if undefined is None or k in undefined else o
+            for k, o in enumerate(_outputs(function(**fresh)))
+            if differentiable(o)
+        ]
+        try:
+            grads = torch.autograd.grad(
+                wrapped, list(fresh.values()), [torch.zeros_like(o) for o in wrapped], allow_unused=True
+            )
+        except Exception as exc:  # the backward could not take an undefined gradient: the finding
+            return None, exc
+    return dict(zip(fresh, grads)), None
+
+
+def _crash_reason(undefined: list[int] | None, several: bool, exc: Exception) -> str:
+    if undefined is not None:
+        return Message(
+            "the backward crashed when the gradient of output {k} was undefined (None) and the others zero: {error}",
+            k=undefined[0],
+            error=exception_line(exc),
+        )
+    if several:
+        return Message(
+            "the backward crashed with every output's gradient undefined (None): {error}", error=exception_line(exc)
+        )
+    return Message("the backward crashed when its gradient was undefined (None): {error}", error=exception_line(exc))
+
+
+def undefined_grad(function, leaves: dict) -> dict:
+    """The `undefined_grad` observation: each case with its gradients (or its crash), comparisons of
+    each returned gradient with zero, and the failures of the cases that crashed."""
+    with torch.enable_grad():
+        found = function(**{n: t.detach().clone().requires_grad_(True) for n, t in leaves.items()})
+    several = isinstance(found, (tuple, list))
+    indices = [k for k, o in enumerate(_outputs(found)) if differentiable(o)]
+    cases = [None] + ([[k] for k in indices] if len(indices) > 1 else [])
+    observed, comparisons, failures = [], [], []
+    for undefined in cases:
+        label = "all" if undefined is None else undefined[0]
+        grads, exc = _case(function, leaves, undefined)
+        if exc is not None:
+            reason = _crash_reason(undefined, several, exc)
+            observed.append({"undefined": label, "status": "crashed", "reason": reason})
+            failures.append(event_failure("undefined_grad", reason, undefined=label))
+            continue
+        returned = {name: None if g is None else describe(g.detach()) for name, g in grads.items()}
+        observed.append({"undefined": label, "status": "returned", "gradients": returned})
+        for name, gradient in grads.items():
+            if gradient is not None:
+                row = compare(
+                    "undefined_grad_vs_zero",
+                    name,
+                    torch.zeros_like(gradient),
+                    gradient.detach(),
+                    left_label="zero",
+                    right_label="gradient",
+                    rtol=0.0,
+                    atol=0.0,
+                )
+                comparisons.append({**row, "undefined": label})
+    return {
+        "status": "observed",
+        "description": Message(
+            "backward with every output's gradient undefined, then each output's in turn "
+            "(others zero), as gradcheck's check_undefined_grad: no crash, and None or zeros"
+        ),
+        "cases": observed,
+        "comparisons": comparisons,
+        "failures": failures,
+    }
+
+
+# -------------------- forward and batched
 
 #: The observations of the block, in the record's order (`custom_op` only where the graph holds one).
 MODES = ("forward_ad", "batched_grad", "undefined_grad", "custom_op")
@@ -56,7 +220,7 @@ SEED = 17
 
 
 def _tolerances(leaves: dict) -> dict:
-    """The modes' tolerances in the inputs' dtype and on their device (core/check/fd/mode_tolerance.py):
+    """The modes' tolerances in the inputs' dtype and on their device (core/check/fd/steps.py):
     forward AD against the backward's Jacobian and batched against one-at-a-time gradients differ by
     rounding alone ("exact"); central differences along u by their truncation and rounding ("differences")."""
     x = next(iter(leaves.values()))
@@ -178,7 +342,7 @@ def function_modes(
     (`classes`, as the first forward pass found them), else None. Forward mode and batched gradients
     are observed for one output, whatever the inputs; for a tuple or list of `outputs` (their count)
     they are observed over its differentiable outputs, `weights` mapping each one's index to its
-    grad_output (core/check/autograd/forward_and_batched_outputs.py)."""
+    grad_output (core/check/autograd/forward_and_batched.py)."""
     if not classes:
         return None
     block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
@@ -213,3 +377,238 @@ def function_modes(
     if any(c.__module__ == CUSTOM_OP_MODULE for c in classes):  # a torch.library.custom_op's generated Function
         block["custom_op"] = opcheck_registration(function, leaves)
     return block
+
+
+# -------------------- forward and batched outputs
+# Forward mode and batched gradients of a custom Function with several outputs.
+#
+# `torch.autograd.gradcheck` checks a tuple of outputs in forward mode and batched, as it checks one
+# (`check_forward_ad`, `check_batched_grad`): a Function that returns `(y, aux)` has a `jvp` giving a
+# tangent per output and a `backward` taking a gradient per output, and either can be wrong in one
+# output's part alone. For each differentiable output k (core/check/autograd/several_outputs.py `differentiable`):
+#
+# - `forward_ad`: its tangent J_k u along the direction u of core/check/autograd/forward_and_batched.py (one
+#   standard normal direction per input, seed 17) against central differences of f_k along u, one
+#   comparison per output; and sum_k sum(v_k * J_k u) against grad . u, where grad is the backward's
+#   gradient of sum_k sum(v_k * f_k) with each output's grad_output v_k of the check;
+# - `batched_grad`: `vmap` of `autograd.grad` over three grad_output tuples (one draw per output, in
+#   the outputs' order, seed 17) against the same three computed one at a time, one comparison per
+#   input.
+
+
+def _flat(tensors: list):
+    """The tensors flattened and side by side, as one observation shows them."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def forward_skipped(exc) -> dict:
+    """Forward mode recorded as not applying, with the reason PyTorch gave (no jvp, an operation without a
+    forward-mode formula)."""
+    return {
+        "status": "skipped",
+        "reason": Message("forward-mode AD does not apply: {reason}", reason=exception_line(exc)),
+    }
+
+
+def forward_failed(exc) -> dict:
+    """Forward mode recorded as failed: the jvp (or an operation's forward-mode formula) raised, which
+    `gradcheck(check_forward_ad=True)` fails too."""
+    reason = Message(
+        "forward-mode AD raised: {reason}: suspect the jvp, which gradcheck(check_forward_ad=True) fails too",
+        reason=exception_line(exc),
+    )
+    return {"status": "failed", "reason": reason, "failures": [event_failure("forward_ad", reason)]}
+
+
+def forward_refused(exc) -> dict:
+    """A forward-mode pass that raised: skipped where PyTorch says forward mode is not implemented (a custom
+    Function without a jvp, an operation without a formula), failed otherwise."""
+    return forward_skipped(exc) if isinstance(exc, NotImplementedError) else forward_failed(exc)
+
+
+def backward_failed(exc) -> dict:
+    """Batched gradients recorded as failed: the backward itself raised under a random grad_output, one at a time
+    (`gradcheck(check_batched_grad=True)` fails it too)."""
+    reason = Message(
+        "the backward raised under a random grad_output, one at a time: {reason}", reason=exception_line(exc)
+    )
+    return {"status": "failed", "reason": reason, "failures": [event_failure("batched_grad", reason)]}
+
+
+def vmap_skipped(exc) -> dict:
+    """Batched gradients recorded as not applying, with the reason PyTorch gave (a backward vmap cannot batch)."""
+    return {
+        "status": "skipped",
+        "reason": Message("vmap over grad_outputs does not apply: {reason}", reason=exception_line(exc)),
+    }
+
+
+def dual_pairs(function, leaves: dict, directions: dict) -> list:
+    """(primal, tangent) of each output of forward-mode AD along `directions` (one pair for a tensor output, a list
+    for a tuple), a tangent forward AD leaves undefined as None; raises what forward AD raises.
+
+    Each direction is handed to forward AD as a copy: a jvp returning a view of its input's tangent (a Function
+    whose output is a view) may change it in place, and the finite differences along u must read u as drawn."""
+    import torch.autograd.forward_ad as fwad
+
+    with fwad.dual_level():
+        found = function(**{n: fwad.make_dual(x.detach(), directions[n].clone()) for n, x in leaves.items()})
+        pairs = [fwad.unpack_dual(o) for o in (found if isinstance(found, (tuple, list)) else [found])]
+        pairs = [(p.primal, p.tangent) for p in pairs]
+    return [(primal, None if tangent is None else tangent.detach()) for primal, tangent in pairs]
+
+
+def missing_tangent(pairs: list, indices: list):
+    """The forward_ad block skipped for the first differentiable output (of `indices`) without a tangent, else None."""
+    for k in indices:
+        if pairs[k][1] is None:
+            reason = Message(
+                "forward-mode AD does not apply: output {k} gets no tangent: an operation on its path has no "
+                "forward-mode formula (a torch.library.custom_op registers none with register_autograd)",
+                k=k,
+            )
+            return {"status": "skipped", "reason": reason}
+    return None
+
+
+def along_u(function, leaves: dict, directions: dict) -> tuple:
+    """(f(x + h u), f(x - h u), 2h): central differences along u at h = eps^(1/3) max(1, max |x|)."""
+    dtype = next(iter(leaves.values())).dtype
+    h = torch.finfo(dtype).eps ** (1 / 3) * max(
+        1.0, max(float(x.detach().abs().max()) if x.numel() else 0.0 for x in leaves.values())
+    )
+    with torch.no_grad():
+        plus = function(**{n: x.detach() + h * directions[n] for n, x in leaves.items()})
+        minus = function(**{n: x.detach() - h * directions[n] for n, x in leaves.items()})
+    return plus, minus, 2 * h
+
+
+def _gradient(function, leaves: dict, indices: list, weights: dict) -> dict:
+    """The backward's gradient of sum_k sum(v_k * f_k) over the outputs `indices`, per input (zeros
+    where an input reaches none of them)."""
+    with torch.enable_grad():
+        inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
+        found = function(**inputs)
+        grads = torch.autograd.grad(
+            [found[k] for k in indices],
+            list(inputs.values()),
+            [weights[k] for k in indices],
+            allow_unused=True,
+            materialize_grads=True,
+        )
+    return dict(zip(inputs, grads))
+
+
+def forward_ad_outputs(function, leaves: dict, directions: dict, weights: dict, tolerances: tuple) -> dict:
+    """The `forward_ad` observation of a function of several outputs (or skipped, with the reason):
+    `weights` maps each differentiable output's index to its grad_output v_k; `tolerances` is
+    (against finite differences, against the backward), as for one output."""
+    indices = sorted(weights)
+    try:
+        pairs = dual_pairs(function, leaves, directions)
+    except Exception as exc:  # no jvp (skipped), or a jvp that raised (failed)
+        return forward_refused(exc)
+    if (missing := missing_tangent(pairs, indices)) is not None:
+        return missing
+    tangents = {k: pairs[k][1] for k in indices}
+    plus, minus, width = along_u(function, leaves, directions)
+    label = ", ".join(leaves)
+    differences, exact = tolerances
+    comparisons = [
+        {
+            **compare(
+                "forward_ad_vs_finite_difference",
+                label,
+                ((plus[k] - minus[k]) / width).reshape(-1),
+                tangents[k].reshape(-1),
+                left_label=f"finite_difference_along_u (output {k})",
+                right_label=f"forward_ad (output {k})",
+                **differences,
+                bound=difference_bound(plus[k], minus[k], width).reshape(-1),
+            ),
+            "output": k,
+        }
+        for k in indices
+    ]
+    gradient = _gradient(function, leaves, indices, weights)
+    along = sum(real_inner(weights[k], tangents[k]).reshape(1) for k in indices)
+    backward_along = sum(real_inner(gradient[n], directions[n]).reshape(1) for n in leaves)
+    comparisons.append(
+        compare(
+            "forward_ad_vs_backward",
+            label,
+            backward_along,
+            along,
+            left_label="grad . u (backward)",
+            right_label="sum_k sum(v_k * J_k u) (forward_ad)",
+            **exact,
+        )
+    )
+    return {
+        "status": "observed",
+        "tangent": describe(_flat([tangents[k] for k in indices])),
+        "note": Message(
+            "the tangents of outputs {outputs}, each flattened, side by side", outputs=", ".join(map(str, indices))
+        ),
+        "comparisons": comparisons,
+    }
+
+
+def gradients_of(outputs, inputs: list, weights) -> tuple:
+    """The backward's gradients of `outputs` under `weights`, the graph kept; zeros for an input the outputs do not
+    reach or whose gradient the backward leaves out (a needs_input_grad slip): the first order's comparison against
+    finite differences names such an element, the batched mode only needs a tensor."""
+    return torch.autograd.grad(outputs, inputs, weights, retain_graph=True, allow_unused=True, materialize_grads=True)
+
+
+def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, tolerance: dict) -> dict:
+    """The `batched_grad` observation of a function of several outputs, one comparison per input (or
+    skipped, with the reason): three grad_output tuples over the differentiable outputs `indices`."""
+    names = list(leaves)
+    with torch.enable_grad():
+        inputs = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
+        found = function(**inputs)
+        outputs = [found[k] for k in indices]
+        generator = torch.Generator().manual_seed(seed)
+        draws = [torch.randn((3, *o.shape), dtype=o.dtype, generator=generator).to(o.device) for o in outputs]
+
+        def grad_of(*weights):
+            return gradients_of(outputs, [inputs[n] for n in names], weights)
+
+        try:
+            one_by_one = [torch.stack(parts) for parts in zip(*(grad_of(*(d[i] for d in draws)) for i in range(3)))]
+        except Exception as exc:  # a backward that runs only under some grad_outputs: the finding
+            return backward_failed(exc)
+        try:
+            batched = torch.func.vmap(grad_of)(*draws)
+        except Exception as exc:  # a backward vmap cannot batch: say so
+            return vmap_skipped(exc)
+    shown = torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
+    return {
+        "status": "observed",
+        "grad_outputs": 3,
+        "gradients": describe(shown.detach()),
+        "note": Message(
+            "three grad_outputs for each of outputs {outputs}; the gradients of {names}, each flattened, side by side",
+            outputs=", ".join(map(str, indices)),
+            names=", ".join(names),
+        ),
+        "comparisons": batched_comparisons(names, one_by_one, batched, tolerance),
+    }
+
+
+def batched_comparisons(names, one_by_one, batched, tolerance: dict) -> list[dict]:
+    """Each input's gradients under the three grad_outputs taken one at a time against vmap's batch of them,
+    flattened, within `tolerance` (the dtype's exact tolerance)."""
+    return [
+        compare(
+            "batched_grad_vs_one_at_a_time",
+            name,
+            one.detach().reshape(-1),
+            together.detach().reshape(-1),
+            left_label="one_at_a_time",
+            right_label="vmap",
+            **tolerance,
+        )
+        for name, one, together in zip(names, one_by_one, batched)
+    ]

@@ -9,13 +9,171 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import torch
 
-from ..compare.described_once import Descriptions
+from ...errors import SpecError
+from ...expr.evaluator import compile_expression
+from ...expr.parser import Expression
+from ...values.tensors import Descriptions, to_tensor
 from ..compare.forward_pass import forward, grad_output_for
-from ..record.observation_names import DESCRIPTIONS
-from .chain_paths import chain_possible
+from ..fd.structure import ELEMENTWISE, REDUCTIONS
+from ..record.source import callable_name, function_source
+from ..record.spec import DESCRIPTIONS, CheckSpec
 from .custom_functions import graph_functions, only_built_in_formulas
+from .several_outputs import differentiable
+
+# -------------------- failures
+# The failures a record lists: a failed comparison row's (`failure`), and one no row carries (`event_failure`).
+#
+# Both have the same fields, so that every reader of a record (the summary, the report, the benchmark) reads
+# any failure the same way: comparison, input, index, the two sides, the errors and tolerances, diagnosis,
+# reason.
+
+
+def failure(row: dict, diagnosis: str, reason: str) -> dict:
+    """The failure a failed comparison row becomes: its diagnosis, the reason in words, and the worst element,
+    naming its output where the row does (a function of several outputs)."""
+    worst = row["worst"]
+    return {
+        "comparison": row["name"],
+        "input": row["input"],
+        "index": worst["index"],
+        "left_label": row["left"],
+        "right_label": row["right"],
+        "left": worst["left"],
+        "right": worst["right"],
+        "abs_err": worst["abs_err"],
+        "rel_err": worst["rel_err"],
+        "rtol": row["rtol"],
+        "atol": row["atol"],
+        "diagnosis": diagnosis,
+        "reason": reason,
+        **({"output": row["output"]} if "output" in row else {}),
+    }
+
+
+def event_failure(comparison: str, reason, *, diagnosis: str = "probable_bug", input_name=None, **extra) -> dict:
+    """A failure that no comparison row carries (a crash, a verdict of PyTorch's tools): the fields of a row's
+    failure, with no element, values or tolerances."""
+    return {
+        "comparison": comparison,
+        "input": input_name,
+        "index": None,
+        "left_label": comparison,
+        "right_label": "",
+        "left": None,
+        "right": None,
+        "abs_err": None,
+        "rel_err": None,
+        "rtol": None,
+        "atol": None,
+        "diagnosis": diagnosis,
+        "reason": reason,
+        **extra,
+    }
+
+
+# -------------------- expectation tensors
+# The expectation of a check as tensors: what the author wrote, evaluated at the inputs.
+#
+# A value is converted to the check's dtype and device, an expression of the expression language
+# is evaluated, a Python callable is called with the (detached) inputs; each result is broadcast
+# to its input's shape, and one that cannot be is refused naming both shapes.
+
+
+def analytical_tensors(spec: CheckSpec, leaves: dict) -> dict:
+    """The expectation as a tensor per input, broadcast to that input's shape."""
+    result = {}
+    detached = None
+    for name, written in spec.analytical.items():
+        if detached is None and (isinstance(written, Expression) or callable(written)):
+            detached = {n: t.detach() for n, t in leaves.items()}
+        if isinstance(written, Expression):
+            with torch.no_grad():
+                value = compile_expression(written)(**detached)
+            value = torch.as_tensor(value, dtype=leaves[name].dtype, device=leaves[name].device)
+        elif callable(written):
+            with torch.no_grad():
+                value = torch.as_tensor(written(**detached), dtype=leaves[name].dtype, device=leaves[name].device)
+        else:
+            value = to_tensor(written, spec.dtype, str(leaves[name].device))
+        shape = leaves[name].shape
+        try:
+            result[name] = value if value.shape == shape else value.broadcast_to(shape)
+        except RuntimeError:
+            raise SpecError(
+                "analytical_gradient for {name!r} has shape {shape}, which does not match the "
+                "input's shape {input_shape}",
+                name=name,
+                shape=list(value.shape),
+                input_shape=list(leaves[name].shape),
+                field="analytical_gradient",
+            ) from None
+    return result
+
+
+# -------------------- chain paths
+# Which inputs could be an elementwise chain, read from the autograd graph a check already built.
+#
+# The diagonal path (core/check/fd/structure.py) decides by evaluating the function once under a
+# recorder that refuses any operation on a tensor derived from x that is not elementwise (or a
+# full sum or mean). That evaluation costs about two forward passes and is wasted on most
+# functions, which are not such a chain. The graph of the check's first autograd pass already names
+# the derivative formula of every operation between the output and each input: where one of them
+# belongs to an operation the recorder refuses (a matrix product, an index, a reshape), the
+# recorder would refuse too, and its evaluation is skipped. Anything the graph cannot name for
+# certain (a custom Function, whose forward the recorder sees operation by operation; an in-place
+# copy into a view) leaves the recorder to decide, as before: the shortcut only ever skips an
+# evaluation whose answer is known, so no check takes another path because of it.
+
+#: An autograd formula node's class name: the operation's name in camel case, "Backward", an overload number.
+_FORMULA = re.compile(r"^([A-Z][A-Za-z0-9]*)Backward\d*$")
+#: The operations the recorder accepts on a tensor derived from x, in the graph's spelling (no underscores, lower
+#: case): every elementwise one, the full reductions, and the constant scales and shifts that may follow them.
+_ACCEPTED = frozenset(
+    name.replace("_", "").lower() for name in ELEMENTWISE | set(REDUCTIONS) | {"mul", "div", "neg", "add", "sub"}
+)
+
+
+def refused_by_recorder(node) -> bool:
+    """Whether this graph node is the formula of an operation the diagonal recorder refuses, for certain."""
+    if getattr(node, "_forward_cls", None) is not None:
+        return False  # a custom Function: the recorder sees its forward operation by operation
+    match = _FORMULA.match(type(node).__name__)
+    return bool(match) and match.group(1).lower() not in _ACCEPTED
+
+
+def chain_possible(output, leaves: dict) -> dict:
+    """For each input name: False where the graph that produced `output` shows an operation the recorder refuses
+    between the output and that input, True where the recorder has to decide."""
+    root = getattr(output, "grad_fn", None)
+    names = {id(leaf): name for name, leaf in leaves.items()}
+    reach: dict = {}  # id(node) -> the names of the inputs reachable from that node
+    refused: set = set()
+    stack = [(root, False)] if root is not None else []
+    while stack:  # depth first, each node finished after all of its children
+        node, children_done = stack.pop()
+        if id(node) in reach:
+            continue
+        children = [child for child, _ in getattr(node, "next_functions", ()) if child is not None]
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in reach)
+            continue
+        variable = getattr(node, "variable", None)
+        here = {names[id(variable)]} if variable is not None and id(variable) in names else set()
+        for child in children:
+            here |= reach[id(child)]
+        reach[id(node)] = here
+        if refused_by_recorder(node):
+            refused |= here
+    return {name: name not in refused for name in leaves}
+
+
+# -------------------- observations
 
 
 def _grads(leaves: dict) -> dict:
@@ -109,3 +267,121 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
         ),
     }
     return observations, raw, v
+
+
+# -------------------- backward expectation
+# The expectation of a custom `torch.autograd.Function` check: its own hand-written backward.
+#
+# For a custom Function the hand derivation *is* its `backward`; asking its author to write it a
+# second time as `grad=` sends them back to `torch.autograd.gradcheck`. So a Python check with no
+# expectation, of a function whose graph passes through one or more custom Functions, takes as
+# its expectation "the backward of F": the gradient that autograd computes through the
+# Functions' own `backward`, in a fresh graph, with the check's grad_output. The observations
+# then hold that backward against finite differences, as gradcheck does.
+#
+# The expectation is named by each Function's qualified name and the SHA-256 of its source
+# (its class, also when defined in a notebook cell; for a `torch.library` custom op, the op's name
+# and its author's functions: record/callable_source.py). The name is what the ledger keeps for a callable
+# expectation, so a backward edited after a failure is a new expectation text: the ledger records
+# it as an expectation change, and grading flags it as revised after an observation.
+#
+# A function whose graph holds no custom Function keeps the refusal of a missing expectation.
+
+
+def backward_name(classes: list) -> str:
+    """'the backward of Cube [sha256 1a2b3c4d5e6f]' (each Function, ' and ' between): the expectation's text."""
+    parts = []
+    for owner in classes:
+        digest = function_source(owner).get("sha256") or "source unreadable"
+        parts.append(f"{callable_name(owner)} [sha256 {digest[:16]}]")
+    return "the backward of " + " and ".join(parts)
+
+
+def backward_expectation(
+    function: Callable, names: list[str], classes: list, grad_output=None, outputs: list[bool] | None = None
+) -> dict:
+    """{input name: callable of the inputs} giving d sum(v * f) / d input through the Functions' own backward.
+
+    Each callable runs a fresh forward and `torch.autograd.grad` (grad mode on, whatever the
+    caller's), so it observes the backward as written, not a value computed once and kept.
+    For a function returning several outputs (`outputs`: whether each is differentiable) it is
+    `{"outputs": [e_0, e_1, ...]}`: e_k the same for output k, through the backward with v_k at output k
+    and zeros at the others (`grad_output` then a list with one entry per output, or None), and None
+    for an output that is not differentiable.
+    """
+    label = backward_name(classes)
+
+    def named(compute, name):
+        def expectation(**values):
+            return compute(**values)[name]
+
+        expectation.__qualname__ = expectation.__name__ = label
+        return expectation
+
+    if outputs is None:
+
+        @_once_per_point
+        def gradients(**values):
+            return _through_backward(function, names, values, lambda output: [grad_output_for(output, grad_output)])
+
+        return {name: named(gradients, name) for name in names}
+
+    def for_output(k):
+        wanted = None if grad_output is None else grad_output[k]
+
+        @_once_per_point
+        def gradients(**values):
+            return _through_backward(
+                function,
+                names,
+                values,
+                lambda *found: [grad_output_for(o, wanted) if i == k else _zeros(o) for i, o in found],
+            )
+
+        return {name: named(gradients, name) for name in names}
+
+    return {"outputs": [for_output(k) if flag else None for k, flag in enumerate(outputs)]}
+
+
+def _once_per_point(compute: Callable) -> Callable:
+    """`compute`, run once for the same input tensors, unchanged since: every input's expectation is its part
+    of one fresh forward and backward, instead of one forward and backward per input. New tensors, or the
+    same ones modified in place, are a new point and run it again."""
+    last: dict = {}
+
+    def run(**values):
+        point = {n: (t, getattr(t, "_version", None)) for n, t in values.items()}
+        seen = last.get("point")
+        if (
+            seen is not None
+            and seen.keys() == point.keys()
+            and all(seen[n][0] is t and seen[n][1] == version for n, (t, version) in point.items())
+        ):
+            return last["result"]
+        last.clear()  # a computation that raises leaves nothing to reuse
+        result = compute(**values)
+        last.update(point=point, result=result)
+        return result
+
+    return run
+
+
+def _zeros(output):
+    """Zeros shaped like an output: the grad_output of every output but the one checked."""
+    return torch.zeros_like(output)
+
+
+def _through_backward(function: Callable, names: list[str], values: dict, weights: Callable) -> dict:
+    """d sum_k(v_k * f_k) / d input for each input, by a fresh forward and `torch.autograd.grad`; `weights`
+    gives the v_k of the (index, detached output) pairs of the differentiable outputs (of the one output)."""
+    with torch.enable_grad():
+        leaves = {n: t.detach().clone().requires_grad_(True) for n, t in values.items()}
+        found = function(**leaves)
+        if isinstance(found, (tuple, list)):
+            used = [(i, o) for i, o in enumerate(found) if differentiable(o)]
+            v = weights(*[(i, o.detach()) for i, o in used])
+            found = [o for _, o in used]
+        else:
+            v = weights(found.detach())
+        returned = torch.autograd.grad(found, [leaves[n] for n in names], v, allow_unused=True)
+    return {n: (torch.zeros_like(leaves[n]) if g is None else g.detach()) for n, g in zip(names, returned)}

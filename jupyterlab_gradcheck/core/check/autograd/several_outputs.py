@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from ...errors import SpecError
-from ..record.complex_values import per_output_values
+from ...values.form import per_output_values
 from ..record.spec import CheckSpec
 
 
@@ -60,7 +60,7 @@ def forward_outputs(function, leaves: dict):
 def differentiable_outputs(function, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list[bool] | None:
     """For a function returning a tuple or list at `inputs` (numbers, lists or tensors, in `dtype` on
     `device`): whether each output is differentiable; None for a function returning one tensor."""
-    from ..compare.tensors import to_tensor
+    from ...values.tensors import to_tensor
 
     leaves = {n: to_tensor(v, dtype, device, requires_grad=True) for n, v in inputs.items()}
     with torch.enable_grad():
@@ -84,8 +84,8 @@ def output_function(function: Callable, index: int) -> Callable:
     """`lambda **x: function(**x)[index]`, named after the function and the output, whose backward gives
     the function's other differentiable outputs zero gradients, not undefined ones: output k's check is
     sum(v_k * f_k) with zeros at the other outputs, as its expectation through a Function's backward is
-    (core/check/autograd/backward_expectation.py); how a backward takes undefined gradients is observed on its
-    own (core/check/autograd/undefined_grad.py)."""
+    (core/check/autograd/observations.py); how a backward takes undefined gradients is observed on its
+    own (core/check/autograd/forward_and_batched.py)."""
 
     def output_k(**values):
         found = function(**values)
@@ -194,8 +194,8 @@ def plan(spec: CheckSpec, function: Callable, found) -> Plan:
 def check_outputs_fit(spec: CheckSpec, device: str) -> None:
     """For a Python function, one forward pass: SpecError when its outputs do not fit the expectation
     or grad_output as written (run before a ledger entry is written, so nothing is)."""
-    from ..compare.tensors import to_tensor
-    from ..record.complex_values import refuse_complex_grad_output
+    from ...values.form import refuse_complex_grad_output
+    from ...values.tensors import to_tensor
 
     if spec.expression is not None:
         return

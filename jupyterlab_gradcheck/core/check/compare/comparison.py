@@ -5,7 +5,7 @@ A comparison passes when every element satisfies |left - right| <= atol + rtol *
 errors, the tolerance used, and the element that violates the tolerance most (or, when all
 pass, the one with the largest error), with its index and both values.
 
-Complex tensors (core/check/record/complex_values.py) are compared by the modulus of the difference.
+Complex tensors (core/values/form.py) are compared by the modulus of the difference.
 
 Two paths compute the same record: tensors of up to SMALL_ELEMENTS real elements on the CPU are
 compared in plain Python floats (plain_floats.py), larger ones with torch (`compare_tensors`), and
@@ -17,12 +17,114 @@ one stacked tensor (the same records).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from .comparison_record import INF, comparison_record, finite_or_none
-from .described_once import same_bits
-from .plain_floats import compare_floats, plain_number, plain_values
-from .tensors import to_value
+from ...values.tensors import same_bits, to_value
+
+# -------------------- plain floats
+# The plain-Python path of a comparison: small real CPU tensors compared in Python floats.
+#
+# For the scalars and short vectors of the course a dozen torch operations on one element cost far
+# more than the arithmetic. This path evaluates the torch path's IEEE double operations in the same
+# order (subtract, abs, multiply, add, divide, each rounded once) and picks the worst element by the
+# same rule as `torch.argmax` (the first NaN, else the first maximum), so its records are
+# bit-identical to the torch path's.
+
+#: torch's real floating dtypes: their elements fit a double exactly.
+REAL_DTYPES = frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16))
+#: What nan_to_num turns +inf into.
+MAX_FINITE = 1.7976931348623157e308
+#: Largest element count compared in plain Python floats instead of torch operations.
+SMALL_ELEMENTS = 64
+
+
+def compare_floats(
+    name, input_name, left: list, right: list, shape, *, left_label, right_label, rtol, atol, extra=None
+) -> dict:
+    """The plain-Python path: the torch path's operations, element by element, in doubles."""
+    if len(left) == 1 and extra is None:  # one element is its own worst and its own maximum
+        a, b = left[0], right[0]
+        e = abs(a - b)
+        r = 0.0 if e == 0 else (INF if b == 0 else e / abs(b))
+        passed = (INF if e != e else e - (atol + rtol * abs(b))) <= 0
+        return comparison_record(
+            name, input_name, left_label, right_label, rtol, atol, passed, e, r, shape, 0, a, b, e, r
+        )
+    errors = [abs(a - b) for a, b in zip(left, right)]
+    if extra is None:
+        excess = [INF if e != e else e - (atol + rtol * abs(b)) for e, b in zip(errors, right)]
+    else:
+        excess = [INF if e != e else e - (atol + rtol * abs(b) + x) for e, b, x in zip(errors, right, extra)]
+    passed = all(x <= 0 for x in excess)
+    if passed:
+        worst_flat = _argmax([INF if e != e else (MAX_FINITE if e == INF else e) for e in errors])
+    else:
+        worst_flat = _argmax(excess)
+    # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
+    relative = [0.0 if e == 0 else (INF if b == 0 else e / abs(b)) for e, b in zip(errors, right)]
+    result = comparison_record(
+        name,
+        input_name,
+        left_label,
+        right_label,
+        rtol,
+        atol,
+        passed,
+        _max(errors),
+        _max(relative),
+        shape,
+        worst_flat,
+        left[worst_flat],
+        right[worst_flat],
+        errors[worst_flat],
+        relative[worst_flat],
+    )
+    if extra is not None:
+        result["error_bound"] = {"max": finite_or_none(_max(extra)), "at_worst": finite_or_none(extra[worst_flat])}
+    return result
+
+
+def _argmax(values: list) -> int:
+    """`torch.argmax` of a flat list: the first NaN if there is one, else the first maximum."""
+    best = 0
+    for index, value in enumerate(values):
+        if value != value:
+            return index
+        if value > values[best]:
+            best = index
+    return best
+
+
+def _max(values: list) -> float:
+    """`Tensor.max()` of a flat list: NaN when any element is NaN."""
+    return values[_argmax(values)]
+
+
+def plain_number(value) -> bool:
+    """A float, or an int that a double holds exactly (torch and Python then agree on it)."""
+    return type(value) is float or (type(value) is int and abs(value) <= 2**53)
+
+
+def plain_values(tensor) -> list[float] | None:
+    """The elements of a small real CPU tensor as Python floats, else None."""
+    if not (
+        tensor.is_cpu
+        and 0 < tensor.numel() <= SMALL_ELEMENTS
+        and tensor.dtype in REAL_DTYPES
+        and tensor.layout is torch.strided
+    ):
+        return None
+    if tensor.dim() == 0:
+        return [tensor.item()]
+    values = tensor.tolist()
+    while values and isinstance(values[0], list):  # flatten a nested list, row-major as reshape(-1)
+        values = [item for row in values for item in row]
+    return values
+
+
+# -------------------- comparison
 
 
 class Operand:
@@ -62,7 +164,7 @@ def compare(
     """One comparison record between two same-shaped tensors (or `Operand`s of them).
 
     `bound`, a tensor shaped like `right`, adds an allowance of its own to each element's
-    tolerance (a finite difference's rounding bound, core/check/fd/error_bound.py); the record
+    tolerance (a finite difference's rounding bound, core/check/fd/steps.py); the record
     then carries `error_bound` with its largest value and its value at the worst element.
     """
     left = left if isinstance(left, Operand) else Operand(left)
@@ -186,3 +288,179 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
             "at_worst": finite_or_none(extra.reshape(-1)[worst_flat]),
         }
     return result
+
+
+# -------------------- comparison record
+# The record of one comparison: its errors, tolerance, verdict and worst element, as every path writes it.
+#
+# The plain-Python path (plain_floats.py), the torch path (comparison.py `compare_tensors`) and the
+# stacked rows (stacked_rows.py) compute the same numbers; each hands them here, so that the record's
+# fields, their order and the null written for an infinite error are the same whichever ran.
+
+INF = float("inf")
+
+
+def unravel(flat_index: int, shape) -> list[int]:
+    """The index of a flat position in a tensor of `shape`, row-major."""
+    index = []
+    for size in reversed(list(shape)):
+        index.append(flat_index % size)
+        flat_index //= size
+    return list(reversed(index))
+
+
+def comparison_record(
+    name,
+    input_name,
+    left_label,
+    right_label,
+    rtol,
+    atol,
+    passed,
+    max_abs,
+    max_rel,
+    shape,
+    worst_flat,
+    left,
+    right,
+    abs_err,
+    rel_err,
+) -> dict:
+    """One comparison record: the labels, tolerance and verdict, the largest errors and the worst element."""
+    return {
+        "name": name,
+        "input": input_name,
+        "left": left_label,
+        "right": right_label,
+        "max_abs_err": finite_or_none(max_abs),
+        "max_rel_err": finite_or_none(max_rel),
+        "rtol": rtol,
+        "atol": atol,
+        "passed": passed,
+        "worst": {
+            "index": unravel(worst_flat, shape),
+            "flat_index": worst_flat,
+            "left": left,
+            "right": right,
+            "abs_err": finite_or_none(abs_err),
+            "rel_err": finite_or_none(rel_err),
+        },
+    }
+
+
+def finite_or_none(value):
+    """A float of the value, or None where it is not finite (JSON has no inf or NaN)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+# -------------------- stacked rows
+# Several comparisons at once: same-shaped torch-path comparisons computed as the rows of one tensor.
+#
+# A dozen small torch operations cost the same for one row as for five, and a check compares each
+# input several ways (autograd's passes, finite differences, the expectation). `compare_rows` stacks
+# the real same-shaped requests that take the torch path; each row goes through `compare_tensors`'
+# operations elementwise and its reductions run along the row, so every record is bit-identical to
+# its own `compare` call.
+
+#: Largest element count whose torch-path comparisons of one shape `compare_rows` stacks into one computation.
+STACKED_ELEMENTS = 4096
+
+
+def compare_rows(requests: list[dict]) -> list[dict]:
+    """`compare(**request)` for each request, the same records in the same order.
+
+    The requests that take the torch path with real tensors of one shape, up to STACKED_ELEMENTS
+    elements, are stacked row by row and computed by one set of torch operations (a dozen small
+    operations cost the same for one row as for five). Each row goes through the operations of
+    `compare_tensors`, elementwise, and its reductions run along the row, so each record is
+    bit-identical to that of its own `compare` call; any other request is handed to `compare`.
+    """
+    requests = [
+        {**request, "left": operand(request["left"]), "right": operand(request["right"])} for request in requests
+    ]
+    results: list = [None] * len(requests)
+    groups: dict = {}
+    for i, request in enumerate(requests):
+        if stackable(request):
+            groups.setdefault(tuple(request["right"].shape), []).append(i)
+    for members in groups.values():
+        if len(members) > 1:
+            for i, record in zip(members, stacked([requests[i] for i in members])):
+                results[i] = record
+    return [record if record is not None else compare(**request) for record, request in zip(results, requests)]
+
+
+def operand(value) -> Operand:
+    """The value as an `Operand` (read once), unless it is one."""
+    return value if isinstance(value, Operand) else Operand(value)
+
+
+def stackable(request: dict) -> bool:
+    """Whether `compare` takes the torch path with real tensors of one shape and plain tolerances."""
+    left, right, bound = request["left"], request["right"], request.get("bound")
+    if left.values is not None and right.values is not None:  # the plain path (or a shape mismatch)
+        return False
+    tensors = [left.tensor, right.tensor] + ([] if bound is None else [bound])
+    return (
+        left.shape == right.shape
+        and 0 < right.tensor.numel() <= STACKED_ELEMENTS
+        and all(t.is_floating_point() for t in tensors)
+        and (bound is None or bound.numel() == right.tensor.numel())
+        and plain_number(request["rtol"])
+        and plain_number(request["atol"])
+    )
+
+
+def stacked(requests: list[dict]) -> list[dict]:
+    """`compare_tensors` of each request, its tensors stacked as the rows of one (rows, n) tensor."""
+
+    def rows(tensors):
+        return torch.stack([t.detach().to("cpu", torch.float64).reshape(-1) for t in tensors])
+
+    left64, right64 = rows([r["left"].tensor for r in requests]), rows([r["right"].tensor for r in requests])
+    bounded = [r.get("bound") is not None for r in requests]
+    error = (left64 - right64).abs()
+    rtol = torch.tensor([[float(r["rtol"])] for r in requests], dtype=torch.float64)
+    atol = torch.tensor([[float(r["atol"])] for r in requests], dtype=torch.float64)
+    extra = rows(
+        [r["bound"] if b else torch.zeros(right64.shape[1], dtype=torch.float64) for r, b in zip(requests, bounded)]
+    )
+    bound = atol + rtol * right64.abs() + extra  # + 0 where there is no bound, as compare_tensors adds
+    nan = torch.isnan(error)
+    excess = torch.where(nan, torch.full_like(error, float("inf")), error - bound)
+    passed = (excess <= 0).all(dim=1)
+    worst = torch.where(passed, torch.argmax(error.nan_to_num(nan=float("inf")), dim=1), torch.argmax(excess, dim=1))
+    relative = torch.where(right64 == 0, torch.full_like(error, float("inf")), error / right64.abs())
+    relative = torch.where(error == 0, torch.zeros_like(relative), relative)
+    at = worst.unsqueeze(1)
+    columns = [
+        passed.tolist(),
+        error.max(dim=1).values.tolist(),
+        relative.max(dim=1).values.tolist(),
+        worst.tolist(),
+    ] + [t.gather(1, at).reshape(-1).tolist() for t in (left64, right64, error, relative)]
+    extra_max, extra_at = extra.max(dim=1).values.tolist(), extra.gather(1, at).reshape(-1).tolist()
+    records = []
+    for k, (r, (ok, max_abs, max_rel, flat, left, right, abs_err, rel_err)) in enumerate(zip(requests, zip(*columns))):
+        record = comparison_record(
+            r["name"],
+            r["input_name"],
+            r["left_label"],
+            r["right_label"],
+            r["rtol"],
+            r["atol"],
+            ok,
+            max_abs,
+            max_rel,
+            r["right"].shape,
+            flat,
+            left,
+            right,
+            abs_err,
+            rel_err,
+        )
+        if bounded[k]:
+            record["error_bound"] = {"max": finite_or_none(extra_max[k]), "at_worst": finite_or_none(extra_at[k])}
+        records.append(record)
+    return records

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import SpecError
-from .complex_tensors import grad_output_tensor
+from ...values.tensors import grad_output_tensor
 
 
 class SeveralOutputs(SpecError):
@@ -49,7 +49,7 @@ def grad_output_for(output, grad_output):
     """The vector v in v^T J: the record's grad_output, or ones shaped like the output."""
     if grad_output is None:
         return torch.ones_like(output)
-    tensor = grad_output_tensor(grad_output, output)  # a complex value's form: core/check/record/complex_values.py
+    tensor = grad_output_tensor(grad_output, output)  # a complex value's form: core/values/form.py
     if tensor.shape != output.shape:
         if tensor.numel() == 1:
             return tensor.reshape(()).expand_as(output).clone()

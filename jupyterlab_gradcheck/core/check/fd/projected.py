@@ -7,7 +7,7 @@ each element's default step) against autograd's G = sum_i g_i s_i. Two evaluatio
 
 The tolerance is the one every element would have had, carried through the projection: if each
 element satisfies |fd_i - g_i| <= atol + rtol |g_i|, then |D - G| <= sum_i |s_i| (atol + rtol |g_i|),
-plus the rounding bound of the two sums differenced (core/check/fd/error_bound.py's BOUND_FACTOR x
+plus the rounding bound of the two sums differenced (core/check/fd/steps.py's BOUND_FACTOR x
 eps (|phi+| + |phi-|) / 2, over |v_j f_j|). A direction that fails is taken again at 2s: the
 central difference's truncation, |D(2s) - 2 D(s)| / 6, is allowed three times over before the
 failure stands, so curvature along a long direction is not mistaken for a bug.
@@ -28,8 +28,8 @@ import torch
 
 from ...i18n import Message
 from ..compare.comparison import compare
-from ..record import defaults
-from .error_bound import BOUND_FACTOR
+from ..record import spec as defaults
+from .steps import BOUND_FACTOR
 
 #: Seed of the random direction: a record is reproducible, and a rerun draws the same direction.
 SEED = 20
@@ -153,7 +153,7 @@ def compare_inputs(
     projected values (its index null: no element was singled out); on a failure, the localised
     element as the exhaustive comparison would report it. `projection` says what was compared.
     """
-    from .evaluations import Probe
+    from .finite_difference import Probe
 
     rows, inputs = {}, {}
     for name, x in values.items():

@@ -7,7 +7,7 @@ relative error |fd - f'| / |f'| against the float64 autograd derivative at the s
 (the point rounded to the dtype first, so both sides differentiate at the same x).
 
 The floor is the best relative error a scheme can reach in the dtype: eps^(2/3) central,
-eps^(1/2) forward, eps^(4/5) Richardson, eps complex step (`core.check.record.defaults.fd_floor`).
+eps^(1/2) forward, eps^(4/5) Richardson, eps complex step (`core.check.record.spec.fd_floor`).
 
 Goals: the default step within 10x of the floor (worst case over functions and points);
 adaptive or Richardson <= 1e-12 in float64; complex step <= 1e-15 in float64. Also shown:

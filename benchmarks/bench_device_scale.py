@@ -13,7 +13,7 @@ Every row gives the record's size (its canonical JSON), the ledger bytes one che
 blob bytes it writes. With `--device cuda` (scripts/gpu-check.sh) the sizes are 10^5, 10^6 and
 10^7, and the goal is the issue's: n = 10^7 elementwise checked at <= 3x fast mode. On the CPU the
 sizes are 10^5 and 10^6 (quick: 10^5), reported without a goal: there the limit is what memory and
-the time a user waits allow (memory_admission.py).
+the time a user waits allow (admission.py).
 """
 
 from __future__ import annotations

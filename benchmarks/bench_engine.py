@@ -3,9 +3,9 @@
 The baseline is `torch.autograd.gradcheck(square, (x,))` with its defaults, timed in the
 same interleaved rounds as what is compared with it:
 
-- (a) the numerical verdict, `core.check.numerical_verdict.numerical_verdict`: finite differences against
+- (a) the numerical verdict, `core.check.first_order.numerical_verdict`: finite differences against
   autograd with the worst element and its index, the question gradcheck answers. Goal <= 1.0x.
-- (b) the full check through `core.ledger.ledgered_run.run_and_record` with the sweep off: the six
+- (b) the full check through `core.run.run_and_record` with the sweep off: the six
   observations (torch's own gradcheck among them), the five comparisons, the diagnosis
   context, the environment and the two fsynced ledger appends. Goal <= 5x. The function is
   the Python callable `square`, for which the contract skips the SymPy opinion; the same
@@ -57,8 +57,9 @@ class RotatingLedger:
 
 def _stage_targets():
     """(owner, attribute, stage label) for every stage of run_and_record that is timed."""
+    from jupyterlab_gradcheck.core import run as ledgered_run
     from jupyterlab_gradcheck.core.check import engine
-    from jupyterlab_gradcheck.core.ledger import ledgered_run, store
+    from jupyterlab_gradcheck.core.ledger import store
 
     return [
         (ledgered_run, "parse_spec", "parse and validate the record"),
@@ -160,7 +161,7 @@ def run(quick: bool) -> list[dict]:
 
     from jupyterlab_gradcheck.core.check.engine import run_check
     from jupyterlab_gradcheck.core.check.first_order import numerical_verdict
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+    from jupyterlab_gradcheck.core.run import run_and_record
 
     dev = device()
     rounds = 200 if quick else (500 if dev.startswith("cuda") else 2000)  # cuda: gpu-check has 5 minutes
@@ -332,8 +333,8 @@ def _grown_ledger_row(folder: Path, record: dict, leaf) -> dict:
     """B1(b) on a ledger that already holds 10^3 entries, against the same baseline."""
     import torch
 
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.run import run_and_record
 
     ledger = Ledger(folder / "grown.gradcheck.jsonl")
     for _ in range(500):

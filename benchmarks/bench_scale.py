@@ -3,7 +3,7 @@
 Workload: an elementwise function, sin(x) * x, and a reduction, sum(tanh(x)^2), at n input
 elements in float64, x evenly spaced in [-2, 2].
 
-- ours: `core.check.numerical_verdict.numerical_verdict`: one backward for v^T J (v = ones), the central
+- ours: `core.check.first_order.numerical_verdict`: one backward for v^T J (v = ones), the central
   finite-difference estimate of each of its n elements, and the comparison that reports the
   worst element and its index. Both workloads are observed to be elementwise chains (the
   reduction's body feeds one full sum), so every element is shifted at once: three

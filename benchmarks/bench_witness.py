@@ -42,8 +42,8 @@ def run(quick: bool) -> list[dict]:
     import urllib.request
 
     from jupyterlab_gradcheck.core.check.engine import run_check
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.run import run_and_record
     from jupyterlab_gradcheck.witness import client as witness_client
 
     sys.path.insert(0, str(TESTS))

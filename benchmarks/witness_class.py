@@ -4,7 +4,7 @@
   students' phases spread evenly over the second (an open schedule: a late answer delays no
   later send's clock). A receipt's latency runs from the moment its report was due to the moment
   its answer was read, so a stalled witness shows in the figure rather than slowing the senders.
-- `kill_nine`: each student's real client queue (core.ledger.witness_client) reports a head a
+- `kill_nine`: each student's real client queue (witness.client) reports a head a
   second; mid-load the witness gets SIGKILL, and is started again on the same log and port.
   Then every receipt a client got back must be in the log, the log's chain must be intact, and
   the log must end up holding every head the clients queued, each ledger's in order.

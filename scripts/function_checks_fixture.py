@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "__tests__" / "fixtures" / "function-checks.json"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from jupyterlab_gradcheck.api import check
+from jupyterlab_gradcheck.api import check  # noqa: E402
 from support.functions import Cube, CubeDetachedBackward, CubeWithJvp  # noqa: E402
 
 

@@ -84,7 +84,7 @@ from jupyterlab_gradcheck.api import check_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.html_export import (
     comparisons_table, diagnosis_block, expectation_observation_table, observations_table)
-from jupyterlab_gradcheck.core.ledger.ledgered_run import ledger_spec_dict
+from jupyterlab_gradcheck.core.run import ledger_spec_dict
 from jupyterlab_gradcheck.core.check.record.spec import parse_spec
 from jupyterlab_gradcheck.core.report.html_export import render as render_sweep
 from jupyterlab_gradcheck.widget import GradcheckPanel

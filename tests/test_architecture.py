@@ -25,7 +25,7 @@ from support.imports import (
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "jupyterlab_gradcheck"
 TESTS = ROOT / "tests"
-ROOMS = ("expr", "values", "check", "ledger", "report")  # each may import only those before it
+ROOMS = ("expr", "values", "check", "ledger", "report", "run")  # each may import only those before it
 #: The witness's modules that hold no web framework: its signed log, the client that reports heads, and
 #: the check of a ledger against what the witness saw. The ledger reports its heads and verify reads
 #: the witness through them; the witness's service and relay (tornado) stay outside the core.

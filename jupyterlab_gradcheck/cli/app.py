@@ -8,7 +8,8 @@ import sys
 
 from ..core.errors import GradcheckError
 from ..core.i18n import _, language
-from .common import EXIT_BAD_INPUT, add_language_argument, language_in
+from ..core.run import exit_code
+from .common import add_language_argument, language_in
 
 #: Subcommand modules, each with `add_parser(subparsers)` and `run(args) -> int`.
 COMMANDS = (
@@ -50,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         try:
             return args.handler(args)
-        except GradcheckError as exc:
+        except GradcheckError as exc:  # how the CLI reports an error: core/run.py REPORTED
             print(_("error: {message}").format(message=exc.localized()), file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return exit_code(exc)
 
 
 if __name__ == "__main__":

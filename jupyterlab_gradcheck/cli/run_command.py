@@ -11,12 +11,11 @@ import json
 import sys
 
 from ..core.check.environment import available_devices
-from ..core.check.record.admission import resolve_and_admit
-from ..core.check.record.spec import parse_spec
 from ..core.i18n import _, localize
 from ..core.jsonio import loads_records
+from ..core.run import Admission, admit, run_spec
 from ..core.values.blobs import require_blobs, store_dir_for
-from ..core.values.form import PENDING
+from ..core.values.tensors import reading_store
 from .common import EXIT_FINDING, EXIT_OK, open_ledger, read_text
 
 
@@ -58,27 +57,14 @@ def _summary_line(record: dict) -> str:
 
 def run(args) -> int:
     records = loads_records(read_text(args.spec))
-    specs = [parse_spec(record) for record in records]
-    devices = available_devices()
-    for spec in specs:
-        resolve_and_admit(spec, devices)
+    admission = Admission(devices=available_devices())
+    specs = [admit(record, admission).spec for record in records]  # every record before any runs
     ledger = open_ledger(args.ledger, args.notebook)
     store = None if ledger is None else store_dir_for(ledger.path)
     require_blobs(store, records)  # a stored value names a blob of the ledger's store, or is refused
     sweep = False if args.no_sweep else None
-    results = []
-    from ..core.values.tensors import reading_store
-
-    with reading_store(store), PENDING.holding():
-        for spec in specs:
-            if ledger is None:
-                from ..core.check.engine import run_check
-
-                results.append(run_check(spec, sweep=sweep, devices=devices))
-            else:
-                from ..core.ledger.ledgered_run import run_and_record
-
-                results.append(run_and_record(spec, ledger, sweep=sweep))
+    with reading_store(store):
+        results = [run_spec(spec, ledger, admission=admission, sweep=sweep).record for spec in specs]
     for record in results:
         print(_summary_line(record), file=sys.stderr)
     output = results[0] if len(results) == 1 else results

@@ -54,6 +54,12 @@ class JustificationRequired(SpecError):
     code = "justification_required"
 
 
+class OverBudget(SpecError):
+    """A check whose predicted work cannot finish within the timeout of the surface that runs it."""
+
+    code = "over_budget"
+
+
 class LedgerError(GradcheckError):
     """The ledger cannot be read or written as the contract requires."""
 

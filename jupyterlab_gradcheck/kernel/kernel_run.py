@@ -12,16 +12,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core.check.engine import run_check
-from ..core.check.environment import available_devices
-from ..core.check.record.admission import resolve_and_admit
-from ..core.check.record.spec import CheckSpec, parse_spec
+from ..core.check.record.spec import CheckSpec
 from ..core.errors import JustificationRequired, SpecError
 from ..core.i18n import Message, _
 from ..core.ledger.binding import MIME_TYPE, attestation_for, forwarded_notebook
-from ..core.ledger.ledgered_run import EXPLICIT_ATTR, LedgeredRun, apply_ledger_tolerance, refuse_bad_callable
 from ..core.ledger.reader import HISTORY_KEY, TARGETS
 from ..core.ledger.store import Ledger
+from ..core.run import EXPLICIT_ATTR, apply_ledger_tolerance, run_spec
 from ..witness import client as witness_client
 
 # -------------------- location
@@ -34,7 +31,7 @@ from ..witness import client as witness_client
 #
 # A kernel never writes a notebook file: the one it runs for is held by an editor or by
 # nbconvert, which saves its own copy over whatever the kernel wrote. The binding travels instead
-# in each check's output (an attestation, core.ledger.attestation), which every saver keeps, and
+# in each check's output (an attestation, core.ledger.binding), which every saver keeps, and
 # JupyterLab's front end copies it into `metadata.gradcheck` through the notebook model.
 
 SESSION_VARIABLE = "JPY_SESSION_NAME"
@@ -179,7 +176,7 @@ def justify_tolerance_changes(spec: CheckSpec, ledger: Ledger, justification: st
 # -------------------- attest
 # Display a check's attestation from the kernel, so the saved notebook binds its ledger.
 #
-# The attestation (core.ledger.attestation) goes out as a display of its own MIME type with a
+# The attestation (core.ledger.binding) goes out as a display of its own MIME type with a
 # one-line text fallback. Whoever saves the notebook keeps it in the cell's outputs; JupyterLab's
 # extension renders it as a small line and copies the ledger's new head into the open notebook's
 # `metadata.gradcheck`, also for runs started from the inline panel, whose displays belong to no
@@ -222,19 +219,20 @@ def run_attested(
 
     `notebook` names the notebook a run without a ledger belongs to, for the witness (default:
     the session's notebook)."""
-    spec = parse_spec(record)
-    resolve_and_admit(spec, available_devices())
     if ledger is None:
-        completed = run_check(spec)
+        completed = run_spec(record).record
         notebook = notebook or session_notebook()
-        witness_client.report_private(str(notebook) if notebook else None, spec.id)
+        witness_client.report_private(str(notebook) if notebook else None, completed["id"])
         return completed, None
-    refuse_bad_callable(spec)  # bad input writes nothing, not even the tolerance change it came with
-    justify_tolerance_changes(spec, ledger, justification)
-    completed, entry = LedgeredRun.declare(ledger, spec, justification).run()
-    attestation = attestation_for(ledger, entry)
+    outcome = run_spec(
+        record,
+        ledger,
+        justification=justification,
+        before_declare=lambda spec: justify_tolerance_changes(spec, ledger, justification),
+    )
+    attestation = attestation_for(ledger, outcome.entry)
     publish(attestation)
-    return completed, attestation
+    return outcome.record, attestation
 
 
 def run_in_kernel(record, ledger: Ledger | None, *, justification: str | None = None) -> dict:

@@ -1,6 +1,6 @@
 """`nbgrader autograde`, just after Execute: the verdict, in the notebook and in the grade cell.
 
-It holds what the re-run recorded against the student's ledger (`core.report.rerun_comparison`),
+It holds what the re-run recorded against the student's ledger (`core.report.submissions`),
 checks that the student's ledger is still the bytes that were submitted, and turns the
 submission's verify report and those findings into a verdict with the rubric
 (`core.report.grading`). The verdict goes into `metadata.gradcheck_autograde` and into the
@@ -114,7 +114,7 @@ def grade_cell(points: float = 2, grade_id: str = GRADE_CELL_ID):
 # Without a grade cell for the ledger, autograde has nowhere to put the ledger's verdict and it
 # never reaches the grade. So this preprocessor, which `configure(c)` places before nbgrader locks,
 # checksums and saves the cells, appends `config.grade_cell` to every source notebook that calls
-# the checker (`core.ledger.attestation.calls_the_checker`) and has no cell with that grade_id.
+# the checker (`core.ledger.binding.calls_the_checker`) and has no cell with that grade_id.
 # Its points: `points`, or by default as many as the notebook's other autograded cells together
 # (at least 1), so that hiding the ledger costs as much as the tests could earn.
 

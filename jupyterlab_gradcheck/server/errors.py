@@ -12,18 +12,13 @@ from http import HTTPStatus
 from tornado.web import HTTPError
 
 from ..core.errors import DeviceUnavailable, GradcheckError, JustificationRequired, LedgerError, SpecError
+from ..core.run import http_status
 
 
 class BadPath(SpecError):
     """An API path that is not a plain path under the server root (`..`, absolute, empty)."""
 
     code = "bad_path"
-
-
-class OverBudget(SpecError):
-    """A check whose predicted work cannot finish within the server's timeout."""
-
-    code = "over_budget"
 
 
 class ClientGone(GradcheckError):
@@ -80,13 +75,11 @@ class WorkerFailed(GradcheckError):
 _STATUS = (
     (PathForbidden, HTTPStatus.FORBIDDEN),
     (NotFound, HTTPStatus.NOT_FOUND),
-    (SpecError, HTTPStatus.BAD_REQUEST),
     (PoolBusy, HTTPStatus.SERVICE_UNAVAILABLE),
     (WorkerTimeout, HTTPStatus.GATEWAY_TIMEOUT),
     (WorkerCrashed, HTTPStatus.INTERNAL_SERVER_ERROR),
     (WorkerFailed, HTTPStatus.INTERNAL_SERVER_ERROR),
-    (LedgerError, HTTPStatus.INTERNAL_SERVER_ERROR),
-)
+)  # then the core's errors, by the one table of how each surface reports them (core/run.py REPORTED)
 
 #: Codes for the statuses that tornado and jupyter-server raise themselves (auth, routing).
 _HTTP_CODES = {
@@ -115,7 +108,7 @@ def status_of(error: BaseException) -> int:
     for kind, status in _STATUS:
         if isinstance(error, kind):
             return int(status)
-    return int(HTTPStatus.INTERNAL_SERVER_ERROR)
+    return http_status(error)
 
 
 def error_response(error: BaseException) -> tuple[int, dict, dict]:

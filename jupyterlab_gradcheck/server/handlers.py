@@ -1,4 +1,4 @@
-"""REST handlers, one module per concept; `routes.py` holds the table that maps them."""
+"""The REST handlers and their route table: each handler validates, calls the service, and answers JSON."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The pool of warm worker processes that run checks for the server.
 
 N workers start with the extension. A request waits in a bounded queue for a free worker,
-handed out in turns by notebook with one worker kept for light checks (scheduler.py); when the
+handed out in turns by notebook with one worker kept for light checks (pool.py); when the
 queue is full it is refused at once (503 with Retry-After) rather than piling up.
 Each task runs under a timeout. A worker that dies or overruns is killed and a fresh one
 takes its slot, so one bad check cannot take the server down or poison the next check.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 
-from ..core.check.record.admission import estimate_cost, resolve_and_admit
 from ..core.check.record.spec import parse_spec
 from ..core.errors import GradcheckError, LedgerError, SpecError
 from ..core.expr.parser import Limits
@@ -38,12 +38,12 @@ from ..core.ledger.binding import (
     write_forwarding,
 )
 from ..core.ledger.chain import drop_internals
-from ..core.ledger.ledgered_run import LedgeredRun
 from ..core.ledger.store import Ledger, ledger_path_for
 from ..core.ledger.verify import discover, verify_ledger_file
+from ..core.run import Admission, run_spec
 from ..core.values.blobs import referenced_shas, store_dir_for
 from ..core.values.form import PENDING
-from .errors import BadPath, ClientGone, NotFound, OverBudget, PathForbidden, WorkerFailed
+from .errors import BadPath, ClientGone, NotFound, PathForbidden, WorkerFailed
 from .pool import WorkerPool
 
 # -------------------- paths
@@ -196,7 +196,7 @@ def _in_context(function, *args, **kwargs):
 # dialog, File -> Rename, the file browser, a folder renamed) as a `contents_service` event. On
 # each one this moves the renamed notebook's ledger with it, names the moved ledger in the
 # notebook's saved binding, and tells every kernel whose session is that notebook (or lies in
-# that folder) where its notebook is now (core.ledger.notebook_moves), so the kernel's next
+# that folder) where its notebook is now (core.ledger.binding), so the kernel's next
 # check lands in the moved ledger and none goes to the old name.
 
 CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
@@ -407,7 +407,7 @@ class GradcheckService:
     ledgers: LedgerIO
     limits: Limits
     default_device: str = "cpu"
-    #: Element evaluations per second assumed when a check is admitted (see `admit`).
+    #: Element evaluations per second assumed when a check is admitted (core/run.py `admit`).
     admission_rate: float = 1e8
     #: Fraction of a device's free memory (as a worker measured it) a check may be estimated to need;
     #: 0 admits any size (core/check/record/admission.py).
@@ -416,6 +416,8 @@ class GradcheckService:
     heavy_seconds: float = 1.0
     #: Where started checks are kept until their outcome is written (a crash leaves them open).
     journal: InFlightJournal | None = None
+    #: The threads the entry routine runs in (see `_entries`), made on the first check.
+    _entry_threads: concurrent.futures.ThreadPoolExecutor | None = None
 
     # --- GET status ----------------------------------------------------------------
     async def status(self) -> dict:
@@ -440,69 +442,91 @@ class GradcheckService:
     async def run_check(self, notebook, check, client_gone: asyncio.Event | None = None) -> dict:
         """Expectation, run in a worker, observation; the completed record and the ledger head.
 
-        The check waits for its turn at a worker before anything is written, so a client that
-        goes away meanwhile (`client_gone` set) leaves the ledger as it was and runs nothing.
+        The core's entry routine (`core.run.run_spec`) takes the check from parse to its appended
+        outcome, in a thread of its own; this method gives it the server's three differences: the
+        devices, limits and timeout it admits against, a gate that takes a place at a worker before
+        anything is written (a full queue answers 503 with the ledger untouched, and a client that
+        goes away meanwhile, `client_gone` set, leaves the ledger as it was), and a runner that hands
+        the declared check to that worker. Ledger writes go through the per-ledger serialisation.
         """
         notebook_path, ledger = self._ledger_of(notebook, field="notebook")
         if not isinstance(check, dict):
             raise SpecError("check must be a JSON object holding the check record", field="check")
-        parsed = parse_spec({"device": self.default_device, **check}, limits=self.limits)
-        # a long list the record brought is a pending blob now (listed_values.py): held until this request's
-        # appends, however long it waits for a worker and whatever another request with the same values does
-        held = referenced_shas({"inputs": parsed.inputs, "analytical_gradient": parsed.analytical_gradient})
-        PENDING.pin(held)
-        try:
-            return await self._run_parsed(notebook_path, ledger, parsed, set(held), client_gone)
-        finally:
-            PENDING.discard(held)
+        loop = asyncio.get_running_loop()
+        admission = Admission(
+            devices=(await self.pool.hello())["devices"],
+            limits=self.limits,
+            default_device=self.default_device,
+            memory_fraction=self.memory_fraction,
+            timeout=self.pool.timeout,
+            rate=self.admission_rate,
+        )
+        key = self._api_path(notebook_path)
+        state: dict = {}
 
-    async def _run_parsed(self, notebook_path, ledger, parsed, held: set, client_gone) -> dict:
-        resolve_and_admit(parsed, (await self.pool.hello())["devices"], self.memory_fraction)
-        seconds = self.admit(parsed)
-        # The place in the queue is taken before anything is written: a full queue answers
-        # 503 with the ledger untouched.
-        with self.pool.reserve(self._api_path(notebook_path), heavy=seconds > self.heavy_seconds) as place:
-            await _turn(place, client_gone)
-            attempt = await self.ledgers.call(ledger.path, LedgeredRun.declare, ledger, parsed)
-            seq = attempt.expectation["seq"]
-            self._journal("started", ledger.path, seq, attempt.expectation["check_id"])
+        def on_loop(coroutine):
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+        async def take_place(heavy: bool):
+            place = self.pool.reserve(key, heavy=heavy)
             try:
-                store = str(store_dir_for(ledger.path))  # the worker reads the record's stored values there
-                completed = await place.run({"op": "check", "record": attempt.spec_dict, "store": store})
-            except BaseException as exc:  # the attempt is kept whatever stopped it, as on every surface
-                await asyncio.shield(self.ledgers.call(ledger.path, attempt.failed, exc))
-                self._journal("finished", ledger.path, seq)
+                await _turn(place, client_gone)
+            except BaseException:
+                place.release()
                 raise
+            return place
+
+        async def give_back(place):
+            place.release()
+
+        @contextlib.contextmanager
+        def gate(admitted):
+            place = state["place"] = on_loop(take_place(admitted.seconds > self.heavy_seconds))
+            try:
+                yield
+            finally:
+                on_loop(give_back(place))
+
+        def runner(spec, spec_dict, expectation):
+            state["seq"] = expectation["seq"]
+            state["held"] = set(
+                referenced_shas({"inputs": spec.inputs, "analytical_gradient": spec.analytical_gradient})
+            )
+            self._journal("started", ledger.path, expectation["seq"], expectation["check_id"])
+            store = str(store_dir_for(ledger.path))  # the worker reads the record's stored values there
+            completed = state["completed"] = on_loop(
+                state["place"].run({"op": "check", "record": spec_dict, "store": store})
+            )
+            return completed
+
+        def ledger_call(function, *args):
+            return on_loop(self.ledgers.call(ledger.path, function, *args))
+
+        entry = functools.partial(
+            run_spec, check, ledger, admission=admission, runner=runner, gate=gate, ledger_call=ledger_call
+        )
         try:
-            binding = await self.ledgers.call(ledger.path, _observe, attempt, notebook_path, completed)
+            outcome = await loop.run_in_executor(self._entries(), contextvars.copy_context().run, entry)
         finally:
-            # the worker's blobs, written beside the ledger or refused with it; the request's own are released above
-            PENDING.discard([sha for sha in referenced_shas(completed) if sha not in held])
-        self._journal("finished", ledger.path, seq)
-        return {"record": completed, "ledger": {"path": self._api_path(ledger.path), **binding}}
+            if "seq" in state:
+                self._journal("finished", ledger.path, state["seq"])
+            if "completed" in state:  # the worker's blobs, written beside the ledger or refused with it
+                PENDING.discard([sha for sha in referenced_shas(state["completed"]) if sha not in state["held"]])
+        binding = await self.ledgers.call(ledger.path, binding_for, ledger, notebook_path)
+        return {"record": outcome.record, "ledger": {"path": self._api_path(ledger.path), **binding}}
+
+    def _entries(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The threads the entry routine runs in: one per check that may be admitted at once (every
+        worker and queue place, and a few being admitted), so none waits for a thread."""
+        if self._entry_threads is None:
+            self._entry_threads = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.pool.size + self.pool.queue_size + 4, thread_name_prefix="gradcheck-check"
+            )
+        return self._entry_threads
 
     def _journal(self, event: str, *args) -> None:
         if self.journal is not None:
             getattr(self.journal, event)(*args)
-
-    def admit(self, parsed) -> float:
-        """The check's predicted seconds; OverBudget when they exceed the timeout."""
-        cost = estimate_cost(parsed)
-        seconds = cost.seconds(self.admission_rate)
-        if seconds > self.pool.timeout:
-            general = [name for name, path in cost.paths.items() if path == "general"]
-            raise OverBudget(
-                "this check would need about {seconds} s ({evaluations} evaluations of up to {elements} "
-                "elements), beyond the {timeout} s timeout; inputs differenced one element at a time: "
-                "{general}; use fewer elements",
-                seconds=f"{seconds:.0f}",
-                evaluations=cost.evaluations,
-                elements=parsed.work_elements,
-                timeout=f"{self.pool.timeout:g}",
-                general=", ".join(general) or "none",
-                field="check",
-            )
-        return seconds
 
     # --- GET ledger ----------------------------------------------------------------
     async def ledger_view(self, notebook) -> dict:
@@ -628,11 +652,6 @@ async def _turn(place, client_gone: asyncio.Event | None) -> None:
     except asyncio.CancelledError:
         pass
     raise ClientGone("the client closed the connection before a worker was free; nothing ran")
-
-
-def _observe(attempt: LedgeredRun, notebook_path: Path, record: dict) -> dict:
-    attempt.observed(record)
-    return binding_for(attempt.ledger, notebook_path)
 
 
 def _read_view(ledger: Ledger, notebook_path: Path) -> dict:

@@ -78,7 +78,7 @@ def serve(conn, options: dict) -> None:
         }
         _run_check(dict(_WARM_UP), options)
         _limit_memory(options.get("memory_limit") or 0)
-        # the free memory each device reports is measured under the cap just set (memory_admission.py)
+        # the free memory each device reports is measured under the cap just set (admission.py)
         hello["devices"] = options["devices"] = available_devices()
     except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
         _send(
@@ -167,17 +167,21 @@ def take_blobs(answer: dict) -> None:
 
 
 def _run_check(record: dict, options: dict, store: str | None = None) -> dict:
-    from ..core.check.engine import run_check
-    from ..core.check.record.spec import parse_spec
+    """The check through the core's entry routine, without a ledger: the service declared it and
+    appends its outcome. Memory was admitted by the service, at its share of the free memory this
+    worker reported, so the worker does not judge it again (fraction 0)."""
     from ..core.expr.parser import Limits
+    from ..core.run import Admission, run_spec
     from ..core.values.tensors import reading_store
 
     delay = options.get("slow_functions", {}).get(record.get("function"))
     if delay:
         time.sleep(delay)
-    spec = parse_spec(record, limits=Limits(**options.get("limits", {})))
+    admission = Admission(
+        devices=options.get("devices"), limits=Limits(**options.get("limits", {})), memory_fraction=0.0
+    )
     with reading_store(store):  # stored values of the record are read from the ledger's blob folder
-        return run_check(spec, devices=options.get("devices"))
+        return run_spec(record, None, admission=admission).record
 
 
 def _check(task: dict, options: dict) -> dict:

@@ -3,7 +3,7 @@
 A kernel reports what it appends when `GRADCHECK_WITNESS_URL` is in its environment, but the
 kernel is the student's: a cell can pop the variable or point it at another witness. The
 kernels of this server are started by this server, and every check run in one displays its
-attestation (core.ledger.attestation) on the kernel's iopub channel. So the extension subscribes
+attestation (core.ledger.binding) on the kernel's iopub channel. So the extension subscribes
 to each kernel's iopub; on an attestation it reads that ledger from disk (beside the kernel's
 notebook) and reports every entry it has not reported yet, in order, one report per entry,
 with the entry's own seq, head, time, kind and verdict, `source: "server"`, to the witness and

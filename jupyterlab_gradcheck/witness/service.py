@@ -109,7 +109,7 @@ def mint_tokens(path: str | os.PathLike, users: list[str]) -> dict[str, str]:
 # appended, so nobody can report heads in a classmate's name. The instructor's shared token
 # (`GRADCHECK_WITNESS_TOKEN`) reads the whole log and reports nothing; a student reads their
 # own receipts. A receipt is answered only once its line is fsynced (witness/log.py).
-# The log and its signing are the core's (core.ledger.witness_log); this module only speaks HTTP.
+# The log and its signing are the core's (witness.log); this module only speaks HTTP.
 
 MAX_BODY = 64 * 1024
 

@@ -10,7 +10,7 @@ to that folder could re-sign a rewritten log. So the grader never takes the key 
   course started), which is checked against the public key the witness wrote to `W.jsonl.pub`.
 
 A log whose receipts are not all signed by the pinned key fails every submission held against
-it (core.ledger.witness_log.log_problems names each bad line).
+it (witness.log.log_problems names each bad line).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def load_witness(source: str, witness_key: str | None = None) -> dict:
 
 
 # -------------------- witness check
-# Hold a submitted ledger against what the witness saw (core.ledger.witness_log).
+# Hold a submitted ledger against what the witness saw (witness.log).
 #
 # A ledger is witnessed when every entry from genesis on reached the witness, from the student
 # who submits it, within `max_delay` seconds of the entry's own time: the way Certificate

@@ -16,7 +16,6 @@ import pytest
 from traitlets.config import Config
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.report.grading import (
     SUBMISSION_COLUMNS,
     Rubric,
@@ -27,6 +26,7 @@ from jupyterlab_gradcheck.core.report.grading import (
     verdict_lines,
 )
 from jupyterlab_gradcheck.core.report.submissions import collect, compare_rerun
+from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import forge_passed, is_observation_of, notebook_with_three_checks, rechain
 
 

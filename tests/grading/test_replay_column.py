@@ -15,10 +15,10 @@ import io
 import class_folder as cf
 import nbformat
 
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.grading import to_submission_csv
 from jupyterlab_gradcheck.core.report.submissions import collect
+from jupyterlab_gradcheck.core.run import run_and_record
 
 
 def test_replay_ok_is_empty_where_nothing_was_replayed(tmp_path):

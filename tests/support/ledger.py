@@ -13,9 +13,9 @@ from pathlib import Path
 import nbformat
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.line_format import GENESIS, make_line, read_entry
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.run import run_and_record
 
 #: Three checks from the course: the square, a short vector sum, and a wrong hand derivation
 #: (d/dx x^3 at 2 is 12, written as 6), which fails.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
+from jupyterlab_gradcheck.core.run import run_and_record
 from jupyterlab_gradcheck.witness import client as witness_client
 from jupyterlab_gradcheck.witness.log import log_problems, read_log
 

@@ -14,8 +14,8 @@ import nbformat
 import pytest
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
+from jupyterlab_gradcheck.core.run import run_and_record
 from jupyterlab_gradcheck.witness.log import read_log
 from support.witness import JUPYTER, TOKEN, Witness, call
 

@@ -4,7 +4,7 @@
 docs/contracts.md: every observation with its shape, dtype and device, every comparison with
 its tolerance, the failures kept with their diagnosis, SymPy's opinion, the step sweep and
 the environment. `check_callable` does the same for a Python callable, including the
-`apply` of a custom `torch.autograd.Function`. Neither writes a ledger: `core.ledger.ledgered_run`
+`apply` of a custom `torch.autograd.Function`. Neither writes a ledger: `core.run`
 wraps them for that (`run_and_record`, `LedgeredRun`).
 """
 

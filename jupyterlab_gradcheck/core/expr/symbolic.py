@@ -20,7 +20,7 @@ from .parser import FUNCTIONS, call_parts, constant_value, literal_argument, par
 # What the SymPy opinions share: the elementwise functions as SymPy sees them, and a SymPy
 # expression evaluated in floats.
 #
-# symbolic.py (one symbol per input, for elementwise bodies) and symbolic_tensor.py (one symbol
+# symbolic.py (one symbol per input, for elementwise bodies) and symbolic.py (one symbol
 # per input element, for everything that mixes elements) both convert with `ELEMENTWISE` and
 # evaluate with `float_value`, so the two paths cannot drift apart.
 
@@ -599,7 +599,7 @@ def symbolic_opinion(spec, inputs: dict, analytical: dict, autograd: dict) -> di
     """Whether SymPy's derivative agrees with the hand derivation and with autograd.
 
     One symbol per input first (a formula a student can read); where that cannot convert or
-    evaluate the expression, one symbol per input element (symbolic_tensor.py) on few elements."""
+    evaluate the expression, one symbol per input element (symbolic.py) on few elements."""
     import torch
 
     names = tuple(spec.inputs)

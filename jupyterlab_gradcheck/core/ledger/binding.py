@@ -145,7 +145,7 @@ def compare_attestations(
 #
 # A notebook binds its ledger in two ways. The front end writes `metadata.gradcheck` through the
 # notebook model (ledger name and id, entry count, head hash). Every check run in a kernel also
-# leaves an attestation in its cell's output (core.ledger.attestation), which any saver keeps,
+# leaves an attestation in its cell's output (core.ledger.binding), which any saver keeps,
 # nbconvert and nbgrader included. Either binds; both are held against the ledger:
 #
 # - an attested entry missing from the ledger, or different in it, is an error naming the cell;

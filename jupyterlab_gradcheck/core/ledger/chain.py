@@ -74,7 +74,7 @@ def settle_ok(report: dict) -> None:
 # that a hand-edited flag is caught even when the hashes were recomputed, and it raises the flags
 # a grader should see but that break no rule: a widening after a failure, an expectation revised
 # after its check ran, and the same computation re-run under a new check id after it failed with
-# a wider tolerance or another expectation (`core.report.renamed_reruns`): a failure stays in the
+# a wider tolerance or another expectation (`core.report.submissions`): a failure stays in the
 # grade whatever later checks are added.
 
 
@@ -239,7 +239,7 @@ def collect_flags(report: dict, builder: HistoryBuilder, line_of_seq: dict[int, 
 #
 # An append interrupted by a crash leaves a partial last line (a torn tail). The writer that
 # opens the ledger next keeps those bytes and seals them with a `torn_tail_sealed` note naming
-# each kept line's length and SHA-256 (core.ledger.tail). A seal is valid only right after the
+# each kept line's length and SHA-256 (core.ledger.store). A seal is valid only right after the
 # bytes it names, only for bytes that are the start of an entry (what an interrupted append
 # leaves), and only as the first write of the writer that restarted (`restart: true` in the
 # seal): anything else is an error, since a seal would otherwise hide any entry cut short.
@@ -332,10 +332,10 @@ def settle_pending(report: dict, pending: list, info: LineInfo, number: int) -> 
 # The chain check of a ledger's lines: hashes, order, and the rules each entry records.
 #
 # `verify_lines` answers "are these lines the ones that were written, whole and in order?". It
-# checks every line's hash over its stored bytes (core.ledger.chain_hashing), the `seq` and `prev`
+# checks every line's hash over its stored bytes (core.ledger.line_format), the `seq` and `prev`
 # chain, the rules each entry must satisfy given those before it and the flags they raise
-# (core.ledger.entry_rules), and torn writes and their seals (core.ledger.torn_writes). The
-# report's fields live in core.ledger.chain_report. core.ledger.verify adds the notebook binding,
+# (core.ledger.chain), and torn writes and their seals (core.ledger.chain). The
+# report's fields live in core.ledger.chain. core.ledger.verify adds the notebook binding,
 # files and folders, and replay.
 
 __all__ = [
@@ -355,7 +355,7 @@ def verify_lines(lines: Lines, *, deep: bool = False, hashes_checked_elsewhere: 
     """The chain report of a sequence of `(line number, bytes, complete)` lines.
 
     With `store_dir` (the ledger's blob folder) every blob an entry names is checked too: a missing
-    or changed one is an error of that entry (core.ledger.blob_checks), listed in `blob_errors`.
+    or changed one is an error of that entry (core.values.blobs), listed in `blob_errors`.
 
     `deep` also decodes every record and checks that each line is byte for byte the
     canonical form of its entry (slower: it decodes every observation record).

@@ -17,8 +17,8 @@ refused with a LedgerError until someone looks at it.
 This process keeps what it has read and written of each ledger (`core.ledger.reader`), so a
 check's history and the head an append chains onto come from the lines added since, not
 from the whole file; whatever another writer did to the file in between is noticed first.
-The locks are core.ledger.ledger_lock's; what an append refuses before writing,
-core.ledger.entry_checks'.
+The locks are core.ledger.store's; what an append refuses before writing,
+core.ledger.store'.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `verify_path` is what `jupyter gradcheck verify` and the server's verify route call. For each
 notebook (its ledger file, or the ledger the notebook export embedded) and each ledger not
-beside a notebook, it runs the chain check (core.ledger.verify_chain), compares the head with the
+beside a notebook, it runs the chain check (core.ledger.chain), compares the head with the
 notebook's binding (core.ledger.binding) and, with `replay`, re-runs every observation
 (core.ledger.replay). A folder of submissions is replayed in a pool of processes: each worker
 takes the next submission as soon as it is free (a class's notebooks differ in cost), runs

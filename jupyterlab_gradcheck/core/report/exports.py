@@ -107,7 +107,7 @@ def cell_text(value) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float, str)):
         return str(value) if not isinstance(value, float) else repr(value)
-    if is_stored_value(value):  # a large tensor: its dtype, shape, summary and hash (report/stored_display.py)
+    if is_stored_value(value):  # a large tensor: its dtype, shape, summary and hash (report/exports.py)
         return stored_text(value)
     return json.dumps(with_stored_as_text(value), separators=(",", ":"), ensure_ascii=False)
 

@@ -224,7 +224,7 @@ def _tolerance_text(tolerance) -> str:
 
 
 def rerun_flags(findings: list[dict]) -> list[dict]:
-    """The flags of what the autograder's re-execution found (core.report.rerun_comparison)."""
+    """The flags of what the autograder's re-execution found (core.report.submissions)."""
     return [
         {
             "flag": RERUN_MISMATCH,

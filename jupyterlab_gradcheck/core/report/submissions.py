@@ -258,7 +258,7 @@ def _word(passed: bool | None) -> Message:
 
 def compare_rerun(submitted: dict[str, dict], rerun: dict[str, dict]) -> list[dict]:
     """`{"check_id", "problem"}` for each way the re-run's check histories (`rerun`) disagree
-    with the submitted ledger's (`submitted`), both from `core.ledger.history.build_history`;
+    with the submitted ledger's (`submitted`), both from `core.ledger.reader.build_history`;
     `problem` is a Message."""
     findings = []
     for check_id, again in rerun.items():

@@ -547,7 +547,7 @@ def refuse_complex_grad_output(value, output) -> None:
 
 def shape_of(value, field: str, limits: Limits = DEFAULT_LIMITS) -> list[int]:
     """Shape of a number or rectangular nested list, of a complex value's parts, of an empty array
-    (core/values/form.py) or of a stored value (stored_values.py); SpecError naming the first problem, or a value over an
+    (core/values/form.py) or of a stored value (form.py); SpecError naming the first problem, or a value over an
     instructor's element cap (`Limits.max_input_elements`, when one is set)."""
     shape = _shape_of(value, field, limits)
     if limits.max_input_elements is not None and math.prod(shape) > limits.max_input_elements:

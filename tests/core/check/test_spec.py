@@ -160,8 +160,8 @@ def test_a_tolerance_change_to_one_or_more_is_refused_and_writes_nothing(tmp_pat
     """Given a ledger with a check in it,
     when its tolerance is changed to rtol 1 with a justification,
     then the change is refused and the ledger is byte for byte as it was."""
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.run import run_and_record
 
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
     run_and_record({"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}, ledger, sweep=False)

@@ -7,9 +7,9 @@ import json
 import nbformat
 
 from jupyterlab_gradcheck.core.ledger.binding import MIME_TYPE, attestation_for
-from jupyterlab_gradcheck.core.ledger.ledgered_run import LedgeredRun, refuse_bad_callable, run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook, verify_path
+from jupyterlab_gradcheck.core.run import LedgeredRun, refuse_bad_callable, run_and_record
 from support.ledger import THREE_CHECKS, lines_of, new_notebook, write_lines
 
 

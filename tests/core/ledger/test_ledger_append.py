@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from jupyterlab_gradcheck.core.errors import DeviceUnavailable, JustificationRequired, LedgerError, SpecError
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger, ledger_path_for
+from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import JUSTIFICATION, THREE_CHECKS, lines_of, notebook_with_three_checks
 
 CPU_ONLY = [

@@ -13,10 +13,10 @@ import pytest
 
 from jupyterlab_gradcheck.core.errors import LedgerError, SpecError
 from jupyterlab_gradcheck.core.ledger import reader, store
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.line_format import make_line
 from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
+from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import JUSTIFICATION, lines_of, rechain, write_lines
 
 SQUARE = {"id": "square", "function": "x*x", "x": 3, "analytical_gradient": 6}

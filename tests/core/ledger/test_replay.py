@@ -162,7 +162,7 @@ def test_values_agree(recorded, replayed, expected):
 def test_cuda_observation_replays_on_cuda(tmp_path):
     """Given a check recorded on cuda (where a CUDA device exists), when replayed, then it
     runs on that device with no fallback note and reproduces."""
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+    from jupyterlab_gradcheck.core.run import run_and_record
 
     ledger = Ledger(tmp_path / "gpu.gradcheck.jsonl")
     record = run_and_record(
@@ -206,7 +206,7 @@ def test_a_check_of_several_inputs_replays(tmp_path):
     value, when its ledger is verified with replay, then the observation reproduces (it used to
     be reported as differing, a mapping compared as if it were a number)."""
     ledger = Ledger(tmp_path / "two.gradcheck.jsonl")
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
+    from jupyterlab_gradcheck.core.run import run_and_record
 
     record = run_and_record(
         {

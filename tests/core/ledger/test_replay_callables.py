@@ -15,9 +15,9 @@ import hashlib
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.replay import replay_lines
 from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import rechain
 
 SKIPPED_AS_CALLABLE = "cannot be re-run here: the function was a Python callable, "

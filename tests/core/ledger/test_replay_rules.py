@@ -36,9 +36,9 @@ def test_a_record_the_first_rules_failed_near_a_pole_reproduces_under_its_record
 
 def test_a_record_written_before_policies_were_numbered_is_one_of_policy_1():
     """Given the same record without its policy field (as written before the field existed), when it is read and
-    replayed, then it is taken as made under policy 1 and reproduces as that record does."""
+    replayed, then it is taken as made under the rules of 0.1.0 and reproduces as that record does."""
     unnumbered = {key: value for key, value in RECORDS["tan_near_pole_policy_1"].items() if key != "policy"}
-    assert rules_of(unnumbered) == "policy 1"
+    assert rules_of(unnumbered) == "0.1.0"
     assert replay_record(unnumbered)["status"] == "reproduced"
 
 
@@ -52,14 +52,14 @@ def test_a_record_whose_bound_the_rules_changed_gets_a_note_of_both_verdicts():
     assert (result["status"], result["differences"]) == ("rules_changed", [])
     change = result["rules_changed"]
     assert (change["made_under"], change["rules"], change["recorded_passed"], change["replayed_passed"]) == (
-        "policy 5",
+        "0.1.0",
         RULES,
         False,
         True,
     )
     assert change["differences"][-1] == "verdict: recorded passed=False, replayed passed=True"
     assert result["notes"] == [
-        f"the rules changed since this record (made under policy 5, replayed under {RULES}): recorded passed=False, "
+        f"the rules changed since this record (made under 0.1.0, replayed under {RULES}): recorded passed=False, "
         "passed=True under today's rules"
     ]
 
@@ -76,7 +76,7 @@ def test_a_ledger_with_a_record_of_changed_rules_still_verifies_and_lists_the_no
     result = replay_lines(ledger.iter_raw_lines())
     assert (result["ok"], result["observations"], result["reproduced"], result["differs"]) == (True, 1, 0, [])
     [note] = result["notes"]
-    assert note["note"].startswith("the rules changed since this record (made under policy 5")
+    assert note["note"].startswith("the rules changed since this record (made under 0.1.0")
     [change] = result["rules_changed"]
     assert (change["line"], change["recorded_passed"], change["replayed_passed"]) == (note["line"], False, True)
 

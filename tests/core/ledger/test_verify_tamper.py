@@ -165,8 +165,8 @@ def test_a_tolerance_changed_without_an_entry_is_an_error(tmp_path):
     """Given a check run once, when a writer that bypasses run_and_record appends a new
     expectation for it with a wider tolerance (no justified tolerance_change), then verify
     names that line."""
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.run import run_and_record
 
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
     record = run_and_record(THREE_CHECKS[0], ledger, sweep=False)
@@ -244,8 +244,8 @@ def test_an_expectation_with_no_outcome_is_named_as_interrupted(tmp_path):
     the checks before it have theirs, when verified, then the chain is intact and the report
     names exactly that expectation's check, seq and line as interrupted."""
     from jupyterlab_gradcheck.core.check.record.spec import parse_spec
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import declare, run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.run import declare, run_and_record
 
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
     run_and_record(THREE_CHECKS[0], ledger, sweep=False)
@@ -261,8 +261,8 @@ def test_an_expectation_declared_first_and_run_later_is_not_interrupted(tmp_path
     observation, when verified, then nothing is named as interrupted: the later declaration
     supersedes the first."""
     from jupyterlab_gradcheck.core.check.record.spec import parse_spec
-    from jupyterlab_gradcheck.core.ledger.ledgered_run import declare, run_and_record
     from jupyterlab_gradcheck.core.ledger.store import Ledger
+    from jupyterlab_gradcheck.core.run import declare, run_and_record
 
     ledger = Ledger(tmp_path / "a.gradcheck.jsonl")
     declare(ledger, parse_spec(THREE_CHECKS[1]))

@@ -1,6 +1,6 @@
 """What the witness's receipts make of a submitted ledger: witnessed, late, unwitnessed, whose.
 
-The receipts here are as the witness keeps them (core.ledger.witness_log): the reported fields,
+The receipts here are as the witness keeps them (witness.log): the reported fields,
 the `user` the token named and the `time` the witness received the head. Each story builds them
 around one submitted ledger L1 of ana's lab1.ipynb with three entries written at 10:00:00.
 """

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.submissions import collect, nbgrader_identity
+from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import THREE_CHECKS, lines_of, notebook_with_three_checks, rechain, write_lines
 
 COLUMNS = [

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_gradcheck.core.ledger.ledgered_run import run_and_record
 from jupyterlab_gradcheck.core.ledger.store import Ledger
 from jupyterlab_gradcheck.core.report.html_export import to_html
 from jupyterlab_gradcheck.core.report.submissions import collect
+from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import JUSTIFICATION, THREE_CHECKS, new_notebook
 
 CHROMIUM = Path("/usr/bin/chromium")

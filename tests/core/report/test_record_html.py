@@ -1,4 +1,4 @@
-"""The per-check HTML (core.report.record_html) that the inline panel, check() and the HTML export show."""
+"""The per-check HTML (core.report.html_export) that the inline panel, check() and the HTML export show."""
 
 from __future__ import annotations
 

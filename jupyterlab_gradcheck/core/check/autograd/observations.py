@@ -281,7 +281,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
 #
 # The expectation is named by each Function's qualified name and the SHA-256 of its source
 # (its class, also when defined in a notebook cell; for a `torch.library` custom op, the op's name
-# and its author's functions: record/callable_source.py). The name is what the ledger keeps for a callable
+# and its author's functions: record/source.py). The name is what the ledger keeps for a callable
 # expectation, so a backward edited after a failure is a new expectation text: the ledger records
 # it as an expectation change, and grading flags it as revised after an observation.
 #

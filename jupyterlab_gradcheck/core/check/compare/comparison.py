@@ -8,10 +8,10 @@ pass, the one with the largest error), with its index and both values.
 Complex tensors (core/values/form.py) are compared by the modulus of the difference.
 
 Two paths compute the same record: tensors of up to SMALL_ELEMENTS real elements on the CPU are
-compared in plain Python floats (plain_floats.py), larger ones with torch (`compare_tensors`), and
-both give bit-identical records (comparison_record.py writes them). A caller comparing the same
+compared in plain Python floats (comparison.py), larger ones with torch (`compare_tensors`), and
+both give bit-identical records (comparison.py writes them). A caller comparing the same
 tensor several times wraps it once in an `Operand`, so that its elements are read once, and hands
-several comparisons to `compare_rows` (stacked_rows.py), which runs same-shaped ones as the rows of
+several comparisons to `compare_rows` (comparison.py), which runs same-shaped ones as the rows of
 one stacked tensor (the same records).
 """
 
@@ -293,8 +293,8 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
 # -------------------- comparison record
 # The record of one comparison: its errors, tolerance, verdict and worst element, as every path writes it.
 #
-# The plain-Python path (plain_floats.py), the torch path (comparison.py `compare_tensors`) and the
-# stacked rows (stacked_rows.py) compute the same numbers; each hands them here, so that the record's
+# The plain-Python path (comparison.py), the torch path (comparison.py `compare_tensors`) and the
+# stacked rows (comparison.py) compute the same numbers; each hands them here, so that the record's
 # fields, their order and the null written for an infinite error are the same whichever ran.
 
 INF = float("inf")

@@ -2,8 +2,8 @@
 
 Each tensor derived from input x carries, for every element, the flat indices of x it depends on:
 an int64 tensor of the tensor's shape plus one trailing dimension of width K, padded with -1, each
-set in descending order with the padding last (column_colouring.py relies on it). The tracer
-(sparsity_tracer.py) combines them operation by operation with the set operations here.
+set in descending order with the padding last (structure.py relies on it). The tracer
+(structure.py) combines them operation by operation with the set operations here.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Unlearnable(Exception):
 
 def dedupe(dep):
     """Index sets with duplicates removed, in descending order with the -1 padding last, K trimmed
-    to the widest set. Every rule's result keeps that order (column_colouring.py relies on it)."""
+    to the widest set. Every rule's result keeps that order (structure.py relies on it)."""
     if dep.shape[-1] <= 1:
         return dep
     if dep.shape[-1] == 2:  # the common case of two single sets (a product of two slices): no sort
@@ -133,7 +133,7 @@ def reduced(dep, dims, keepdim: bool, shape):
 # The tracing mode that learns a Jacobian's sparsity pattern: index sets beside every tensor derived from x.
 #
 # One evaluation of the function runs under it. Each aten operation's result gets its index sets from
-# its inputs' by the operation's family (index_sets.py): pointwise, routing, reducing, along one
+# its inputs' by the operation's family (structure.py): pointwise, routing, reducing, along one
 # dimension, a matrix product; any other operation, an in-place update or indices computed from x
 # raise Unlearnable. It also follows the last full sum or mean, and constant scales and shifts of it,
 # so that a scalar loss's body (the vector entering that reduction) can be coloured instead.

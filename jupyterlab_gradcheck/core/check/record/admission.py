@@ -3,7 +3,7 @@
 A server with a timeout must refuse, before anything is written, a check that cannot finish
 within it, and keep heavy checks from taking every worker. Both need the work known in advance.
 The work of a check is dominated by its finite differences: an input whose Jacobian is observed
-to be diagonal (an elementwise chain, optionally summed; see `diagonal.py`) costs a handful of
+to be diagonal (an elementwise chain, optionally summed; see `structure.py`) costs a handful of
 evaluations whatever its size, and any other input costs one evaluation per shifted copy of
 each of its elements. Each evaluation builds tensors up to `work_elements`. The estimate counts
 element evaluations, a lower bound on the real work: it predicts the diagonal path only where

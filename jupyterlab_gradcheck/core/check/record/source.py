@@ -7,9 +7,9 @@ the record (`function_source`) lets whoever verifies the ledger see what was che
 notice a source edited afterwards (its hash no longer matches). The text is what `inspect`
 reads where the callable was defined: for a lambda, the whole lines that hold it; for a custom
 `torch.autograd.Function`, its class. A class defined in a notebook cell, which `inspect` cannot
-find, is read from the cell's text through its methods' code (record/class_source.py); a
+find, is read from the cell's text through its methods' code (record/source.py); a
 `torch.library` custom op, and the Function torch generates for its autograd, by the user's
-forward, setup_context and backward (record/custom_op_source.py), never by torch's own code.
+forward, setup_context and backward (record/source.py), never by torch's own code.
 """
 
 from __future__ import annotations

@@ -49,8 +49,9 @@ from .source import function_source
 # and moves RULES to that version; it never adds a second code path. A record made under earlier rules is replayed
 # under today's (core/ledger/replay.py).
 #
-# Records of 0.1.0 name a policy instead (`"policy": 1` to `7`; an executed record with neither field predates them and
-# was made by policy 1). The rules of 0.2.0 are policy 7's; those of 0.3.0 and 0.4.0 (CHANGELOG.md) followed.
+# Records of 0.1.0 carry a numbered `policy` field instead (an executed record with neither field predates it). They
+# are named as made under the rules of 0.1.0, except those of its last numbered set, which became the rules of 0.2.0;
+# those of 0.3.0 and 0.4.0 (CHANGELOG.md) followed.
 
 #: The version in which the rules of new checks last changed (package.json's version at that change).
 RULES = "0.4.0"
@@ -61,17 +62,19 @@ LEGACY_FIELD = "policy"
 #: The policy of 0.1.0 whose rules became those of 0.2.0, and the rules it names.
 LAST_POLICY = 7
 LAST_POLICY_RULES = "0.2.0"
+#: The rules every other record of 0.1.0 was made under.
+FIRST_RULES = "0.1.0"
 
 
 def rules_of(record: dict) -> str:
-    """The rules a completed record was made under: its `rules`, 0.2.0 for 0.1.0's last policy, else `policy N`
-    (`policy 1` for an executed record that names neither, written before policies were numbered)."""
+    """The rules a completed record was made under: its `rules`; for a record of 0.1.0, 0.2.0 when it names
+    0.1.0's last numbered set, else 0.1.0 (also for an executed record that names neither field)."""
     if record.get(FIELD) is not None:
         return str(record[FIELD])
     policy = record.get(LEGACY_FIELD)
-    if policy is None:
-        return "policy 1"
-    return LAST_POLICY_RULES if policy == LAST_POLICY and not isinstance(policy, bool) else f"policy {policy}"
+    if policy == LAST_POLICY and not isinstance(policy, bool):
+        return LAST_POLICY_RULES
+    return FIRST_RULES
 
 
 # -------------------- defaults
@@ -634,7 +637,7 @@ def parse_fixed(raw, inputs: dict, is_callable: bool) -> dict:
                 name=name,
                 field=f"fixed.{name}",
             )
-        if is_stored_value(value):  # a tensor above 256 elements, by its hash (stored_values.py)
+        if is_stored_value(value):  # a tensor above 256 elements, by its hash (form.py)
             stored_shape(value, f"fixed.{name}")
         elif not _plain_argument(value):
             raise SpecError(
@@ -845,7 +848,7 @@ def make_check_id(function_text: str, inputs: dict, dtype: str, device: str, fix
     canonical = json.dumps(
         {
             "function": function_text,
-            "inputs": without_summaries(inputs),  # a stored tensor by its hash (stored_values.py)
+            "inputs": without_summaries(inputs),  # a stored tensor by its hash (form.py)
             "dtype": dtype,
             "device": device,
             **({"fixed": without_summaries(fixed)} if fixed else {}),
@@ -955,7 +958,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         or not encodable(check_id)
     ):
         raise SpecError("id must be a printable string of 1 to 200 characters", field="id")
-    # a long list becomes a stored value once the id is made from it as written (listed_values.py)
+    # a long list becomes a stored value once the id is made from it as written (form.py)
     inputs = {name: stored_from_list(value) for name, value in inputs.items()}
     if not (isinstance(written, dict) and "outputs" in written):
         written = stored_mapping(written)

@@ -291,3 +291,19 @@ def test_a_test_that_imports_another_or_reaches_a_private_name_is_reported(tmp_p
         "test_story.py:3 imports _LockedFd from jupyterlab_gradcheck.core.ledger.store",
         "test_story.py:5 reaches spec._DEVICE",
     ]
+
+
+def test_the_code_cites_no_numbered_policy():
+    """Given every module of the package, then none cites a numbered policy ('policy 5', 'policy N'):
+    the numerical rules are one set, named by the version in which they last changed, and their
+    history lives in CHANGELOG.md."""
+    import re
+
+    cited = re.compile(r"\bpolic(?:y|ies) (?:\d+|N)\b", re.IGNORECASE)
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if cited.search(line)
+    ]
+    assert found == []

@@ -297,6 +297,7 @@ def run_spec(
     before_declare: Callable | None = None,
     sweep: bool | None = None,
     justification: str | None = None,
+    forget_staged: bool = False,
 ) -> Outcome:
     """One check from its record to its appended outcome: parse, place, admit, stage, declare,
     run, append (see the module). Raises before anything is written for bad input.
@@ -309,32 +310,38 @@ def run_spec(
       per-ledger serialisation.
     - `before_declare(spec)` runs once the check is admitted and before its expectation is written
       (the kernel's justified tolerance change).
+    - `forget_staged` drops the record's pending blobs once its outcome is appended (the server, which
+      holds many requests' blobs); a kernel keeps them within the pending cache's budget, for display.
     """
-    admitted = admit(record, admission)
-    spec = admitted.spec
     call = ledger_call or (lambda function, *args: function(*args))
-    held = referenced_shas({"inputs": spec.inputs, "analytical_gradient": spec.analytical_gradient})
-    PENDING.pin(held)  # the record's own long lists wait for its appends, however long it waits
+    staged: list = []
     try:
-        with PENDING.holding(), gate(admitted) if gate is not None else contextlib.nullcontext():
-            if ledger is None:
-                if runner is None:
-                    completed = run_here(spec, sweep=sweep, devices=admission.devices)
-                else:
-                    completed = runner(spec, spec.to_dict(), None)
-                return Outcome(completed, None, spec)
-            if before_declare is not None:
-                before_declare(spec)
-            attempt = call(LedgeredRun.declare, ledger, spec, justification)
-            try:
-                if runner is None:
-                    completed = run_here(attempt.spec, sweep=sweep, devices=admission.devices)
-                else:
-                    completed = runner(attempt.spec, attempt.spec_dict, attempt.expectation)
-            except BaseException as exc:  # the attempt is kept whatever stopped it
-                call(attempt.failed, exc)
-                raise
-            entry = call(attempt.observed, completed)
-            return Outcome(completed, entry, attempt.spec)
+        # the record's own long lists, put in the pending cache as it is parsed, wait for its appends
+        with PENDING.holding():
+            admitted = admit(record, admission)
+            spec = admitted.spec
+            if forget_staged:  # pinned past the hold, then forgotten once the outcome is appended
+                staged = referenced_shas({"inputs": spec.inputs, "analytical_gradient": spec.analytical_gradient})
+                PENDING.pin(staged)
+            with gate(admitted) if gate is not None else contextlib.nullcontext():
+                if ledger is None:
+                    if runner is None:
+                        completed = run_here(spec, sweep=sweep, devices=admission.devices)
+                    else:
+                        completed = runner(spec, spec.to_dict(), None)
+                    return Outcome(completed, None, spec)
+                if before_declare is not None:
+                    before_declare(spec)
+                attempt = call(LedgeredRun.declare, ledger, spec, justification)
+                try:
+                    if runner is None:
+                        completed = run_here(attempt.spec, sweep=sweep, devices=admission.devices)
+                    else:
+                        completed = runner(attempt.spec, attempt.spec_dict, attempt.expectation)
+                except BaseException as exc:  # the attempt is kept whatever stopped it
+                    call(attempt.failed, exc)
+                    raise
+                entry = call(attempt.observed, completed)
+                return Outcome(completed, entry, attempt.spec)
     finally:
-        PENDING.discard(held)
+        PENDING.discard(staged)

@@ -503,7 +503,14 @@ class GradcheckService:
             return on_loop(self.ledgers.call(ledger.path, function, *args))
 
         entry = functools.partial(
-            run_spec, check, ledger, admission=admission, runner=runner, gate=gate, ledger_call=ledger_call
+            run_spec,
+            check,
+            ledger,
+            admission=admission,
+            runner=runner,
+            gate=gate,
+            ledger_call=ledger_call,
+            forget_staged=True,
         )
         try:
             outcome = await loop.run_in_executor(self._entries(), contextvars.copy_context().run, entry)

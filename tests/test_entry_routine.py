@@ -101,3 +101,32 @@ def test_every_surface_reports_an_error_by_the_one_table():
     ] * 3
     assert (exit_code(LedgerError("x")), http_status(LedgerError("x"))) == (2, 500)
     assert REPORTED[-1][0].__name__ == "GradcheckError"  # the most general class is the last row
+
+
+def test_one_check_walks_few_files_and_parses_its_record_once(tmp_path):
+    """Given the seed record and a ledger, when run_spec takes it from parse to append (after one warm-up
+    run), then a profile of the calls enters at most 29 files of the package (55 before its modules were
+    merged by concept) and parses the record once (parse_spec of a record, not of a parsed spec)."""
+    import sys
+
+    from jupyterlab_gradcheck.core.check.environment import available_devices
+    from jupyterlab_gradcheck.core.check.record.spec import CheckSpec
+    from jupyterlab_gradcheck.core.run import Admission, run_spec
+
+    package = str(ROOT / "jupyterlab_gradcheck")
+    ledger, admission = Ledger(tmp_path / "lab1.gradcheck.jsonl"), Admission(devices=available_devices())
+    run_spec(dict(SEED), ledger, admission=admission)
+    files, parses = set(), []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            files.add(frame.f_code.co_filename)
+            if frame.f_code.co_name == "parse_spec" and not isinstance(frame.f_locals.get("record"), CheckSpec):
+                parses.append(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        run_spec(dict(SEED), ledger, admission=admission)
+    finally:
+        sys.setprofile(None)
+    assert (len(files) <= 29, len(parses)) == (True, 1), sorted(files)

@@ -235,7 +235,6 @@ def count_engine_entries(set_attribute=setattr) -> dict:
     """
     from jupyterlab_gradcheck.core.check import engine
     from jupyterlab_gradcheck.core.expr import evaluator
-    from jupyterlab_gradcheck.kernel import kernel_run
 
     counts = {"run_check": 0, "compile_expression": 0}
 
@@ -250,7 +249,6 @@ def count_engine_entries(set_attribute=setattr) -> dict:
     compile_expression = counted("compile_expression", evaluator.compile_expression)
     for module, name, wrapper in (
         (engine, "run_check", run_check),
-        (kernel_run, "run_check", run_check),
         (engine, "compile_expression", compile_expression),
         (evaluator, "compile_expression", compile_expression),
     ):

@@ -33,6 +33,48 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(reason)
 
 
+#: How long the threads a run leaves behind may take to end once every test is done.
+LINGER_SECONDS = 30.0
+
+
+def pytest_unconfigure(config):
+    """Given every test done, when a thread that is not a daemon is still alive (a check whose
+    server stopped, an executor never shut down), then its stack is printed and the run fails
+    after LINGER_SECONDS, rather than waiting for it for ever: the interpreter joins such threads
+    before it exits, so one stuck thread would hold the whole run past any time limit."""
+    import threading
+    import time
+    import traceback
+
+    def busy(thread) -> bool:  # an executor's idle thread waits for work, and exits with the interpreter
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None and os.path.basename(frame.f_code.co_filename) in ("threading.py", "queue.py"):
+            frame = frame.f_back
+        idle = frame is not None and frame.f_code.co_name == "_worker" and "concurrent" in frame.f_code.co_filename
+        return not idle
+
+    deadline = time.monotonic() + LINGER_SECONDS
+    while True:
+        lingering = [
+            t
+            for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive() and busy(t)
+        ]
+        if not lingering or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if not lingering:
+        return
+    frames = sys._current_frames()
+    out = sys.__stderr__
+    print(f"\n{len(lingering)} thread(s) still alive after the tests; the run fails:", file=out)
+    for thread in lingering:
+        print(f"--- {thread.name}", file=out)
+        traceback.print_stack(frames.get(thread.ident), file=out)
+    out.flush()
+    os._exit(3)
+
+
 @pytest.fixture
 def seed_text() -> str:
     """The course's seed record, exactly as written in MISSION.md."""

@@ -244,6 +244,7 @@ class GradcheckExtension(ExtensionApp):
             if listener is not None:
                 listener.stop(self.serverapp.event_logger)
         await asyncio.get_running_loop().run_in_executor(None, self.pool.stop)
+        self.settings[SERVICE_SETTING].close()
         if self._witness()[0]:
             witness_client.configure(None, None)
         self.ledger_io.close()

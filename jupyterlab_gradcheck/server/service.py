@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import threading
+import uuid
 import weakref
 from dataclasses import dataclass
 from importlib import metadata
@@ -273,10 +274,13 @@ class RenameFollower:
 # Between the expectation a check writes to its ledger and the observation that completes it,
 # the server may die (killed, out of memory, the machine rebooted). The ledger then holds an
 # expectation with no outcome, and nothing says why. Each server process keeps a journal in the
-# Jupyter runtime folder: one line when a check's expectation is written, one when its outcome
-# is. A server that starts finds the journals of the processes gone before it (same root, a pid
-# no longer alive), and for every check they left open whose ledger still has no outcome it
-# appends a note saying the server stopped while the check ran. `verify` names these checks too.
+# Jupyter runtime folder: one line before a check's expectation is written (its ledger, its id and
+# the ledger's size then), one with the expectation's seq once it is written, one when its outcome
+# is. The first line comes before the ledger write, so no kill between the two can leave an
+# expectation the journal does not know. A server that starts finds the journals of the processes
+# gone before it (same root, a pid no longer alive), and for every check they left open whose
+# ledger still has no outcome it appends a note saying the server stopped while the check ran.
+# `verify` names these checks too.
 
 #: The note's event name in the ledger.
 INTERRUPTED_EVENT = "interrupted"
@@ -299,17 +303,31 @@ class InFlightJournal:
         self.prefix = _prefix(root)
         self.path = self.folder / f"{self.prefix}-{os.getpid()}.jsonl"
         self._lock = threading.Lock()
-        self._open: set[tuple[str, int]] = set()
+        self._open: set[str] = set()
 
-    def started(self, ledger_path: str | os.PathLike, seq: int, check_id: str) -> None:
-        """A check's expectation is in its ledger; its outcome is not yet."""
-        self._write({"op": "start", "ledger": str(ledger_path), "seq": int(seq), "check_id": check_id})
-        self._open.add((str(ledger_path), int(seq)))
+    def starting(self, ledger_path: str | os.PathLike, check_id: str) -> str:
+        """A check is about to write its expectation; returns the token its later lines name.
 
-    def finished(self, ledger_path: str | os.PathLike, seq: int) -> None:
-        """The check's outcome (observation or failed-to-run) is in its ledger."""
-        self._write({"op": "end", "ledger": str(ledger_path), "seq": int(seq)})
-        self._open.discard((str(ledger_path), int(seq)))
+        The ledger's size now bounds where that expectation can start, so a server that finds
+        this line with no seq after it can still tell the expectation from older ones."""
+        try:
+            size = os.stat(ledger_path).st_size
+        except FileNotFoundError:
+            size = 0
+        token = uuid.uuid4().hex
+        self._write({"op": "start", "token": token, "ledger": str(ledger_path), "check_id": check_id, "size": size})
+        self._open.add(token)
+        return token
+
+    def declared(self, token: str, seq: int) -> None:
+        """The check's expectation is in its ledger, at `seq`; its outcome is not yet."""
+        self._write({"op": "seq", "token": token, "seq": int(seq)})
+
+    def finished(self, token: str) -> None:
+        """The check's outcome (observation or failed-to-run) is in its ledger, or its
+        expectation was never written."""
+        self._write({"op": "end", "token": token})
+        self._open.discard(token)
 
     def close(self) -> None:
         """A clean stop: the journal goes, unless a check is still open (its outcome could not
@@ -326,8 +344,8 @@ class InFlightJournal:
                 handle.write(line)
 
     def recover(self) -> list[dict]:
-        """Notes for the checks that servers gone before this one left open (see the module
-        docstring); returns what was noted, and removes the journals it read."""
+        """Notes for the checks that servers gone before this one left open (see the section
+        comment); returns what was noted, and removes the journals it read."""
         noted = []
         for journal in sorted(self.folder.glob(f"{self.prefix}-*.jsonl")) if self.folder.is_dir() else []:
             pid = journal.stem.rsplit("-", 1)[-1]
@@ -350,19 +368,52 @@ def _alive(pid: int) -> bool:
 
 
 def _open_items(journal: Path) -> list[dict]:
-    """The starts in a journal with no end (lines cut short by the crash are skipped)."""
-    open_items: dict[tuple[str, int], dict] = {}
+    """The starts in a journal with no end, each with its seq if one was written (lines cut
+    short by the crash are skipped)."""
+    open_items: dict[str, dict] = {}
     for line in journal.read_bytes().splitlines():
         try:
             item = json.loads(line)
-            key = (item["ledger"], int(item["seq"]))
+            token, op = item["token"], item["op"]
         except (ValueError, KeyError, TypeError):
             continue
-        if item.get("op") == "start":
-            open_items[key] = item
-        else:
-            open_items.pop(key, None)
+        if op == "start" and isinstance(item.get("ledger"), str):
+            open_items[token] = item
+        elif op == "seq" and token in open_items and isinstance(item.get("seq"), int):
+            open_items[token]["seq"] = item["seq"]
+        elif op == "end":
+            open_items.pop(token, None)
     return list(open_items.values())
+
+
+def _interrupted_of(path: Path, item: dict, report: dict) -> dict | None:
+    """The expectation an open journal item left with no outcome, or None.
+
+    With its seq, that expectation; without one (the server died between the journal's line and
+    the seq's), the expectation of its check that starts at or after the ledger's size then, and
+    that no earlier recovery has noted already."""
+    waiting = report.get("interrupted", [])
+    if "seq" in item:
+        return next((entry for entry in waiting if entry["seq"] == item["seq"]), None)
+    lines = path.read_bytes().splitlines(keepends=True)
+    starts = [0]
+    for raw in lines:
+        starts.append(starts[-1] + len(raw))
+    noted = set()
+    for raw in lines:
+        if b'"event":"' + INTERRUPTED_EVENT.encode() + b'"' in raw.replace(b" ", b""):
+            try:
+                noted.add(json.loads(raw)["data"]["expectation_seq"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    for entry in waiting:
+        if (
+            entry["check_id"] == item.get("check_id")
+            and starts[entry["line"] - 1] >= int(item.get("size", 0))
+            and entry["seq"] not in noted
+        ):
+            return entry
+    return None
 
 
 def _note_if_open(item: dict, pid: int) -> list[dict]:
@@ -370,21 +421,38 @@ def _note_if_open(item: dict, pid: int) -> list[dict]:
     path = Path(item["ledger"])
     try:
         report = verify_ledger_file(path, with_notebook=False)
+        entry = _interrupted_of(path, item, report)
     except Exception:  # a ledger removed or unreadable since: verify will say so itself
         return []
-    if not any(entry["seq"] == item["seq"] for entry in report.get("interrupted", [])):
+    if entry is None:
         return []
     note = Ledger(path, bind=False).note(
-        f"the server (process {pid}) stopped while this check ran (expectation seq {item['seq']}); "
+        f"the server (process {pid}) stopped while this check ran (expectation seq {entry['seq']}); "
         "its outcome was never recorded",
-        item.get("check_id"),
+        entry["check_id"],
         event=INTERRUPTED_EVENT,
-        expectation_seq=item["seq"],
+        expectation_seq=entry["seq"],
     )
     return [note]
 
 
 # -------------------- service
+
+
+def _on_loop(coroutine, loop: asyncio.AbstractEventLoop):
+    """Run `coroutine` on the server's loop from an entry thread, and wait for its result.
+
+    A loop that stops first (the server shutting down) raises instead of leaving the thread
+    waiting for ever: the process waits for its threads before it exits."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except TimeoutError:
+            if loop.is_closed() or not loop.is_running():
+                future.cancel()
+                raise RuntimeError("the server stopped while this check was waiting") from None
+
 
 #: Where the handlers find the GradcheckService in the tornado settings.
 SERVICE_SETTING = "gradcheck_service"
@@ -465,7 +533,7 @@ class GradcheckService:
         state: dict = {}
 
         def on_loop(coroutine):
-            return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+            return _on_loop(coroutine, loop)
 
         async def take_place(heavy: bool):
             place = self.pool.reserve(key, heavy=heavy)
@@ -483,16 +551,18 @@ class GradcheckService:
         def gate(admitted):
             place = state["place"] = on_loop(take_place(admitted.seconds > self.heavy_seconds))
             try:
+                if self.journal is not None:  # before the expectation is written: see the journal
+                    state["token"] = self.journal.starting(ledger.path, admitted.spec.id)
                 yield
             finally:
                 on_loop(give_back(place))
 
         def runner(spec, spec_dict, expectation):
-            state["seq"] = expectation["seq"]
             state["held"] = set(
                 referenced_shas({"inputs": spec.inputs, "analytical_gradient": spec.analytical_gradient})
             )
-            self._journal("started", ledger.path, expectation["seq"], expectation["check_id"])
+            if "token" in state:
+                self.journal.declared(state["token"], expectation["seq"])
             store = str(store_dir_for(ledger.path))  # the worker reads the record's stored values there
             completed = state["completed"] = on_loop(
                 state["place"].run({"op": "check", "record": spec_dict, "store": store})
@@ -515,8 +585,8 @@ class GradcheckService:
         try:
             outcome = await loop.run_in_executor(self._entries(), contextvars.copy_context().run, entry)
         finally:
-            if "seq" in state:
-                self._journal("finished", ledger.path, state["seq"])
+            if "token" in state:
+                self.journal.finished(state["token"])
             if "completed" in state:  # the worker's blobs, written beside the ledger or refused with it
                 PENDING.discard([sha for sha in referenced_shas(state["completed"]) if sha not in state["held"]])
         binding = await self.ledgers.call(ledger.path, binding_for, ledger, notebook_path)
@@ -531,9 +601,11 @@ class GradcheckService:
             )
         return self._entry_threads
 
-    def _journal(self, event: str, *args) -> None:
-        if self.journal is not None:
-            getattr(self.journal, event)(*args)
+    def close(self) -> None:
+        """Let go of the entry threads once the pool has stopped: checks still queued are
+        cancelled, and a thread still waiting on the loop stops when the loop does (`_on_loop`)."""
+        if self._entry_threads is not None:
+            self._entry_threads.shutdown(wait=False, cancel_futures=True)
 
     # --- GET ledger ----------------------------------------------------------------
     async def ledger_view(self, notebook) -> dict:

@@ -13,7 +13,7 @@ Every row gives the record's size (its canonical JSON), the ledger bytes one che
 blob bytes it writes. With `--device cuda` (scripts/gpu-check.sh) the sizes are 10^5, 10^6 and
 10^7, and the goal is the issue's: n = 10^7 elementwise checked at <= 3x fast mode. On the CPU the
 sizes are 10^5 and 10^6 (quick: 10^5), reported without a goal: there the limit is what memory and
-the time a user waits allow (admission.py).
+the time a user waits allow (core/run.py).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def measure(function, gradient, n: int, rounds: int) -> dict:
     import torch
 
     from jupyterlab_gradcheck.api import check
-    from jupyterlab_gradcheck.core.ledger.line_format import canonical_json, jsonable
+    from jupyterlab_gradcheck.core.ledger.store import canonical_json, jsonable
 
     generator = torch.Generator().manual_seed(11)
     x = (torch.rand(n, dtype=torch.float64, generator=generator) * 4 - 2).to(device())

@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.ledger.line_format import GENESIS, make_line
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import GENESIS, Ledger, make_line
 from jupyterlab_gradcheck.core.ledger.verify import HASH_IN_CHILD_ABOVE, verify_ledger_file
 
 VERIFY_GOAL_S = 1.0

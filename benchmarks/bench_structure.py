@@ -112,7 +112,7 @@ def power_rows(n: int) -> list[dict]:
     POSITIONS (fast mode drawing its own random vectors each call); slow mode compares every
     Jacobian entry, so one position tells its answer (and costs 2n evaluations).
     """
-    from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
+    from jupyterlab_gradcheck.core.check.fd.finite_difference import projected_verdict
 
     function, gradient = dense(n)
     x = _input(n)
@@ -166,7 +166,7 @@ def _changed(gradient: dict, wrong: dict) -> set:
 
 def opinfo_rows(quick: bool) -> list[dict]:
     """The projected mode on B5's OpInfo samples and their one-element mutations, beside gradcheck's modes."""
-    from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
+    from jupyterlab_gradcheck.core.check.fd.finite_difference import projected_verdict
 
     from .opinfo_samples import cases
     from .opinfo_sweep import MUTATIONS, autograd_gradient, mutated_gradient, run_gradcheck, wrapped

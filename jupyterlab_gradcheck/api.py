@@ -197,8 +197,7 @@ def _backward_as_expectation(record: dict, inputs: dict):
 
     Everything else in the record is validated first: bad input is refused before the one
     forward pass that finds the Functions."""
-    from .core.check.autograd.custom_functions import check_signature, custom_functions
-    from .core.check.autograd.observations import backward_expectation, backward_name
+    from .core.check.autograd.observations import backward_expectation, backward_name, check_signature, custom_functions
     from .core.check.autograd.several_outputs import differentiable_outputs
     from .core.check.environment import available_devices
     from .core.check.record.spec import parse_spec, resolve_device
@@ -240,7 +239,7 @@ def _refuse_held_integers(record: dict, inputs: dict) -> None:
 
 def _held(fn, input_names: list[str], fixed: dict):
     """`fn` (or a Function's `apply`) called with the inputs by name and the `fixed` objects themselves."""
-    from .core.check.autograd.custom_functions import check_signature
+    from .core.check.autograd.observations import check_signature
 
     if isinstance(fn, str) or not isinstance(fixed, dict) or any(name in input_names for name in fixed):
         return _as_checkable(fn, input_names)  # the record's own check names the problem

@@ -105,7 +105,7 @@ def test_every_surface_reports_an_error_by_the_one_table():
 
 def test_one_check_walks_few_files_and_parses_its_record_once(tmp_path):
     """Given the seed record and a ledger, when run_spec takes it from parse to append (after one warm-up
-    run), then a profile of the calls enters at most 29 files of the package (55 before its modules were
+    run), then a profile of the calls enters at most 21 files of the package (55 before its modules were
     merged by concept) and parses the record once (parse_spec of a record, not of a parsed spec)."""
     import sys
 
@@ -129,4 +129,4 @@ def test_one_check_walks_few_files_and_parses_its_record_once(tmp_path):
         run_spec(dict(SEED), ledger, admission=admission)
     finally:
         sys.setprofile(None)
-    assert (len(files) <= 29, len(parses)) == (True, 1), sorted(files)
+    assert (len(files) <= 21, len(parses)) == (True, 1), sorted(files)

@@ -16,8 +16,7 @@ from ..core.check.record.spec import CheckSpec
 from ..core.errors import JustificationRequired, SpecError
 from ..core.i18n import Message, _
 from ..core.ledger.binding import MIME_TYPE, attestation_for, forwarded_notebook
-from ..core.ledger.reader import HISTORY_KEY, TARGETS
-from ..core.ledger.store import Ledger
+from ..core.ledger.store import HISTORY_KEY, TARGETS, Ledger
 from ..core.run import EXPLICIT_ATTR, apply_ledger_tolerance, run_spec
 from ..witness import client as witness_client
 

@@ -15,8 +15,7 @@ from tornado.web import HTTPError
 from ..core.errors import GradcheckError, LedgerError, SpecError
 from ..core.i18n import accepted_language, language, translate_text, translate_tree
 from ..core.jsonio import loads_strict
-from ..core.ledger.line_format import LineError, read_entry
-from ..core.ledger.store import LEDGER_SUFFIX, Ledger
+from ..core.ledger.store import LEDGER_SUFFIX, Ledger, LineError, read_entry
 from ..core.values.blobs import blob_problem, read_blob_values, store_dir_for
 from ..core.values.form import SHA_PATTERN, PendingBlobs, stored_values_in
 from . import service as paths

@@ -27,7 +27,7 @@ from .worker import WorkerProcess
 # notebook) and the keys take turns (start-time fair queuing): each key carries the number of
 # turns it has had, a key that starts waiting again is brought up to the turn now being served,
 # and a free worker goes to the waiting key with the fewest turns (the first to wait on a tie). A heavy request (one whose
-# predicted work is long, see `core/check/record/admission.py`) may run only while fewer than `heavy_limit`
+# predicted work is long, see `core/run.py`) may run only while fewer than `heavy_limit`
 # heavy requests hold workers, so with two or more workers at least one is always left for light
 # checks. Within one key, requests keep their order, except that a light one may pass a heavy one
 # that is waiting for the heavy limit.

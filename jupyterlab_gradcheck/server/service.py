@@ -478,7 +478,7 @@ class GradcheckService:
     #: Element evaluations per second assumed when a check is admitted (core/run.py `admit`).
     admission_rate: float = 1e8
     #: Fraction of a device's free memory (as a worker measured it) a check may be estimated to need;
-    #: 0 admits any size (core/check/record/admission.py).
+    #: 0 admits any size (core/run.py).
     memory_fraction: float = 1.0
     #: Predicted seconds above which a check is heavy and never takes the last free worker.
     heavy_seconds: float = 1.0

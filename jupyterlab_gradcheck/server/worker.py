@@ -78,7 +78,7 @@ def serve(conn, options: dict) -> None:
         }
         _run_check(dict(_WARM_UP), options)
         _limit_memory(options.get("memory_limit") or 0)
-        # the free memory each device reports is measured under the cap just set (admission.py)
+        # the free memory each device reports is measured under the cap just set (core/run.py)
         hello["devices"] = options["devices"] = available_devices()
     except BaseException as exc:  # noqa: BLE001 - any failure to start is reported, then exit
         _send(
@@ -105,7 +105,7 @@ def serve(conn, options: dict) -> None:
 
 
 def _send(conn, answer: dict) -> None:
-    from ..core.ledger.line_format import jsonable
+    from ..core.ledger.store import jsonable
 
     try:
         text = json.dumps(jsonable(answer), allow_nan=False)

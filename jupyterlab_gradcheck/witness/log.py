@@ -32,8 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core.errors import LedgerError, SpecError
-from ..core.ledger.line_format import GENESIS, canonical_json
-from ..core.ledger.store import now_utc
+from ..core.ledger.store import GENESIS, canonical_json, now_utc
 
 # -------------------- witness log
 

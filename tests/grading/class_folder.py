@@ -16,8 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
-from jupyterlab_gradcheck.core.ledger.line_format import genesis_entry, make_line
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import Ledger, genesis_entry, make_line
 from jupyterlab_gradcheck.core.run import run_and_record
 
 ASSIGNMENT = "ps1"

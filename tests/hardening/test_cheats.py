@@ -33,8 +33,7 @@ from figures import record
 
 from jupyterlab_gradcheck.api import check_record
 from jupyterlab_gradcheck.core.ledger.binding import METADATA_KEY, read_notebook, update_binding, write_notebook
-from jupyterlab_gradcheck.core.ledger.line_format import make_line
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import Ledger, make_line
 from support.ledger import forge_passed
 
 SCRIPT = Path(sys.executable).with_name("jupyter-gradcheck")

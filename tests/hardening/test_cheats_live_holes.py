@@ -26,7 +26,7 @@ from live_witness import (
 )
 from live_witness import verify as verify_with
 
-from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
+from jupyterlab_gradcheck.core.ledger.store import make_line, read_entry
 from support.course import Notebook, rebind
 from support.ledger import lines_of
 

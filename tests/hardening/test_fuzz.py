@@ -432,7 +432,7 @@ def test_the_record_validator_accepts_or_refuses_and_never_executes():
         counts["accepted"] += 1
         line = json.dumps(normalised, allow_nan=False, ensure_ascii=False)
         line.encode("utf-8")  # a ledger line is UTF-8
-        # each input written as a list is within the list cap; the total follows memory (admission.py)
+        # each input written as a list is within the list cap; the total follows memory (core/run.py)
         assert all(numel(shape) <= DEFAULT_LIMITS.max_list_elements for shape in spec.shapes.values())
         assert spec.dtype in DTYPES and DEVICE_PATTERN.match(spec.device)
         for key in ("rtol", "atol"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyterlab_gradcheck.core.ledger.line_format import KINDS
+from jupyterlab_gradcheck.core.ledger.store import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 JUPYTER = Path(sys.executable).with_name("jupyter")

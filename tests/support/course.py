@@ -13,8 +13,7 @@ import nbformat
 
 from jupyterlab_gradcheck.api import check_record
 from jupyterlab_gradcheck.core.ledger.binding import MIME_TYPE, update_binding
-from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import Ledger, make_line, read_entry
 from jupyterlab_gradcheck.witness import client as witness_client
 
 

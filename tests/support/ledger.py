@@ -13,8 +13,7 @@ from pathlib import Path
 import nbformat
 
 from jupyterlab_gradcheck.core.ledger.binding import update_binding
-from jupyterlab_gradcheck.core.ledger.line_format import GENESIS, make_line, read_entry
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import GENESIS, Ledger, make_line, read_entry
 from jupyterlab_gradcheck.core.run import run_and_record
 
 #: Three checks from the course: the square, a short vector sum, and a wrong hand derivation

@@ -24,13 +24,18 @@ from ..i18n import Message
 from ..values.form import is_empty_value
 from ..values.tensors import describe, to_tensor
 from .autograd import several_outputs
-from .autograd.custom_functions import check_signature, graph_functions, only_built_in_formulas
 from .autograd.forward_and_batched import MODES, UNDEFINED_REASON, function_modes
-from .autograd.observations import event_failure, observe_autograd
+from .autograd.observations import (
+    check_signature,
+    event_failure,
+    gradcheck_fast,
+    graph_functions,
+    observe_autograd,
+    only_built_in_formulas,
+    torch_gradcheck,
+)
 from .autograd.second_order import grad_output_derivative, second_order, second_order_of_outputs
-from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
-from .compare.comparison import compare
-from .compare.forward_pass import SeveralOutputs
+from .compare.comparison import SeveralOutputs, compare
 from .environment import available_devices, capture_environment
 from .first_order import FirstOrder, as_dtype, diagnosed_failures, elements, failure, finite_differences, first_order
 from .record.spec import CheckSpec, parse_spec, resolve_device
@@ -302,7 +307,7 @@ def by_output(blocks: dict) -> dict:
 
 #: Input elements above which a passing check's record has no step sweep by default. The sweep costs
 #: 68 evaluations of the function (17 decades, two signs, float32 and float64) wherever it cannot ride
-#: along with the finite differences (core/check/fd/sweep.py): beside an elementwise check's
+#: along with the finite differences (core/check/fd/finite_difference.py): beside an elementwise check's
 #: three evaluations at 10^4 elements it was half the check's time.
 SWEEP_MAX_ELEMENTS = 1_000
 #: Input elements above which a failing check's record has no step sweep by default: where a check

@@ -18,16 +18,21 @@ import torch
 from ..errors import SpecError
 from ..i18n import Message
 from ..values.tensors import Descriptions, with_complex_kept
-from .autograd.observations import analytical_tensors, failure
-from .autograd.torch_gradcheck import gradcheck_fast, torch_gradcheck
-from .compare.comparison import Operand, compare, compare_rows
-from .compare.forward_pass import forward, grad_output_for
+from .autograd.observations import analytical_tensors, failure, gradcheck_fast, torch_gradcheck
+from .compare.comparison import Operand, autograd_vjp, compare, compare_rows
 from .diagnosis import DiagnosisContext, diagnose
+from .fd import finite_difference as projected
 from .fd import finite_difference as time_budget
-from .fd import projected
-from .fd.finite_difference import FdOptions, fd_gradients, refine_inputs
+from .fd.finite_difference import (
+    FdOptions,
+    Riding,
+    fd_gradients,
+    found,
+    guarded_step_sweep,
+    refine_inputs,
+    sweep_riders,
+)
 from .fd.steps import BOUND_FACTOR, STEP_SCALE_CAP, element_tolerance
-from .fd.sweep import Riding, found, guarded_step_sweep, sweep_riders
 from .record import spec as defaults
 from .record.spec import CheckSpec
 
@@ -84,11 +89,7 @@ def numerical_verdict(
     if len(dtypes) != 1:
         raise SpecError("inputs mix dtypes {dtypes}: give them one dtype", dtypes=sorted(dtypes), field="inputs")
     dtype = dtypes.pop()
-    leaves = {name: t.detach().clone().requires_grad_(True) for name, t in inputs.items()}
-    output = forward(function, leaves)
-    v = grad_output_for(output, grad_output)
-    grads = torch.autograd.grad(output, tuple(leaves.values()), v, allow_unused=True)
-    autograd = {name: torch.zeros_like(leaf) if g is None else g for (name, leaf), g in zip(leaves.items(), grads)}
+    leaves, v, autograd = autograd_vjp(function, inputs, grad_output)
 
     fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
     fd_values = {name: t.detach().to(fd_dtype) for name, t in inputs.items()}
@@ -159,7 +160,7 @@ def finite_differences(spec: CheckSpec, function, leaves: dict, raw: dict, v, *,
     """The finite differences of one output: exhaustive, or projected when asked or over the time
     budget; at the default step and tolerance, each element's rounding bound widens its tolerance and
     failing elements are re-estimated (core/check/fd/finite_difference.py); with `sweep`, the step sweep's
-    series ride along (core/check/fd/sweep.py)."""
+    series ride along (core/check/fd/finite_difference.py)."""
     fd_dtype = defaults.FD_DTYPE[spec.dtype]
     fd_values = {n: as_dtype(t.detach(), getattr(torch, fd_dtype)) for n, t in leaves.items()}
     fd_v = with_complex_kept(v.detach(), getattr(torch, fd_dtype))  # a complex output's grad_output stays complex
@@ -168,7 +169,7 @@ def finite_differences(spec: CheckSpec, function, leaves: dict, raw: dict, v, *,
     # or a chosen step is applied as written (a step too small for the dtype stays a failure).
     bounded = not spec.fd_tolerance_explicit and fd_step is None and fd_dtype == spec.dtype
     rounding = None
-    # the projected mode (core/check/fd/projected.py): asked for, or chosen when the exhaustive one is over budget
+    # the projected mode (core/check/fd/finite_difference.py): asked for, or chosen when the exhaustive one is over budget
     projection, projected_rows = projected.requested(spec.finite_difference), None
     names = list(spec.inputs)
     riders = (
@@ -452,7 +453,7 @@ def first_order(
     """Finite differences, comparisons and diagnosis of one output's autograd observations; `whole`
     adds torch.autograd.gradcheck's verdict on the function (for one output of several it is run
     once on the whole function instead). `sweep` says the record will have a step sweep:
-    its series for a passing check are evaluated with the finite differences (core/check/fd/sweep.py)."""
+    its series for a passing check are evaluated with the finite differences (core/check/fd/finite_difference.py)."""
     observations, raw, v = observed
     analytical = analytical_tensors(spec, leaves)
     # the record's tensors with the same bits are stored once (core/values/tensors.py)

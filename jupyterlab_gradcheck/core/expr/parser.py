@@ -47,7 +47,7 @@ class Limits:
     #: Largest absolute numeric literal in an expression.
     max_literal: float = 1e12
     #: An instructor's cap on the elements over all inputs of one check. None (the default): the
-    #: cap follows the device's free memory (core/check/record/admission.py) and, on a
+    #: cap follows the device's free memory (core/run.py) and, on a
     #: server, the work its timeout allows (server/service.py `admit`).
     max_input_elements: int | None = None
     #: Elements of one value written as a nested list in a record (and entries of an integer

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 from ..i18n import Message
 from ..values.blobs import blob_errors
-from .line_format import (
+from .store import (
     GENESIS,
     GENESIS_EVENT,
+    HISTORY_KEY,
     KINDS,
+    MAX_SEAL_RUN,
+    TARGETS,
+    HistoryBuilder,
     LineError,
     LineInfo,
     Lines,
+    direction,
     hash_in_child,
     hashed_ahead,
     is_canonical,
     is_genesis,
+    light_entry,
+    line_sha,
     read_entry,
     read_line,
 )
-from .reader import HISTORY_KEY, TARGETS, HistoryBuilder, direction, light_entry
-from .store import MAX_SEAL_RUN, line_sha
 
 # -------------------- chain report
 
@@ -332,7 +337,7 @@ def settle_pending(report: dict, pending: list, info: LineInfo, number: int) -> 
 # The chain check of a ledger's lines: hashes, order, and the rules each entry records.
 #
 # `verify_lines` answers "are these lines the ones that were written, whole and in order?". It
-# checks every line's hash over its stored bytes (core.ledger.line_format), the `seq` and `prev`
+# checks every line's hash over its stored bytes (core.ledger.store), the `seq` and `prev`
 # chain, the rules each entry must satisfy given those before it and the flags they raise
 # (core.ledger.chain), and torn writes and their seals (core.ledger.chain). The
 # report's fields live in core.ledger.chain. core.ledger.verify adds the notebook binding,

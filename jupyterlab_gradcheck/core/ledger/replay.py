@@ -29,7 +29,7 @@ from ..check.record.spec import INPUT_FIELDS, RULES, rules_of
 from ..errors import DeviceUnavailable, SpecError
 from ..i18n import Message
 from ..values.form import is_stored_value, stored_sha
-from .line_format import LineError, read_entry
+from .store import LineError, read_entry
 
 # -------------------- replay rules
 # What a replay makes of a record made under earlier numerical rules.

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from ..errors import LedgerError, SpecError
 from ..ledger.binding import METADATA_KEY, binding_for, read_notebook, write_notebook
-from ..ledger.reader import public_history
-from ..ledger.store import Ledger, now_utc
+from ..ledger.store import Ledger, now_utc, public_history
 from ..values.blobs import blob_path, line_shas, store_dir_for
 from ..values.form import is_stored_value
 from .submissions import renamed_rerun_flags

@@ -15,8 +15,7 @@ from pathlib import Path
 from ...witness.verify import DEFAULT_MAX_DELAY
 from ..i18n import Message
 from ..ledger.copies import mark_shared, shared_pairs
-from ..ledger.line_format import LineError, read_entry
-from ..ledger.reader import build_history
+from ..ledger.store import LineError, build_history, read_entry
 from ..ledger.verify import discover, ledger_lines, refused_report, verify_items, witness_for
 from ..values.blobs import store_dir_for
 
@@ -258,7 +257,7 @@ def _word(passed: bool | None) -> Message:
 
 def compare_rerun(submitted: dict[str, dict], rerun: dict[str, dict]) -> list[dict]:
     """`{"check_id", "problem"}` for each way the re-run's check histories (`rerun`) disagree
-    with the submitted ledger's (`submitted`), both from `core.ledger.reader.build_history`;
+    with the submitted ledger's (`submitted`), both from `core.ledger.store.build_history`;
     `problem` is a Message."""
     findings = []
     for check_id, again in rerun.items():

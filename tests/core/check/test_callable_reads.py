@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from jupyterlab_gradcheck.core.check.autograd.custom_functions import check_signature
+from jupyterlab_gradcheck.core.check.autograd.observations import check_signature
 from jupyterlab_gradcheck.core.check.record import source as callable_source
 from jupyterlab_gradcheck.core.check.record.source import function_source
 from jupyterlab_gradcheck.core.errors import SpecError

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.ledger.line_format import canonical_json, jsonable
+from jupyterlab_gradcheck.core.ledger.store import canonical_json, jsonable
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 
 SIZES = [("cpu", 2 * 10**5), pytest.param("cuda", 10**7, marks=pytest.mark.cuda)]

@@ -1,4 +1,4 @@
-"""Stories of the element limit that follows memory (core/check/record/admission.py).
+"""Stories of the element limit that follows memory (core/run.py).
 
 A check's size is bounded by what its device's free memory holds, not by a CPU-sized constant:
 a check estimated to need more is refused before anything runs or is written, with the numbers.
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jupyterlab_gradcheck.core.check.record.admission import (
+from jupyterlab_gradcheck.core.run import (
     DTYPE_BYTES,
     INTERMEDIATE_COPIES,
     WORKING_COPIES,

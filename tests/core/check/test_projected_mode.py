@@ -1,4 +1,4 @@
-"""The projected mode (core/check/fd/projected.py): one random direction compared, a failure localised.
+"""The projected mode (core/check/fd/finite_difference.py): one random direction compared, a failure localised.
 
 These stories pin what the mode promises: a correct dense function passes in two evaluations, a
 one-element error in a custom backward fails and is named with its index after O(log n) more
@@ -17,7 +17,7 @@ from benchmarks.bench_structure import wrong_at
 from jupyterlab_gradcheck.core.check.engine import check_callable, run_check
 from jupyterlab_gradcheck.core.check.fd import finite_difference
 from jupyterlab_gradcheck.core.check.fd import finite_difference as time_budget
-from jupyterlab_gradcheck.core.check.fd.projected import projected_verdict
+from jupyterlab_gradcheck.core.check.fd.finite_difference import projected_verdict
 from jupyterlab_gradcheck.core.errors import SpecError
 
 N = 500

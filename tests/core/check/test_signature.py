@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.check.autograd.custom_functions import check_signature
+from jupyterlab_gradcheck.core.check.autograd.observations import check_signature
 from jupyterlab_gradcheck.core.check.engine import check_callable
 from jupyterlab_gradcheck.core.errors import SpecError
 

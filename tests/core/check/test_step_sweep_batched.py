@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from jupyterlab_gradcheck.core.check.fd.sweep import step_sweep
+from jupyterlab_gradcheck.core.check.fd.finite_difference import step_sweep
 from support.checks import check_against_autograd
 
 

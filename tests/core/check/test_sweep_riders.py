@@ -1,5 +1,5 @@
 """A passing check's step sweep is evaluated in the call of its finite differences
-(core/check/fd/sweep.py). These stories pin that the sweep is the one drawn alone, that the call
+(core/check/fd/finite_difference.py). These stories pin that the sweep is the one drawn alone, that the call
 is shared, and that every way the shared call can fail still gives the record of a sweep drawn alone.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 
 from jupyterlab_gradcheck.core.check.engine import run_check
+from jupyterlab_gradcheck.core.check.fd.finite_difference import CAST_NOTE, guarded_step_sweep
 from jupyterlab_gradcheck.core.check.fd.steps import STEP_SCALE_CAP
-from jupyterlab_gradcheck.core.check.fd.sweep import CAST_NOTE, guarded_step_sweep
 
 
 def _banded(x):
@@ -159,7 +159,7 @@ def test_only_an_input_whose_copies_fit_the_limit_gets_riders():
     """Given inputs of 256 and 257 elements (512 and 514 central-difference copies against a limit of 512),
     when the sweep's riders are asked for, then the first gets one per dtype and the second none: its
     riders could not ride, and holding their tensors would only be in the allocator's way."""
-    from jupyterlab_gradcheck.core.check.fd.sweep import RIDE_MAX_COPIES, sweep_riders
+    from jupyterlab_gradcheck.core.check.fd.finite_difference import RIDE_MAX_COPIES, sweep_riders
 
     v = torch.ones((), dtype=torch.float64)
     fits = sweep_riders(_banded, {"x": torch.zeros(256, dtype=torch.float64)}, v, "x", 0)

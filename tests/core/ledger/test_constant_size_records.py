@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from jupyterlab_gradcheck.api import check
-from jupyterlab_gradcheck.core.ledger.line_format import canonical_json
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import Ledger, canonical_json
 from jupyterlab_gradcheck.core.values.blobs import blob_problem, referenced_shas, store_dir_for
 from jupyterlab_gradcheck.core.values.form import is_stored_value
 

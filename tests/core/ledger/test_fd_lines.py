@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jupyterlab_gradcheck.core.ledger import reader
+from jupyterlab_gradcheck.core.ledger import store as reader
 
 
 @pytest.fixture

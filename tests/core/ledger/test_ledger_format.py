@@ -8,7 +8,7 @@ import json
 import pytest
 
 from jupyterlab_gradcheck.core.check.record.spec import parse_spec
-from jupyterlab_gradcheck.core.ledger.line_format import (
+from jupyterlab_gradcheck.core.ledger.store import (
     GENESIS,
     HASH_SUFFIX_LEN,
     LineError,

@@ -1,4 +1,4 @@
-"""The light histories kept between reads (core/ledger/reader.py): a later read decodes only
+"""The light histories kept between reads (core/ledger/store.py): a later read decodes only
 what was appended, and a ledger that was appended to by another writer, truncated, replaced
 or rewritten in place is seen as it is now, exactly as a read from the first line sees it."""
 
@@ -12,9 +12,9 @@ import shutil
 import pytest
 
 from jupyterlab_gradcheck.core.errors import LedgerError, SpecError
-from jupyterlab_gradcheck.core.ledger import reader, store
-from jupyterlab_gradcheck.core.ledger.line_format import make_line
-from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
+from jupyterlab_gradcheck.core.ledger import store
+from jupyterlab_gradcheck.core.ledger import store as reader
+from jupyterlab_gradcheck.core.ledger.store import Ledger, make_line, now_utc
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 from jupyterlab_gradcheck.core.run import run_and_record
 from support.ledger import JUSTIFICATION, lines_of, rechain, write_lines

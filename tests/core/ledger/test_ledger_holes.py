@@ -6,8 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from jupyterlab_gradcheck.core.ledger.line_format import make_line, read_entry
-from jupyterlab_gradcheck.core.ledger.store import Ledger
+from jupyterlab_gradcheck.core.ledger.store import Ledger, make_line, read_entry
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file, verify_notebook
 from jupyterlab_gradcheck.core.report.exports import export_notebook
 from jupyterlab_gradcheck.core.report.submissions import renamed_rerun_flags

@@ -18,8 +18,7 @@ import subprocess
 import sys
 import time
 
-from jupyterlab_gradcheck.core.ledger.line_format import LineError, make_line, read_line
-from jupyterlab_gradcheck.core.ledger.store import Ledger, now_utc
+from jupyterlab_gradcheck.core.ledger.store import Ledger, LineError, make_line, now_utc, read_line
 from jupyterlab_gradcheck.core.ledger.verify import verify_ledger_file
 from support.ledger import lines_of
 

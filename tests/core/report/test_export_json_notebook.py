@@ -7,7 +7,7 @@ import json
 
 import nbformat
 
-from jupyterlab_gradcheck.core.ledger.line_format import canonical_json
+from jupyterlab_gradcheck.core.ledger.store import canonical_json
 from support.ledger import lines_of, notebook_with_three_checks
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from jupyterlab_gradcheck.core.check.engine import run_check
-from jupyterlab_gradcheck.core.ledger.reader import build_history
+from jupyterlab_gradcheck.core.ledger.store import build_history
 from jupyterlab_gradcheck.core.report.html_export import MAX_SHOWN_ELEMENTS, format_value, record_html
 from support.html_tables import column, tables_in
 

@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
+import inspect
 import re
+import types
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -17,13 +20,284 @@ import torch
 from ...errors import SpecError
 from ...expr.evaluator import compile_expression
 from ...expr.parser import Expression
+from ...i18n import Message
 from ...values.tensors import Descriptions, to_tensor
-from ..compare.forward_pass import forward, grad_output_for
+from ..compare.comparison import forward, grad_output_for
 from ..fd.structure import ELEMENTWISE, REDUCTIONS
-from ..record.source import callable_name, function_source
+from ..record.source import callable_name, function_source, read_from
 from ..record.spec import DESCRIPTIONS, CheckSpec
-from .custom_functions import graph_functions, only_built_in_formulas
 from .several_outputs import differentiable
+
+# -------------------- custom functions
+# Which custom `torch.autograd.Function`s a function goes through, read from its autograd graph.
+#
+# The graph that produced an output names, at each node of a custom Function, the Function's class
+# (`_forward_cls`). A check uses that to take a Function's own backward as the expectation
+# (core/check/autograd/observations.py) and to observe its forward mode and batched gradients
+# (core/check/autograd/forward_and_batched.py); nothing is assumed from the function's name or source.
+
+# -------------------- signature
+# Whether a Python callable can take the check's inputs, asked before anything runs.
+#
+# A callable is called with the inputs as keyword arguments (`f(x=..., w=...)`); a custom
+# `torch.autograd.Function` is called through its `apply`, the inputs in the order of its
+# `forward`'s parameters. A callable that cannot take them would otherwise fail inside the
+# first forward pass with a bare `TypeError`, after its expectation was written to the ledger
+# as a run that failed. It is bad input instead: one line that names the parameters and the
+# inputs, nothing executed, nothing appended.
+#
+# A callable whose signature Python cannot read (some builtins) is let through: its first
+# call says whatever it says.
+
+
+def _function_class(function):
+    """The custom autograd Function a callable stands for (`apply`, or the api's wrapper of it), or None."""
+    for candidate in (getattr(function, "__wrapped__", None), getattr(function, "__self__", None), function):
+        if inspect.isclass(candidate) and issubclass(candidate, torch.autograd.Function):
+            return candidate
+    return None
+
+
+def _readable(function):
+    try:  # the callable's own signature: a wrapper that binds held arguments takes the inputs alone
+        return inspect.signature(function, follow_wrapped=False)
+    except (TypeError, ValueError):  # a builtin without a readable signature
+        return None
+
+
+#: The input names each live callable was found to take, so that a check asked twice (declared,
+#: then run) or repeated reads the signature once. A plain function is keyed by its code object
+#: (callable_source.read_from), with which of its parameters have defaults beside the names.
+_TAKES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _taken(function, names: list[str]) -> tuple:
+    """The names, with what else decides whether a plain function takes them: its defaults."""
+    if isinstance(function, types.FunctionType):
+        return tuple(names), len(function.__defaults__ or ()), tuple(sorted(function.__kwdefaults__ or ()))
+    return (tuple(names),)
+
+
+def check_signature(function, names: list[str]) -> None:
+    """Raise SpecError when `function` cannot be called with the inputs `names`; else return."""
+    # a function given a signature of its own (`__signature__`) is asked as itself
+    key = function if hasattr(function, "__signature__") else read_from(function)
+    taken = _taken(function, names)
+    try:
+        if taken in _TAKES.get(key, ()):
+            return
+    except TypeError:  # a callable that cannot be weakly referenced: ask every time
+        pass
+    _check(function, names)
+    try:
+        _TAKES.setdefault(key, set()).add(taken)
+    except TypeError:
+        pass
+
+
+def _check(function, names: list[str]) -> None:
+    function_class = _function_class(function)
+    if function_class is not None:
+        _check_forward(function_class, names)
+        return
+    signature = _readable(function)
+    if signature is None:
+        return
+    try:
+        signature.bind(**{name: None for name in names})
+    except TypeError:
+        parameters = [p.name for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        raise SpecError(
+            "function {function} takes ({parameters}) but the inputs are named {names}: name each input "
+            "as the parameter it is passed to",
+            function=getattr(function, "__qualname__", type(function).__name__),
+            parameters=", ".join(parameters),
+            names=", ".join(names),
+            field="function",
+        ) from None
+
+
+def _new_style(function_class) -> bool:
+    """Whether the Function has its own `setup_context`: then its `forward` takes no ctx."""
+    return function_class.setup_context is not torch.autograd.Function.setup_context
+
+
+def _check_forward(function_class, names: list[str]) -> None:
+    """A Function's `forward(ctx, ...)` (or `forward(...)` beside a `setup_context`) takes the inputs
+    positionally: their number must fit."""
+    signature = _readable(function_class.forward)
+    if signature is None:
+        return
+    new_style = _new_style(function_class)
+    parameters = list(signature.parameters.values())[0 if new_style else 1 :]  # after ctx, where there is one
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if len(required) <= len(names) <= len(positional):
+        return
+    said = {
+        "function": function_class.__qualname__,
+        "count": len(positional),
+        "parameters": ", ".join(p.name for p in positional),
+        "given": len(names),
+        "names": ", ".join(names),
+        "field": "function",
+    }
+    if new_style:
+        raise SpecError(
+            "{function}.forward takes {count} input(s) ({parameters}) but {given} were given ({names})", **said
+        )
+    raise SpecError(
+        "{function}.forward takes {count} input(s) after ctx ({parameters}) but {given} were given ({names})", **said
+    )
+
+
+# -------------------- custom functions
+
+#: The class name of a node PyTorch's own derivative formulas make (SinBackward0, MmBackward0), and of a leaf's.
+_BUILT_IN = re.compile(r"^([A-Z][A-Za-z0-9]*Backward\d*|AccumulateGrad)$")
+
+
+def custom_functions(function: Callable, inputs: dict, dtype: str = "float64", device: str = "cpu") -> list:
+    """The custom autograd Function classes one forward pass of `function` at `inputs` (numbers, lists or
+    tensors, in `dtype` on `device`) goes through, in graph order."""
+    leaves = {
+        n: torch.as_tensor(v, dtype=getattr(torch, dtype), device=device).detach().clone().requires_grad_(True)
+        for n, v in inputs.items()
+    }
+    with torch.enable_grad():
+        output = function(**leaves)
+    return graph_functions(output)
+
+
+def graph_nodes(output):
+    """Each node of the graph that produced `output` (a tensor, or a tuple or list of outputs) once, depth first
+    from the first output."""
+    roots = list(output) if isinstance(output, (tuple, list)) else [output]
+    seen, stack = set(), [getattr(root, "grad_fn", None) for root in reversed(roots)]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
+
+
+def graph_functions(output) -> list:
+    """The custom autograd Function classes in the graph that produced `output` (a tensor, or a tuple or
+    list of outputs), in graph order."""
+    found = []
+    for node in graph_nodes(output):
+        owner = getattr(node, "_forward_cls", None)
+        if owner is not None and owner not in found:
+            found.append(owner)
+    return found
+
+
+def only_built_in_formulas(output) -> bool:
+    """Whether every node of the graph that produced `output` (a tensor, or a tuple or list of them) is one of
+    PyTorch's own derivative formulas or a leaf: no custom Function, no C++ extension's node, nothing unknown."""
+    return all(
+        getattr(node, "_forward_cls", None) is None and _BUILT_IN.match(type(node).__name__)
+        for node in graph_nodes(output)
+    )
+
+
+# -------------------- torch gradcheck
+# PyTorch's own verdict: `torch.autograd.gradcheck` on the same function and inputs.
+#
+# It is recorded beside ours, not instead of it. gradcheck uses a fixed step eps=1e-6 and
+# atol=1e-5, rtol=1e-3, which only make sense in double precision, so it runs for float64 (and
+# complex128) inputs and is recorded as skipped, with that reason, for the other dtypes.
+# Its fast mode is used (`gradcheck_fast`): slow mode costs as much as our whole check, and ours is
+# the element-by-element verdict; a scalar function of one scalar gets slow mode. The record says
+# which.
+
+
+def gradcheck_fast(input_elements: int, output_elements: int) -> bool:
+    """gradcheck's mode for a function of that many input and output elements: fast, but slow for a scalar function
+    of one scalar, whose one Jacobian entry slow mode compares exactly in less time than fast mode's random projection
+    of it (0.6-0.8 ms against 1.0 ms for x*x)."""
+    return not (input_elements == 1 and output_elements == 1)
+
+
+def torch_gradcheck(
+    function, leaves: dict, dtype: str, device: str, *, fast: bool = True, undefined_grad: bool = True
+) -> dict:
+    """The `torch_gradcheck` observation: status, verdict, reason, and the settings used.
+
+    `fast` is gradcheck's fast mode on or off (`gradcheck_fast`). `undefined_grad=False` leaves out its
+    undefined-gradient test (for a graph of PyTorch's own derivative formulas only: that test hands a backward
+    undefined output gradients, which in such a graph reach only formulas PyTorch's own test suite runs it on); the
+    settings then say so, and `left_out` says why.
+    """
+    import sys
+
+    import torch.autograd.gradcheck  # noqa: F401  (registers the module below)
+
+    GradcheckError = sys.modules["torch.autograd.gradcheck"].GradcheckError
+    base = {
+        "name": "torch_gradcheck",
+        "description": Message("torch.autograd.gradcheck on the same function"),
+        "dtype": dtype,
+        "device": device,
+        "inputs": {n: {"shape": list(t.shape), "dtype": dtype, "device": str(t.device)} for n, t in leaves.items()},
+    }
+    if dtype not in ("float64", "complex128"):  # complex128: gradcheck checks the real and imaginary parts
+        return {
+            **base,
+            "status": "skipped",
+            "verdict": None,
+            "reason": Message(
+                "gradcheck needs double precision; with {dtype} its fixed eps=1e-6 step "
+                "is below what the dtype resolves",
+                dtype=dtype,
+            ),
+        }
+    names = list(leaves)
+    inputs = tuple(leaves[n].detach().clone().requires_grad_(True) for n in names)
+
+    if len(names) == 1:
+        name = names[0]
+
+        def positional(value):
+            return function(**{name: value})
+    else:
+
+        def positional(*args):
+            return function(**dict(zip(names, args)))
+
+    settings = {
+        "eps": 1e-6,
+        "atol": 1e-5,
+        "rtol": 1e-3,
+        "fast_mode": fast,
+        **({} if undefined_grad else {"check_undefined_grad": False}),
+    }
+    if not undefined_grad:
+        base["left_out"] = Message(
+            "its undefined-gradient test: the graph holds only PyTorch's own derivative "
+            "formulas, which PyTorch runs that test on itself"
+        )
+    try:
+        torch.autograd.gradcheck(positional, inputs, raise_exception=True, **settings)
+    except GradcheckError as exc:
+        first = " ".join(str(exc).split("\n")[0].split())
+        return {**base, "status": "failed", "verdict": False, "reason": first[:300], "settings": settings}
+    except Exception as exc:  # gradcheck itself could not run this function
+        return {
+            **base,
+            "status": "error",
+            "verdict": None,
+            "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            "settings": settings,
+        }
+    return {**base, "status": "passed", "verdict": True, "reason": Message("gradcheck passed"), "settings": settings}
+
+
+# -------------------- observations
 
 # -------------------- failures
 # The failures a record lists: a failed comparison row's (`failure`), and one no row carries (`event_failure`).

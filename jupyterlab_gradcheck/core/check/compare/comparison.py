@@ -8,20 +8,92 @@ pass, the one with the largest error), with its index and both values.
 Complex tensors (core/values/form.py) are compared by the modulus of the difference.
 
 Two paths compute the same record: tensors of up to SMALL_ELEMENTS real elements on the CPU are
-compared in plain Python floats (comparison.py), larger ones with torch (`compare_tensors`), and
+compared in plain Python floats, larger ones with torch (`compare_tensors`), and
 both give bit-identical records (comparison.py writes them). A caller comparing the same
 tensor several times wraps it once in an `Operand`, so that its elements are read once, and hands
-several comparisons to `compare_rows` (comparison.py), which runs same-shaped ones as the rows of
+several comparisons to `compare_rows`, which runs same-shaped ones as the rows of
 one stacked tensor (the same records).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
-from ...values.tensors import same_bits, to_value
+from ...errors import SpecError
+from ...values.tensors import grad_output_tensor, same_bits, to_value
+
+# -------------------- forward pass
+# One forward pass of the function under check, and the vector v of the v^T J it is compared by.
+#
+# Every comparison starts here: the autograd observations, the numerical verdict and the projected
+# path each run the function once through `forward`, which refuses what cannot be differentiated,
+# and take v from the record's grad_output (`grad_output_for`).
+
+
+class SeveralOutputs(SpecError):
+    """A function returned a tuple or list: `run_check` then checks it output by output
+    (core/check/autograd/several_outputs.py); anywhere else one tensor was expected, and this is the refusal."""
+
+    def __init__(self, message: str, *, outputs, **params):
+        super().__init__(message, field="function", **params)
+        #: The outputs of the forward pass that found them (inputs requiring grad).
+        self.outputs = outputs
+
+
+def forward(function, leaves: dict):
+    """One forward pass, refusing outputs that cannot be differentiated (a tuple or list of
+    outputs raises `SeveralOutputs`, which carries them)."""
+    output = function(**leaves)
+    if isinstance(output, (tuple, list)):
+        raise SeveralOutputs(
+            "function returned a {type} of {count} outputs where one tensor was expected",
+            outputs=output,
+            type=type(output).__name__,
+            count=len(output),
+        )
+    if not isinstance(output, torch.Tensor):
+        raise SpecError("function returned {type}, not a tensor", type=type(output).__name__, field="function")
+    if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:
+        raise SpecError(
+            "function output (dtype {dtype}) does not depend differentiably on the inputs",
+            dtype=str(output.dtype).replace("torch.", ""),
+            field="function",
+        )
+    return output
+
+
+def autograd_vjp(function, inputs: dict, grad_output) -> tuple[dict, torch.Tensor, dict]:
+    """One forward pass from fresh leaves and autograd's v^T J: `(leaves, v, autograd)`, with v from
+    `grad_output` (`grad_output_for`) and an input the output does not use given zeros."""
+    leaves = {name: t.detach().clone().requires_grad_(True) for name, t in inputs.items()}
+    output = forward(function, leaves)
+    v = grad_output_for(output, grad_output)
+    grads = torch.autograd.grad(output, tuple(leaves.values()), v, allow_unused=True)
+    autograd = {name: torch.zeros_like(leaf) if g is None else g for (name, leaf), g in zip(leaves.items(), grads)}
+    return leaves, v, autograd
+
+
+def grad_output_for(output, grad_output):
+    """The vector v in v^T J: the record's grad_output, or ones shaped like the output."""
+    if grad_output is None:
+        return torch.ones_like(output)
+    tensor = grad_output_tensor(grad_output, output)  # a complex value's form: core/values/form.py
+    if tensor.shape != output.shape:
+        if tensor.numel() == 1:
+            return tensor.reshape(()).expand_as(output).clone()
+        raise SpecError(
+            "grad_output has shape {shape} but the output has shape {output_shape}",
+            shape=list(tensor.shape),
+            output_shape=list(output.shape),
+            field="grad_output",
+        )
+    return tensor
+
+
+# -------------------- comparison
 
 # -------------------- plain floats
 # The plain-Python path of a comparison: small real CPU tensors compared in Python floats.
@@ -49,9 +121,8 @@ def compare_floats(
         e = abs(a - b)
         r = 0.0 if e == 0 else (INF if b == 0 else e / abs(b))
         passed = (INF if e != e else e - (atol + rtol * abs(b))) <= 0
-        return comparison_record(
-            name, input_name, left_label, right_label, rtol, atol, passed, e, r, shape, 0, a, b, e, r
-        )
+        labels = Labels(name, input_name, left_label, right_label)
+        return comparison_record(labels, Tolerance(rtol, atol), passed, (e, r), shape, Worst(0, a, b, e, r))
     errors = [abs(a - b) for a, b in zip(left, right)]
     if extra is None:
         excess = [INF if e != e else e - (atol + rtol * abs(b)) for e, b in zip(errors, right)]
@@ -65,21 +136,12 @@ def compare_floats(
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
     relative = [0.0 if e == 0 else (INF if b == 0 else e / abs(b)) for e, b in zip(errors, right)]
     result = comparison_record(
-        name,
-        input_name,
-        left_label,
-        right_label,
-        rtol,
-        atol,
+        Labels(name, input_name, left_label, right_label),
+        Tolerance(rtol, atol),
         passed,
-        _max(errors),
-        _max(relative),
+        (_max(errors), _max(relative)),
         shape,
-        worst_flat,
-        left[worst_flat],
-        right[worst_flat],
-        errors[worst_flat],
-        relative[worst_flat],
+        Worst(worst_flat, left[worst_flat], right[worst_flat], errors[worst_flat], relative[worst_flat]),
     )
     if extra is not None:
         result["error_bound"] = {"max": finite_or_none(_max(extra)), "at_worst": finite_or_none(extra[worst_flat])}
@@ -240,9 +302,9 @@ def identical_record(name, input_name, left, right, left_label, right_label, rto
     zero = torch.zeros((), dtype=torch.float64)
     first_left = left.detach().reshape(-1)[0].to("cpu", torch.float64)
     first_right = right.detach().reshape(-1)[0].to("cpu", torch.float64)
-    labels = (name, input_name, left_label, right_label)
-    worst = (0, to_value(first_left), to_value(first_right), zero, zero)
-    return comparison_record(*labels, rtol, atol, True, zero, zero, right.shape, *worst)
+    labels = Labels(name, input_name, left_label, right_label)
+    worst = Worst(0, to_value(first_left), to_value(first_right), zero, zero)
+    return comparison_record(labels, Tolerance(rtol, atol), True, (zero, zero), right.shape, worst)
 
 
 def compare_tensors(name, input_name, left, right, *, left_label, right_label, rtol, atol, bound=None) -> dict:
@@ -265,22 +327,16 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
     worst_flat = int(torch.argmax(excess.reshape(-1) if not passed else error.reshape(-1)))
     # Relative to a reference of exactly 0 the error is infinite (reported as null), not 1e307.
     relative = torch.where(error == 0, 0.0, torch.where(right64 == 0, INF, error / size))
-    result = comparison_record(
-        name,
-        input_name,
-        left_label,
-        right_label,
-        rtol,
-        atol,
-        passed,
-        error.max(),
-        relative.max(),
-        right64.shape,
+    worst = Worst(
         worst_flat,
         to_value(left64.reshape(-1)[worst_flat]),
         to_value(right64.reshape(-1)[worst_flat]),
         error.reshape(-1)[worst_flat],
         relative.reshape(-1)[worst_flat],
+    )
+    labels = Labels(name, input_name, left_label, right_label)
+    result = comparison_record(
+        labels, Tolerance(rtol, atol), passed, (error.max(), relative.max()), right64.shape, worst
     )
     if extra is not None:
         result["error_bound"] = {
@@ -293,8 +349,8 @@ def compare_tensors(name, input_name, left, right, *, left_label, right_label, r
 # -------------------- comparison record
 # The record of one comparison: its errors, tolerance, verdict and worst element, as every path writes it.
 #
-# The plain-Python path (comparison.py), the torch path (comparison.py `compare_tensors`) and the
-# stacked rows (comparison.py) compute the same numbers; each hands them here, so that the record's
+# The plain-Python path, the torch path (`compare_tensors`) and the
+# stacked rows (`compare_rows`) compute the same numbers; each hands them here, so that the record's
 # fields, their order and the null written for an infinite error are the same whichever ran.
 
 INF = float("inf")
@@ -309,41 +365,53 @@ def unravel(flat_index: int, shape) -> list[int]:
     return list(reversed(index))
 
 
-def comparison_record(
-    name,
-    input_name,
-    left_label,
-    right_label,
-    rtol,
-    atol,
-    passed,
-    max_abs,
-    max_rel,
-    shape,
-    worst_flat,
-    left,
-    right,
-    abs_err,
-    rel_err,
-) -> dict:
-    """One comparison record: the labels, tolerance and verdict, the largest errors and the worst element."""
+class Labels(NamedTuple):
+    """What a comparison compares: its name, the input it is about, and its two sides' labels."""
+
+    name: str
+    input: str
+    left: str
+    right: str
+
+
+class Tolerance(NamedTuple):
+    """|left - right| <= atol + rtol * |right|, element by element."""
+
+    rtol: float
+    atol: float
+
+
+class Worst(NamedTuple):
+    """The element a comparison reports (the most violating one, or the largest error when all pass)."""
+
+    flat: int
+    left: object
+    right: object
+    abs_err: float
+    rel_err: float
+
+
+def comparison_record(labels: Labels, tolerance: Tolerance, passed, largest: tuple, shape, worst: Worst) -> dict:
+    """One comparison record: the labels, tolerance and verdict, the largest (absolute, relative)
+    errors and the worst element, located in `shape`."""
+    max_abs, max_rel = largest
     return {
-        "name": name,
-        "input": input_name,
-        "left": left_label,
-        "right": right_label,
+        "name": labels.name,
+        "input": labels.input,
+        "left": labels.left,
+        "right": labels.right,
         "max_abs_err": finite_or_none(max_abs),
         "max_rel_err": finite_or_none(max_rel),
-        "rtol": rtol,
-        "atol": atol,
+        "rtol": tolerance.rtol,
+        "atol": tolerance.atol,
         "passed": passed,
         "worst": {
-            "index": unravel(worst_flat, shape),
-            "flat_index": worst_flat,
-            "left": left,
-            "right": right,
-            "abs_err": finite_or_none(abs_err),
-            "rel_err": finite_or_none(rel_err),
+            "index": unravel(worst.flat, shape),
+            "flat_index": worst.flat,
+            "left": worst.left,
+            "right": worst.right,
+            "abs_err": finite_or_none(worst.abs_err),
+            "rel_err": finite_or_none(worst.rel_err),
         },
     }
 
@@ -444,21 +512,12 @@ def stacked(requests: list[dict]) -> list[dict]:
     records = []
     for k, (r, (ok, max_abs, max_rel, flat, left, right, abs_err, rel_err)) in enumerate(zip(requests, zip(*columns))):
         record = comparison_record(
-            r["name"],
-            r["input_name"],
-            r["left_label"],
-            r["right_label"],
-            r["rtol"],
-            r["atol"],
+            Labels(r["name"], r["input_name"], r["left_label"], r["right_label"]),
+            Tolerance(r["rtol"], r["atol"]),
             ok,
-            max_abs,
-            max_rel,
+            (max_abs, max_rel),
             r["right"].shape,
-            flat,
-            left,
-            right,
-            abs_err,
-            rel_err,
+            Worst(flat, left, right, abs_err, rel_err),
         )
         if bounded[k]:
             record["error_bound"] = {"max": finite_or_none(extra_max[k]), "at_worst": finite_or_none(extra_at[k])}

@@ -26,30 +26,35 @@ output) take the general path: the coloured path is for real values.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from typing import NamedTuple
 
 import torch
 
-from ...errors import SpecError
+from ...errors import SpecError, exception_line
 from ...i18n import Message
 from ...values import form as complex_values
 from ...values import tensors as complex_tensors
+from ..compare.comparison import compare
 from ..record import spec as defaults
 from . import steps as adaptive_step
 from . import steps as error_bound
 from . import steps as shifts
 from . import structure as coloured_path
 from . import structure as diagonal
-from .steps import STEP_SCALE_CAP, signed_steps, step_vector
+from .steps import BOUND_FACTOR, STEP_SCALE_CAP, signed_steps, step_vector
+
+# -------------------- finite difference
 
 # -------------------- time budget
 # The time budget of finite_difference.mode auto: when the exhaustive comparison would be too slow.
 #
 # Mode auto (the default) compares every element unless that is predicted to take over
 # AUTO_BUDGET_S; the general path times its first part and raises ExhaustiveOverBudget with the
-# prediction, and the engine then compares in the projected mode (core/check/fd/projected.py).
+# prediction, and the engine then compares in the projected mode (core/check/fd/finite_difference.py).
 # Apart from both, so that the finite differences need not import the projected mode that uses them.
 
 #: Above this many seconds predicted for the exhaustive comparison, "auto" chooses the projected mode.
@@ -151,7 +156,7 @@ class Probe:
     rounding: object = None
     #: For a complex input: shift the imaginary part of each element instead of the real part.
     imaginary_shift: bool = False
-    #: Step-sweep series to evaluate in the same call as this input's copies (a core/check/fd/sweep.py Riding).
+    #: Step-sweep series to evaluate in the same call as this input's copies (a core/check/fd/finite_difference.py Riding).
     riders: object = None
     #: Flat element -> the outputs it moved at a wide step (core/check/fd/finite_difference.py), and the elements of
     #: the rows being differenced, so that their bound counts those outputs where they came out equal.
@@ -791,7 +796,7 @@ def difference_quotient(probe: Probe, scheme: str, h, indices=None, *, exact: bo
 
 def _chunk_estimates(probe: Probe, scheme: str, steps, indices, start: int, stop: int, base, *, ride: bool = False):
     """(estimates, rounding or None) for elements start..stop-1 (of `indices` when given); with `ride`, the
-    probe's riders are evaluated in the same call (core/check/fd/sweep.py)."""
+    probe's riders are evaluated in the same call (core/check/fd/finite_difference.py)."""
     imaginary = scheme == "complex_step" or probe.imaginary_shift
     chunk = steps[:, start:stop]
     if indices is None:
@@ -848,7 +853,7 @@ class FdOptions:
     is an elementwise chain; the benchmarks use it to show both costs. `rounding` asks for each input's
     per-element rounding bound as well. `chains` (core/check/autograd/observations.py) names the inputs
     the graph shows are no elementwise chain, so that no evaluation is spent looking for one; `riders`
-    gives step-sweep series to evaluate with an input's copies (core/check/fd/sweep.py). With
+    gives step-sweep series to evaluate with an input's copies (core/check/fd/finite_difference.py). With
     `budget_s`, an input whose general path would take longer raises `ExhaustiveOverBudget`
     after its first chunk (the engine's mode auto then projects).
     """
@@ -985,3 +990,772 @@ def _estimate(
     used = defaults.fd_step(dtype, scheme) if step is None else float(step)
     kind = "fixed" if step is not None else f"relative to min(max(1, |x|), {STEP_SCALE_CAP:g}), the step taken exact"
     return flat, used, kind, None, probe
+
+
+# -------------------- projected
+# The projected comparison: finite differences against autograd along a random direction, then group testing.
+#
+# For a dense Jacobian the exhaustive comparison costs two evaluations per input element. The
+# projected mode, like gradcheck's `fast_mode`, compares one number instead: the directional
+# difference D = (phi(x + s) - phi(x - s)) / 2 along s = h * u (u random signs over sqrt(n), h
+# each element's default step) against autograd's G = sum_i g_i s_i. Two evaluations, whatever n.
+#
+# The tolerance is the one every element would have had, carried through the projection: if each
+# element satisfies |fd_i - g_i| <= atol + rtol |g_i|, then |D - G| <= sum_i |s_i| (atol + rtol |g_i|),
+# plus the rounding bound of the two sums differenced (core/check/fd/steps.py's BOUND_FACTOR x
+# eps (|phi+| + |phi-|) / 2, over |v_j f_j|). A direction that fails is taken again at 2s: the
+# central difference's truncation, |D(2s) - 2 D(s)| / 6, is allowed three times over before the
+# failure stands, so curvature along a long direction is not mistaken for a bug.
+#
+# A failure is then localised by group testing: the index set is halved, the direction restricted
+# to each half compared the same way, and the half whose excess over its tolerance is larger kept,
+# down to one element, whose own central difference and autograd value are compared as the
+# exhaustive mode would: one bad element is named, with its index, in about 6 log2(n) + 4 more
+# evaluations. Its power (what one-element error it catches) is measured, not assumed:
+# benchmarks/bench_structure.py sweeps it beside gradcheck's fast and slow modes.
+
+#: Seed of the random direction: a record is reproducible, and a rerun draws the same direction.
+SEED = 20
+#: Multiple of the measured truncation allowed before a direction's failure stands.
+TRUNCATION_MARGIN = 3.0
+
+
+def requested(finite_difference: dict) -> str:
+    """Why the spec asks for the projected mode ("" when it does not)."""
+    return "requested: finite_difference.mode is projected" if finite_difference.get("mode") == "projected" else ""
+
+
+class _Direction:
+    """phi along one random direction restricted to a subset, compared with autograd."""
+
+    def __init__(self, probe, autograd, rtol: float, atol: float, dtype: str):
+        pass
+
+        x = probe.values[probe.name]
+        n = x.numel()
+        generator = torch.Generator(device="cpu").manual_seed(SEED)
+        signs = torch.randint(0, 2, (n,), generator=generator).to(x.device, x.dtype) * 2 - 1
+        self.probe, self.n = probe, n
+        self.h = step_vector(probe, None, dtype, "central")
+        self.s = signs * self.h / math.sqrt(n)
+        self.g = autograd.detach().reshape(-1).to(x.dtype)
+        self.rtol, self.atol = rtol, atol
+        self.evaluations = 0
+
+    def _difference(self, shift):
+        """((phi(x+shift) - phi(x-shift)) / 2, its rounding bound)."""
+        x = self.probe.values[self.probe.name]
+        outputs = torch.stack(
+            [self.probe.output(x + shift.reshape(x.shape)), self.probe.output(x - shift.reshape(x.shape))]
+        )
+        self.evaluations += 2
+        plus, minus = self.probe.contract(outputs)  # sum(v * f), or sum(Re(conj(v) f)) for a complex output
+        magnitude = (outputs.reshape(2, -1).abs() * self.probe.v.reshape(-1).abs()).sum()
+        eps = torch.finfo(plus.dtype).eps
+        return float(plus - minus) / 2, eps * float(magnitude) / 2
+
+    def test(self, subset=None) -> dict:
+        """The direction (restricted to `subset`, flat indices) compared; with its excess over the tolerance."""
+        s = self.s if subset is None else torch.zeros_like(self.s).index_copy_(0, subset, self.s[subset])
+        difference, rounding = self._difference(s)
+        reference = float((self.g * s).sum())
+        tolerance = float((s.abs() * (self.atol + self.rtol * self.g.abs())).sum()) + BOUND_FACTOR * rounding
+        result = {
+            "finite_difference": difference,
+            "autograd": reference,
+            "tolerance": tolerance,
+            "excess": abs(difference - reference) - tolerance,
+        }
+        if result["excess"] > 0:  # before a failure stands, allow for the truncation along this direction
+            doubled, doubled_rounding = self._difference(2 * s)
+            truncation = abs(doubled - 2 * difference) / 6
+            result["truncation"] = truncation
+            result["tolerance"] = tolerance + TRUNCATION_MARGIN * truncation + BOUND_FACTOR * doubled_rounding / 2
+            result["excess"] = abs(difference - reference) - result["tolerance"]
+        return result
+
+
+def _element(direction: _Direction, index: int, name: str, shape, rtol: float, atol: float) -> dict:
+    """The one element's central difference against autograd, as the exhaustive comparison reports it."""
+    probe, h = direction.probe, float(direction.h[index])
+    x = probe.values[probe.name]
+    shift = torch.zeros(x.numel(), dtype=x.dtype, device=x.device)
+    shift[index] = h
+    value = x.reshape(-1)[index]
+    width = float((value + h) - (value - h))  # the steps the arithmetic really takes
+    difference, _ = direction._difference(shift)
+    estimate = 2 * difference / width
+    row = compare(
+        "autograd_vs_finite_difference",
+        name,
+        torch.tensor([estimate], dtype=torch.float64),
+        direction.g[index : index + 1].to(torch.float64),
+        left_label="finite_difference",
+        right_label="autograd_grad",
+        rtol=rtol,
+        atol=atol,
+    )
+    flat = int(index)
+    unravelled = []
+    for size in reversed(list(shape)):
+        unravelled.append(flat % size)
+        flat //= size
+    row["worst"].update({"index": list(reversed(unravelled)), "flat_index": int(index)})
+    return row
+
+
+def localise(direction: _Direction) -> tuple[int, list]:
+    """The flat index whose half kept the larger excess at every split, and the steps taken."""
+    x = direction.probe.values[direction.probe.name]
+    subset = torch.arange(direction.n, device=x.device)
+    steps = []
+    while subset.numel() > 1:
+        half = subset.numel() // 2
+        first, second = subset[:half], subset[half:]
+        a, b = direction.test(first), direction.test(second)
+        subset = first if a["excess"] >= b["excess"] else second
+        steps.append({"elements": int(subset.numel()), "excess": max(a["excess"], b["excess"])})
+    return int(subset[0]), steps
+
+
+def compare_inputs(
+    function,
+    values: dict,
+    v,
+    autograd: dict,
+    *,
+    dtype: str,
+    rtol: float,
+    atol: float,
+    reason: str,
+    work_elements: int = 1,
+) -> tuple[dict, dict]:
+    """(comparison row by input, the finite_difference observation's fields) in projected mode.
+
+    Each row is the engine's `autograd_vs_finite_difference` row: on a pass, `worst` holds the
+    projected values (its index null: no element was singled out); on a failure, the localised
+    element as the exhaustive comparison would report it. `projection` says what was compared.
+    """
+    pass
+
+    rows, inputs = {}, {}
+    for name, x in values.items():
+        probe = Probe(function, values, v, name, work=work_elements, structured=False)
+        direction = _Direction(probe, autograd[name], rtol, atol, dtype)
+        whole = direction.test()
+        projection = {"directions": 1, "seed": SEED, **whole}
+        if whole["excess"] <= 0:
+            row = {
+                "name": "autograd_vs_finite_difference",
+                "input": name,
+                "left": "finite_difference",
+                "right": "autograd_grad",
+                "max_abs_err": abs(whole["finite_difference"] - whole["autograd"]),
+                "max_rel_err": None,
+                "rtol": rtol,
+                "atol": atol,
+                "passed": True,
+                "worst": {
+                    "index": None,
+                    "flat_index": None,
+                    "left": whole["finite_difference"],
+                    "right": whole["autograd"],
+                    "abs_err": abs(whole["finite_difference"] - whole["autograd"]),
+                    "rel_err": None,
+                },
+            }
+        else:
+            index, steps = localise(direction)
+            row = _element(direction, index, name, x.shape, rtol, atol)
+            row["passed"] = False  # the direction failed: the check fails even where the element alone passes
+            projection["localisation"] = {
+                "splits": len(steps),
+                "element": int(index),
+                "element_alone_passed": bool(
+                    row["worst"]["abs_err"] is not None
+                    and row["worst"]["abs_err"] <= atol + rtol * abs(row["worst"]["right"])
+                ),
+            }
+        row["mode"] = "projected"
+        row["projection"] = projection
+        rows[name] = row
+        inputs[name] = {
+            "step": defaults.fd_step(dtype, "central"),
+            "batched": False,
+            "structure": "projected",
+            "forward_evaluations": direction.evaluations,
+        }
+    info = {
+        "scheme": "central",
+        "fd_dtype": defaults.FD_DTYPE[dtype],
+        "mode": "projected",
+        "mode_reason": reason,
+        "description": Message(
+            "central difference of sum(grad_output * f) along one random direction against "
+            "autograd's projection; a failure localised by halving the index set"
+        ),
+        "note": f"projected mode ({reason}): one random direction compared, not every element.",
+        "step": defaults.fd_step(dtype, "central"),
+        "step_kind": "relative to min(max(1, |x|), 16), times a random sign over sqrt(n) per element",
+        "inputs": inputs,
+    }
+    return rows, info
+
+
+def projected_verdict(
+    function, inputs: dict, *, grad_output=None, rtol: float | None = None, atol: float | None = None
+) -> dict:
+    """`numerical_verdict`'s answer in projected mode: one direction compared, a failure localised.
+
+    Returns `{"passed", "dtype", "rtol", "atol", "comparisons", "worst", "finite_difference"}`.
+    """
+    from ..compare.comparison import autograd_vjp
+
+    dtype = str(next(iter(inputs.values())).dtype).replace("torch.", "")
+    leaves, v, autograd = autograd_vjp(function, inputs, grad_output)
+    fd_dtype = getattr(torch, defaults.FD_DTYPE[dtype])
+    tolerance = defaults.fd_tolerance(dtype, "central")
+    rtol = tolerance["rtol"] if rtol is None else rtol
+    atol = tolerance["atol"] if atol is None else atol
+    rows, info = compare_inputs(
+        function,
+        {n: t.detach().to(fd_dtype) for n, t in inputs.items()},
+        v.detach().to(fd_dtype),
+        autograd,
+        dtype=dtype,
+        rtol=rtol,
+        atol=atol,
+        reason="requested",
+    )
+    failing = [row for row in rows.values() if not row["passed"]]
+    chosen = failing[0] if failing else next(iter(rows.values()))
+    return {
+        "passed": not failing,
+        "dtype": dtype,
+        "rtol": rtol,
+        "atol": atol,
+        "comparisons": list(rows.values()),
+        "worst": {"input": chosen["input"], **chosen["worst"]},
+        "finite_difference": info,
+    }
+
+
+# -------------------- sweep
+# The step sweep's series, evaluated in the same batched call as the finite differences they illustrate.
+#
+# A passing check draws its step sweep at the first input's first element (core/check/engine.py).
+# That is known before the finite differences run, so the sweep's shifted copies ride along
+# in the vmap call that evaluates that input's shifted copies: the float64 copies are appended to
+# the same stack, and the float32 copies, which need the function evaluated in float32, form a
+# second stack padded with unshifted copies to the same length. One call then serves both, instead
+# of a second call whose fixed cost (functorch's set-up, a trace of the function per dtype) was
+# most of the sweep's.
+#
+# Nothing changes in what is recorded about the sweep: each series' copies and quotients are built
+# as core/check/fd/finite_difference.py builds them, and the batch guard of the finite differences checks
+# their last copy, as it does alone; where it passes, the sweep's copies are taken as faithful, as
+# they were when the sweep reused that guard's verdict. A float32 evaluation that raises is tried
+# once more with every float64 operand cast, as the sweep does alone. Where the shared call still
+# cannot be made (a large step leaves the function's domain) or the guard refuses, the finite
+# differences are evaluated on their own as before and the sweep draws its series itself.
+
+# -------------------- sweep riders
+
+#: Shifted copies of the finite differences above which no series rides along (the float32 stack is padded to
+#: their number, so a large input would pay for as many float32 evaluations as it has copies).
+RIDE_MAX_COPIES = 512
+
+
+@dataclass
+class Rider:
+    """One dtype's series of the step sweep at one element, waiting for the call that evaluates it."""
+
+    dtype: str  #: the series' dtype name ("float32", "float64")
+    probe: object  #: an evaluations.Probe of the function in that dtype
+    steps: list  #: the absolute steps, one per decade
+    flat_index: int
+    estimates: object = None  #: the series' difference quotients, once evaluated
+    promoted: bool = False  #: the function returned a wider dtype (it holds tensors of its own in float64)
+    note: str = ""  #: how the series was evaluated, where that differs from a plain evaluation
+
+
+@dataclass
+class Riding:
+    """The riders of one sweep, handed to the finite differences of the input they sweep (a Probe's `riders`)."""
+
+    riders: list
+
+    def outputs(self, probe, stack, evaluate_alone):
+        """The function's outputs on the probe's `stack`, the riders' estimates filled by the same call."""
+        return outputs_with_riders(probe, stack, self.riders, evaluate_alone)
+
+
+def sweep_riders(function, values: dict, v, name: str, flat_index: int, *, dtypes=("float32", "float64")) -> list:
+    """The riders of a central-difference sweep of input `name` at `flat_index` (core/check/fd/finite_difference.py DECADES);
+    none where the input's central differences alone would exceed RIDE_MAX_COPIES (the riders' tensors would only
+    be held, in the way of the allocator reusing a large input's chunks)."""
+    if 2 * values[name].numel() > RIDE_MAX_COPIES:
+        return []
+
+    pass
+
+    pass
+
+    scale = max(1.0, abs(float(values[name].reshape(-1)[flat_index])))
+    riders = []
+    for dtype in dtypes:
+        target = getattr(torch, defaults.FD_DTYPE[dtype])
+        probe = Probe(function, {k: t.detach().to(target) for k, t in values.items()}, v.detach().to(target), name)
+        riders.append(Rider(dtype, probe, [10.0**-k * scale for k in DECADES], flat_index))
+    return riders
+
+
+def found(riders: list, name: str, flat_index: int):
+    """step_sweep's `together` for a sweep of `name` at `flat_index`: ({dtype: (estimates, note)}, "", promoted
+    dtypes), or None where the riders were not evaluated (or are for another element)."""
+    if (
+        not riders
+        or any(r.probe.name != name or r.flat_index != flat_index for r in riders)
+        or all(r.estimates is None and not r.promoted for r in riders)
+    ):
+        return None
+    kept = {
+        r.dtype: (r.estimates.detach().to("cpu").double().tolist(), r.note) for r in riders if r.estimates is not None
+    }
+    return kept, "", {r.dtype for r in riders if r.promoted}
+
+
+def outputs_with_riders(probe, stack, riders: list, evaluate_alone):
+    """The function's outputs on `stack` (the probe's shifted copies), with each rider's estimates filled from the
+    same vmap call; `evaluate_alone(stack)` gives them as before where that call cannot be made."""
+    pass
+
+    count = stack.shape[0]
+    shared = {rider.probe.component().dtype for rider in riders}
+    if not probe.batched or count > RIDE_MAX_COPIES or stack.dtype not in shared:
+        return evaluate_alone(stack)  # (a complex step's copies are complex: no series shares their stack)
+    built = []
+    for rider in riders:
+        x = rider.probe.values[rider.probe.name]
+        h = torch.tensor(rider.steps, dtype=x.dtype, device=x.device)
+        index = torch.full((len(rider.steps),), rider.flat_index, device=x.device)
+        signed = signed_steps(rider.probe, "central", h, index)
+        built.append((rider, signed, rider.probe.shifted(signed.reshape(-1), indices=tiled(index, signed.shape[0]))))
+    same = [b for b in built if b[2].dtype == stack.dtype]
+    other = [b for b in built if b[2].dtype != stack.dtype]
+    joint = torch.cat([stack] + [copies for _, _, copies in same])
+    rows = joint.shape[0]
+    padded = [
+        torch.cat(
+            [
+                copies,
+                rider.probe.values[rider.probe.name].unsqueeze(0).expand(rows - copies.shape[0], *copies.shape[1:]),
+            ]
+        )
+        for rider, _, copies in other
+    ]
+    outs, failed = _evaluate(probe, joint, other, padded, narrowed=False)
+    if failed == "narrow":  # a narrower evaluation raised: retried with every operand cast
+        outs, failed = _evaluate(probe, joint, other, padded, narrowed=True)
+    # the guard checks the last copy of the finite differences, as it does without riders
+    if outs is None or (probe.guard and not probe.batch_agrees(stack, outs[-1][:count])):
+        return evaluate_alone(stack)  # each evaluated on its own (a refusal is recorded with its reason)
+    main = outs[-1]
+    probe.stats["forward_evaluations"] += count
+    offset = count
+    for rider, signed, copies in same:
+        rider.estimates = quotient(rider.probe, "central", main[offset : offset + copies.shape[0]], signed, None)[0]
+        offset += copies.shape[0]
+    for (rider, signed, copies), out in zip(other, outs[:-1]):
+        estimates = quotient(rider.probe, "central", out[: copies.shape[0]], signed, None)[0]
+        if estimates.dtype == copies.dtype:
+            rider.estimates = estimates
+        else:  # the function promoted the series to its own tensors' float64: the sweep evaluates it cast
+            rider.promoted = True
+    return main[:count]
+
+
+def _evaluate(probe, joint, other: list, padded: list, *, narrowed: bool):
+    """((each narrower rider's outputs..., the probe's outputs on `joint`) from one vmap call, None), or (None, which
+    part raised: "narrow" or "main"); `narrowed` evaluates the narrower riders with every float64 operand cast (the
+    function holds its own tensors)."""
+    pass
+
+    functions = [downcast(rider.probe.function) if narrowed else rider.probe.function for rider, _, _ in other]
+
+    part = ["narrow"]
+
+    def together(main, *extra):
+        # the narrower evaluations first: they are the ones that may raise, before the main one has run
+        narrow = tuple(f(**rider.probe.arguments(x)) for f, (rider, _, _), x in zip(functions, other, extra))
+        part[0] = "main"
+        return narrow + (probe.output(main),)
+
+    try:
+        outs = torch.func.vmap(together)(joint, *padded)
+    except Exception:  # a float32 evaluation, or a large step the function refuses
+        return None, part[0]
+    for rider, _, _ in other:
+        rider.note = CAST_NOTE.format(dtype=defaults.FD_DTYPE[rider.dtype]) if narrowed else ""
+    return outs, None
+
+
+# -------------------- step sweep
+# The step sweep: finite-difference error against step, decade by decade, per dtype.
+#
+# It shows why a step cannot be chosen without looking at the dtype: the error falls with the
+# step (truncation, ~h^2 for central differences) until rounding (~eps/h) takes over, so the
+# best step sits near eps^(1/3) with an error near eps^(2/3). The reference is the float64
+# autograd derivative at the same element. `sweep_svg.render` draws the data.
+#
+# The sweep is a side chart: `guarded_step_sweep` turns any failure into a note in the record,
+# never a failed check. Its causes of failure are handled where they arise:
+#
+# - a function that holds float64 tensors of its own (a weight, saved statistics) cannot be
+#   evaluated in float32 by casting its inputs alone; such a series is evaluated under a
+#   torch-function mode that casts every float64 operand of every call to float32;
+# - a large step can leave the function's domain (a probability shifted past 1, a matrix no
+#   longer positive definite); the steps whose evaluation raises are left out of the series and
+#   listed with the reason;
+# - the reference gradient is autograd's own (passed by the engine), or computed with
+#   `allow_unused` so that an input the output does not reach has a zero gradient.
+
+#: Decades of step swept: 10^0 down to 10^-16.
+DECADES = tuple(range(0, 17))
+#: The note of a narrower series evaluated with the function's own float64 tensors cast at every call.
+CAST_NOTE = "evaluated with every float64 operand cast to {dtype} (the function holds its own tensors)"
+#: Why a check with a complex input or output has no sweep: it casts the inputs to float32 and float64.
+COMPLEX_NOTE = (
+    "the step sweep is not drawn for complex values: it evaluates each real dtype in turn, and a "
+    "complex input or output has no real dtype to cast to; the check does not depend on it"
+)
+
+
+def guarded_step_sweep(function, values: dict, v, name: str, flat_index: int = 0, **options) -> dict:
+    """`step_sweep`, or a record of why it could not be drawn (the check's verdict never depends on it)."""
+    if v.is_complex() or values[name].is_complex():
+        return {
+            "input": name,
+            "flat_index": flat_index,
+            "scheme": options.get("scheme", "central"),
+            "series": [],
+            "note": COMPLEX_NOTE,
+        }
+    try:
+        return step_sweep(function, values, v, name, flat_index, **options)
+    except Exception as exc:  # a side chart must never break a check
+        message = exception_line(exc)
+        return {
+            "input": name,
+            "flat_index": flat_index,
+            "scheme": options.get("scheme", "central"),
+            "series": [],
+            "note": f"the step sweep could not be drawn ({message}); the check does not depend on it",
+        }
+
+
+def step_sweep(
+    function,
+    values: dict,
+    v,
+    name: str,
+    flat_index: int = 0,
+    *,
+    dtypes=("float32", "float64"),
+    scheme: str = "central",
+    chosen: dict | None = None,
+    reference=None,
+    batching: str | None = None,
+    together=None,
+) -> dict:
+    """Error of `scheme` at one element for each decade of step, for each dtype.
+
+    `reference` is autograd's float64 gradient of the input (computed here when absent);
+    The rounding floor's step scale is capped as the check's is (STEP_SCALE_CAP). `batching` is what
+    the check's finite differences found about batching this input: "" faithful (their batch
+    guard passed), a reason when it was refused, None when not tried (the sweep's own batch
+    then runs the same guard, core/check/fd/finite_difference.py). `together` is what `_together` would give,
+    already evaluated with the check's finite differences (core/check/fd/finite_difference.py `found`).
+    """
+    if reference is None:
+        reference = _reference(function, values, v, name)
+    reference = float(reference.reshape(-1)[flat_index])
+    x_i = float(values[name].reshape(-1)[flat_index])
+    scale = max(1.0, abs(x_i))
+    floor_scale = min(scale, STEP_SCALE_CAP)
+    relative = abs(reference) > 0
+    series, notes = [], []
+    together, refused, promoted = (
+        together
+        if together is not None and scheme == "central"
+        else _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching)
+    )
+    for dtype in dtypes:
+        if dtype in together:
+            steps, (estimates, note) = [10.0**-k * scale for k in DECADES], together[dtype]
+        else:
+            steps, estimates, note = _estimates(
+                function,
+                values,
+                v,
+                name,
+                flat_index,
+                dtype,
+                scheme,
+                scale,
+                refused=refused,
+                guard=batching is None and not refused,
+                promotes=dtype in promoted,
+            )
+        if note:
+            notes.append(f"{dtype}: {note}")
+        if not steps:
+            continue
+        errors = [abs(e - reference) / (abs(reference) if relative else 1.0) for e in estimates]
+        best = min(range(len(steps)), key=lambda k: errors[k] if errors[k] == errors[k] else float("inf"))
+        eps = defaults.EPS[defaults.FD_DTYPE[dtype]]
+        series.append(
+            {
+                "dtype": dtype,
+                "steps": steps,
+                "errors": errors,
+                "chosen_step": (chosen or {}).get(dtype, defaults.fd_step(dtype, scheme) * floor_scale),
+                "floor_step": defaults.fd_step(dtype, scheme) * floor_scale,
+                "floor_error": defaults.fd_floor(dtype, scheme),
+                "best_step": steps[best],
+                "best_error": errors[best],
+                "eps": eps,
+            }
+        )
+    result = {
+        "input": name,
+        "flat_index": flat_index,
+        "x": x_i,
+        "scheme": scheme,
+        "reference": reference,
+        "error_kind": "relative" if relative else "absolute",
+        "series": series,
+    }
+    if refused:
+        notes.insert(0, f"each step evaluated on its own: {refused}")
+    if notes:
+        result["note"] = "; ".join(notes)
+    return result
+
+
+def _together(function, values, v, name, flat_index, dtypes, scheme, scale, batching) -> tuple[dict, str, set]:
+    """({dtype: (estimates as floats, note)} of the series one batched evaluation gave, why batching was
+    refused or "", the dtypes whose series came back promoted to float64 by the function's own tensors).
+
+    Every series' shifted copies go through one vmap call (`quotients_together` below), each
+    stacked and evaluated as a series alone would be, so the values are those of separate
+    evaluations. When that call fails without a refusal, a narrower series
+    has usually met a float64 tensor the function holds (float32 @ float64 raises): the call is
+    made once more with the narrower series evaluated with every operand cast (`downcast`).
+    A series left out (promoted to float64, or the batch could not run) is evaluated on its own
+    by `_estimates`.
+    """
+    if batching:  # the check's own batch guard refused this input
+        return {}, batching, set()
+    guard = batching is None  # "": the check's own guard found batching this input faithful
+    found = _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, cast=False, guard=guard)
+    if found[0] is None and not found[1]:
+        found = _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, cast=True, guard=guard)
+    return ({}, found[1], set()) if found[0] is None else found
+
+
+def _batched_series(function, values, v, name, flat_index, dtypes, scheme, scale, *, cast: bool, guard: bool):
+    """`_together`'s one vmap call; with `cast`, the series narrower than float64 are evaluated under `downcast`;
+    with `guard`, the batch is first checked against a separate evaluation (evaluations.Probe)."""
+    targets = [getattr(torch, defaults.FD_DTYPE[dtype]) for dtype in dtypes]
+    guarded = torch.float64 if torch.float64 in targets else targets[0]  # at 1e-9, float32's rounding would refuse
+    narrowed = {dtype for dtype, target in zip(dtypes, targets) if cast and target != torch.float64}
+    probes = [
+        Probe(
+            downcast(function) if dtype in narrowed else function,
+            {k: t.detach().to(target) for k, t in values.items()},
+            v.detach().to(target),
+            name,
+            guard=guard and target == guarded,
+        )
+        for dtype, target in zip(dtypes, targets)
+    ]
+    device = values[name].device
+    steps = [10.0**-k * scale for k in DECADES]
+    index = torch.tensor([flat_index] * len(steps), device=device)
+    found = quotients_together(
+        probes, scheme, [torch.tensor(steps, dtype=t, device=device) for t in targets], [index] * len(probes)
+    )
+    if found is None:
+        return None, next((p.refused for p in probes if p.refused), ""), set()
+    kept = {
+        dtype: (
+            estimate.detach().to("cpu", torch.float64).tolist(),
+            CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype]) if dtype in narrowed else "",
+        )
+        for dtype, estimate, target in zip(dtypes, found, targets)
+        if estimate.dtype == target
+    }
+    return kept, "", {dtype for dtype, estimate, target in zip(dtypes, found, targets) if estimate.dtype != target}
+
+
+def _estimates(
+    function,
+    values,
+    v,
+    name,
+    flat_index,
+    dtype,
+    scheme,
+    scale,
+    *,
+    refused: str = "",
+    guard: bool = False,
+    promotes: bool = False,
+) -> tuple[list, list, str]:
+    """(steps kept, their estimates as floats, a note on what was left out or how it was evaluated).
+
+    With `refused`, each shifted copy is evaluated on its own (no batch); `guard` checks a batch first.
+    `promotes` says the function is already known to promote this dtype to its own tensors' float64
+    (a batched evaluation showed it), so the series goes straight to the cast-at-every-call evaluation.
+    """
+    target = getattr(torch, defaults.FD_DTYPE[dtype])
+    cast = {k: t.detach().to(target) for k, t in values.items()}
+    cast_v = v.detach().to(target)
+    steps = [10.0**-k * scale for k in DECADES]
+    device = cast[name].device
+    index = torch.tensor([flat_index] * len(steps), device=device)
+    h = torch.tensor(steps, dtype=target, device=device)
+    note = ""
+    probe = Probe(function, cast, cast_v, name, batched=not refused, guard=guard and target == torch.float64)
+    needs_cast = promotes
+    if not promotes:
+        try:
+            found = difference_quotient(probe, scheme, h, index)
+            needs_cast = found.dtype != target  # a float64 result: the function promoted to its own tensors' dtype
+            if not needs_cast:
+                return steps, found.detach().to("cpu", torch.float64).tolist(), note
+        except Exception:  # it cannot run on cast inputs alone, or some step leaves the domain
+            needs_cast = not _runs_in(probe, cast[name], target)
+    if needs_cast:
+        # the function holds tensors of another dtype: cast them at every call instead
+        probe = Probe(downcast(function), cast, cast_v, name, batched=not refused)
+        note = CAST_NOTE.format(dtype=defaults.FD_DTYPE[dtype])
+        try:
+            found = difference_quotient(probe, scheme, h, index)
+            return steps, found.detach().to("cpu", torch.float64).tolist(), note
+        except Exception:  # some step leaves the domain: evaluate step by step and keep what runs
+            pass
+    kept, estimates, refused = [], [], []
+    for step in steps:
+        try:
+            one = difference_quotient(
+                probe,
+                scheme,
+                torch.tensor([step], dtype=target, device=device),
+                torch.tensor([flat_index], device=device),
+            )
+            kept.append(step)
+            estimates.append(float(one[0]))
+        except Exception as exc:
+            refused.append((step, " ".join(str(exc).split())[:120]))
+    if refused:
+        left_out = ", ".join(f"{s:.0e}" for s, _ in refused)
+        note = (note + "; " if note else "") + f"steps {left_out} left out: the function raised there ({refused[0][1]})"
+    return kept, estimates, note
+
+
+def _runs_in(probe: Probe, x, target) -> bool:
+    """Whether the function runs at x itself with a result in `target` (then only some steps failed)."""
+    try:
+        with torch.no_grad():
+            return probe.output(x).dtype == target
+    except Exception:  # it cannot run on these inputs at all
+        return False
+
+
+@cache
+def _downcast_mode_class():
+    """A torch-function mode casting every float64 (complex128) operand to float32 (complex64); made on first use.
+
+    It works at the level of torch functions, before composite operations check their operands'
+    dtypes (prelu refuses mixed dtypes before any aten operation would be dispatched).
+    """
+    from torch.overrides import TorchFunctionMode
+
+    narrower = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+
+    def cast(value):
+        if isinstance(value, torch.Tensor) and value.dtype in narrower:
+            return value.to(narrower[value.dtype])
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(item) for item in value)
+        return value
+
+    class Downcast(TorchFunctionMode):
+        """Evaluates every torch function with its float64 operands in float32."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = {k: cast(val) for k, val in (kwargs or {}).items()}
+            if kwargs.get("dtype") in narrower:
+                kwargs["dtype"] = narrower[kwargs["dtype"]]
+            return func(*cast(tuple(args)), **kwargs)
+
+    return Downcast
+
+
+def downcast(function):
+    """`function` evaluated under the downcast mode (float32 is the only narrower dtype swept)."""
+
+    def narrowed(**inputs):
+        with torch.no_grad(), _downcast_mode_class()():
+            return function(**inputs)
+
+    return narrowed
+
+
+def _reference(function, values, v, name):
+    """autograd's float64 gradient of phi = sum(v * f) with respect to input `name` (zeros if unused)."""
+    leaves = {k: t.detach().to(torch.float64) for k, t in values.items()}
+    leaves[name] = leaves[name].clone().requires_grad_(True)
+    output = function(**leaves)
+    (gradient,) = torch.autograd.grad(torch.sum(v.detach().to(torch.float64) * output), leaves[name], allow_unused=True)
+    return torch.zeros_like(leaves[name]) if gradient is None else gradient
+
+
+def quotients_together(probes: list, scheme: str, steps: list, indices: list):
+    """Each probe's `difference_quotient(probe, scheme, h, index)` from one vmap call, copies stacked as alone (the
+    same values); None where a probe does not batch, vmap or a batch guard refuses, or copies are too few or many."""
+    built = [
+        (
+            signed,
+            probe.shifted(
+                signed.reshape(-1),
+                imaginary=scheme == "complex_step" or probe.imaginary_shift,
+                indices=tiled(index, signed.shape[0]),
+            ),
+        )
+        for probe, h, index in zip(probes, steps, indices)
+        for signed in [signed_steps(probe, scheme, h, index)]
+    ]
+    if (
+        not all(p.batched and len(i) <= p.rows_per_chunk(s.shape[0]) for p, i, (s, _) in zip(probes, indices, built))
+        or len({stack.shape[0] for _, stack in built}) != 1
+        or built[0][1].shape[0] < defaults.LOOP_BELOW
+    ):
+        return None
+    try:
+        outs = torch.func.vmap(lambda *xs: tuple(p.output(x) for p, x in zip(probes, xs)))(*(s for _, s in built))
+    except Exception:  # a callable vmap cannot trace: the caller's separate path says why
+        return None
+    found = []
+    for probe, (signed, stack), out in zip(probes, built, outs):
+        probe.stats["forward_evaluations"] += stack.shape[0]
+        if probe.guard and not probe.batch_agrees(stack, out):
+            return None
+        found.append(
+            quotient(
+                probe, scheme, out, signed, probe.output(probe.values[probe.name]) if scheme == "forward" else None
+            )[0]
+        )
+    return found

@@ -99,7 +99,7 @@ def rules_of(record: dict) -> str:
 
 #: Shifted copies per element for each scheme: the signed multiples of h evaluated.
 SHIFTS = {"central": (1.0, -1.0), "forward": (1.0,), "complex_step": (1.0,), "richardson": (1.0, -1.0, 0.5, -0.5)}
-#: Input elements above which torch.autograd.gradcheck runs in its fast mode (core/check/autograd/torch_gradcheck.py).
+#: Input elements above which torch.autograd.gradcheck runs in its fast mode (core/check/autograd/observations.py).
 FAST_MODE_ABOVE = 1000
 
 EPS = {
@@ -135,7 +135,7 @@ BATCH_AGREEMENT = 1e-9
 
 #: finite_difference.mode: "auto" (the default) compares every element unless that is predicted to
 #: take over a second, then projects; "exhaustive" always compares every element; "projected"
-#: compares one random direction and localises a failure (core/check/fd/projected.py).
+#: compares one random direction and localises a failure (core/check/fd/finite_difference.py).
 FD_MODES = ("auto", "exhaustive", "projected")
 
 #: Exponent p such that the best achievable finite-difference error is ~eps^p, and the

@@ -232,6 +232,8 @@ def _refuse_held_integers(record: dict, inputs: dict) -> None:
     from .core.check.environment import available_devices
     from .core.check.record.spec import parse_spec, resolve_device
 
+    if isinstance(record["function"], str) or not any(_integral(value) for value in inputs.values()):
+        return  # nothing to probe (refuse_ungradiented_integers); the entry routine parses the record
     parse_spec(record)
     device = resolve_device(record["device"], available_devices())
     refuse_ungradiented_integers(record["function"], inputs, record["dtype"], device)

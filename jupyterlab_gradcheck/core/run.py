@@ -473,11 +473,13 @@ class Admission:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A check parsed, placed and admitted: the spec, its device, and its predicted seconds."""
+    """A check parsed, placed and admitted: the spec, its device, its predicted seconds, and the
+    devices it was placed among (read once per check: the engine places it among the same)."""
 
     spec: CheckSpec
     device: str
     seconds: float
+    devices: list
 
 
 def admit(record, admission: Admission = Admission()) -> Admitted:
@@ -493,9 +495,9 @@ def admit(record, admission: Admission = Admission()) -> Admitted:
 
         devices = available_devices()
     device = resolve_and_admit(spec, devices, admission.memory_fraction)
-    seconds = estimate_cost(spec).seconds(admission.rate)
+    cost = estimate_cost(spec)
+    seconds = cost.seconds(admission.rate)
     if admission.timeout is not None and seconds > admission.timeout:
-        cost = estimate_cost(spec)
         general = [name for name, path in cost.paths.items() if path == "general"]
         raise OverBudget(
             "this check would need about {seconds} s ({evaluations} evaluations of up to {elements} "
@@ -509,7 +511,7 @@ def admit(record, admission: Admission = Admission()) -> Admitted:
             field="check",
         )
     refuse_bad_callable(spec, devices)
-    return Admitted(spec, device, seconds)
+    return Admitted(spec, device, seconds, devices)
 
 
 def run_here(spec: CheckSpec, *, sweep: bool | None = None, devices: list | None = None) -> dict:
@@ -568,7 +570,7 @@ def run_spec(
             with gate(admitted) if gate is not None else contextlib.nullcontext():
                 if ledger is None:
                     if runner is None:
-                        completed = run_here(spec, sweep=sweep, devices=admission.devices)
+                        completed = run_here(spec, sweep=sweep, devices=admitted.devices)
                     else:
                         completed = runner(spec, spec.to_dict(), None)
                     return Outcome(completed, None, spec)
@@ -577,7 +579,7 @@ def run_spec(
                 attempt = call(LedgeredRun.declare, ledger, spec, justification)
                 try:
                     if runner is None:
-                        completed = run_here(attempt.spec, sweep=sweep, devices=admission.devices)
+                        completed = run_here(attempt.spec, sweep=sweep, devices=admitted.devices)
                     else:
                         completed = runner(attempt.spec, attempt.spec_dict, attempt.expectation)
                 except BaseException as exc:  # the attempt is kept whatever stopped it

@@ -60,6 +60,16 @@ class OverBudget(SpecError):
     code = "over_budget"
 
 
+class UserCodeFault(Exception):
+    """A fault of the user's code that the check found while it ran (a backward returning a gradient of
+    another layout, say): never bad input, and never a crash. The engine records it as the failed
+    check's reason (core/check/engine.py); `reason` is that sentence, a Message."""
+
+    def __init__(self, reason):
+        super().__init__(str(reason))
+        self.reason = reason
+
+
 class LedgerError(GradcheckError):
     """The ledger cannot be read or written as the contract requires."""
 

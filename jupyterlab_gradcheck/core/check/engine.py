@@ -11,13 +11,16 @@ wraps them for that (`run_and_record`, `LedgeredRun`).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import sysconfig
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..errors import SpecError, exception_line
+from ..errors import GradcheckError, SpecError, UserCodeFault, exception_line
 from ..expr.evaluator import compile_expression
 from ..expr.symbolic import symbolic_opinion
 from ..i18n import Message
@@ -371,7 +374,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     `sweep` (default: when the inputs hold at most SWEEP_MAX_ELEMENTS elements, or
     SWEEP_FAILED_MAX_ELEMENTS for a failing check) adds the step sweep; `symbolic=False` leaves out SymPy's opinion (recorded as skipped, with that reason).
     A Python function returning a tuple or list of tensors is checked output by output
-    (core/check/autograd/several_outputs.py).
+    (core/check/autograd/several_outputs.py). A fault of the user's code while it runs is a failed
+    record that says so (`fault_in_user_code`).
     """
     spec = parse_spec(spec)
     device = resolve_device(spec.device, available_devices() if devices is None else devices)
@@ -381,6 +385,18 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
             return run_without_empty(
                 spec, device, lambda rest: run_check(rest, sweep=sweep, devices=devices, symbolic=symbolic)
             )
+    try:
+        return _run_on(spec, device, sweep=sweep, symbolic=symbolic)
+    except GradcheckError:
+        raise
+    except Exception as exc:
+        reason = fault_in_user_code(exc, spec)
+        if reason is None:
+            raise
+        return fault_record(spec, device, reason)
+
+
+def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
     leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
     if spec.outputs_analytical is not None:
@@ -393,6 +409,84 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
         else:
             return ensure_failure(_one_output(spec, function, leaves, device, observed, sweep=sweep, symbolic=symbolic))
     return ensure_failure(_several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic))
+
+
+# -------------------- faults in the user's code
+# A function, or its backward, jvp or setup_context, that raises while the check runs is a finding
+# about the user's code, never a crash: the record fails with one sentence naming the fault and the
+# code that raised it, and it lands in the ledger as every outcome does (replay raises the same again).
+# The fault is the user's when a frame of the traceback is neither torch's, nor this package's, nor the
+# standard library's (the innermost such frame names it), when torch refuses what a custom Function
+# returned (its words in TORCH_REFUSALS), or when the check itself finds it (`UserCodeFault`). Anything
+# else raised by this package's own code is not the user's: it propagates, and the ledger keeps the
+# attempt as failed to run, with its type and text. Bad input (SpecError) and a device out of memory
+# (OUT_OF_MEMORY) are never findings.
+
+#: Folders whose frames are not the user's code.
+_NOT_USER = tuple(
+    os.path.realpath(folder) + os.sep
+    for folder in (
+        os.path.dirname(torch.__file__),
+        os.path.dirname(os.path.dirname(os.path.dirname(__file__))),  # this package
+        sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["platstdlib"],
+    )
+)
+#: torch's words when an allocation fails (a worker's memory cap, say): the machine's limit, not a fault.
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory")
+#: torch's words when it refuses what a custom Function's backward, jvp or forward returned.
+TORCH_REFUSALS = (
+    "returned an invalid gradient",
+    "returned an incorrect number of gradients",
+    "must return a tuple",
+    "You must implement either the backward or vjp",
+    "You must implement the jvp function",
+    "does not have an autograd kernel",
+    "element 0 of tensors does not require grad",
+    "One of the differentiated Tensors appears to not have been used in the graph",
+    "has been modified by an inplace operation",
+)
+
+
+def _user_frame(exc: BaseException) -> str | None:
+    """The qualified name of the innermost frame of the user's code in `exc`'s traceback, or None."""
+    found = None
+    for frame, _line in traceback.walk_tb(exc.__traceback__):
+        path = os.path.realpath(frame.f_code.co_filename)
+        if not path.startswith(_NOT_USER) and not frame.f_code.co_filename.startswith("<"):
+            found = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    return found
+
+
+def fault_in_user_code(exc: BaseException, spec: CheckSpec):
+    """The failed record's reason (a Message) when `exc` is a fault of the user's code, else None."""
+    if isinstance(exc, UserCodeFault):
+        return exc.reason
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or any(words in str(exc) for words in OUT_OF_MEMORY):
+        return None
+    text = exception_line(exc)
+    where = _user_frame(exc)
+    if where is not None:
+        return Message("{where} raised {error} while the check ran", where=where, error=text)
+    if spec.expression is None and any(words in str(exc) for words in TORCH_REFUSALS):
+        return Message("torch refused what the function under check returned: {error}", error=text)
+    return None
+
+
+def fault_record(spec: CheckSpec, device: str, reason) -> dict:
+    """The failed record of a check the user's code stopped: nothing observed, one failure that says why."""
+    record = spec.to_dict()
+    record.update(
+        {
+            "executed": True,
+            "passed": False,
+            "observations": {},
+            "comparisons": [],
+            "failures": [event_failure("user_code", reason)],
+            "environment": capture_environment(device),
+        }
+    )
+    return ensure_failure(record)
 
 
 def _sweep_wanted(sweep: bool | None, leaves: dict, *, passed: bool = True) -> bool:

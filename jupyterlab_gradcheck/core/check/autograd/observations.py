@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...errors import SpecError
+from ...errors import SpecError, UserCodeFault
 from ...expr.evaluator import compile_expression
 from ...expr.parser import Expression
 from ...i18n import Message
@@ -477,6 +477,21 @@ def _observation(descriptions: Descriptions, name: str, grads: dict, note: str =
     }
 
 
+def refuse_other_layouts(leaves: dict) -> None:
+    """UserCodeFault when a backward gave a dense input a gradient of another layout (a sparse one):
+    autograd accepts it, and no comparison of values would say what is wrong."""
+    for name, leaf in leaves.items():
+        if leaf.grad is not None and leaf.grad.layout != leaf.layout:
+            raise UserCodeFault(
+                Message(
+                    "the backward gave input {name} a gradient of layout {got}, where {name} is {want}",
+                    name=name,
+                    got=str(leaf.grad.layout).replace("torch.", ""),
+                    want=str(leaf.layout).replace("torch.", ""),
+                )
+            )
+
+
 def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, object]:
     """Run the four passes; return (observations, raw gradient tensors by observation, v)."""
     for leaf in leaves.values():
@@ -488,6 +503,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     # each pass gets a grad_output of its own: the backward of a view of the input hands the leaf a
     # gradient sharing v's storage, which autograd keeps as .grad, and pass 2 adds into it in place
     output.backward(v.clone())
+    refuse_other_layouts(leaves)
     unused = [name for name, leaf in leaves.items() if leaf.grad is None]
     pass_1 = _grads(leaves)
     for leaf in leaves.values():

@@ -57,9 +57,12 @@ lint: setup
 	$(PY) scripts/i18n_catalog.py --check
 
 # Chromium first: the HTML report's rendering test needs it, and would only be skipped without it.
+# The suite runs on PYTEST_WORKERS processes, each taking one test file at a time (module fixtures
+# stay in one process); PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 2
 test-python: setup
 	bash scripts/install-chromium.sh
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 
 test-js: setup
 	jlpm test

@@ -323,8 +323,9 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
     import torch
 
     dtypes, devices = set(), set()
-    for value in inputs.values():
+    for name, value in inputs.items():
         if isinstance(value, torch.Tensor):
+            _refuse_stride_zero(name, value)
             dtypes.add(str(value.dtype).replace("torch.", ""))
             devices.add(str(value.device))
     if not dtypes and any(holds_complex(value) for value in inputs.values()):
@@ -334,6 +335,22 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
         dtypes.pop() if len(dtypes) == 1 else None,
         devices.pop() if len(devices) == 1 else None,
     )
+
+
+def _refuse_stride_zero(name: str, tensor) -> None:
+    """SpecError for an input with a zero stride over more than one element (an expanded view): its
+    elements share memory, so perturbing one perturbs them all, and torch's gradcheck refuses it too."""
+    if tensor.layout.__str__() != "torch.strided":
+        return
+    for dim, (size, stride) in enumerate(zip(tensor.shape, tensor.stride())):
+        if stride == 0 and size > 1:
+            raise SpecError(
+                "input {name} has stride 0 in dimension {dim} (an expanded view, whose elements share "
+                "memory), which torch.autograd.gradcheck refuses too: pass {name}.contiguous() to check its values",
+                name=name,
+                dim=dim,
+                field=name,
+            )
 
 
 # -------------------- api arguments

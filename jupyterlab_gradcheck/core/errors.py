@@ -65,9 +65,11 @@ class UserCodeFault(Exception):
     another layout, say): never bad input, and never a crash. The engine records it as the failed
     check's reason (core/check/engine.py); `reason` is that sentence, a Message."""
 
-    def __init__(self, reason):
+    def __init__(self, reason, *, input_name: str | None = None):
         super().__init__(str(reason))
         self.reason = reason
+        #: The input the fault concerns (the one a function modified in place, say), or None.
+        self.input_name = input_name
 
 
 class LedgerError(GradcheckError):

@@ -29,16 +29,19 @@ from ..values.tensors import describe, to_tensor
 from .autograd import several_outputs
 from .autograd.forward_and_batched import MODES, UNDEFINED_REASON, function_modes
 from .autograd.observations import (
+    DETERMINISTIC_SETTINGS,
     check_signature,
     event_failure,
     gradcheck_fast,
     graph_functions,
+    nondeterminism_failure,
     observe_autograd,
     only_built_in_formulas,
+    repeat_differences,
     torch_gradcheck,
 )
 from .autograd.second_order import grad_output_derivative, second_order, second_order_of_outputs
-from .compare.comparison import SeveralOutputs, compare
+from .compare.comparison import NotDifferentiable, SeveralOutputs, compare
 from .environment import available_devices, capture_environment
 from .first_order import FirstOrder, as_dtype, diagnosed_failures, elements, failure, finite_differences, first_order
 from .record.spec import CheckSpec, parse_spec, resolve_device
@@ -58,9 +61,6 @@ from .record.spec import CheckSpec, parse_spec, resolve_device
 
 #: How gradcheck and gradgradcheck begin the message of a backward that gives different values on repeated runs.
 NOT_REENTRANT = "Backward is not reentrant"
-
-#: The settings that make PyTorch's kernels deterministic, named in a `nondeterministic` failure's reason.
-DETERMINISTIC_SETTINGS = "torch.use_deterministic_algorithms(True), torch.backends.cudnn.deterministic = True"
 
 
 def tool_failure(observation: dict, names: list) -> dict:
@@ -387,13 +387,17 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
             )
     try:
         return _run_on(spec, device, sweep=sweep, symbolic=symbolic)
+    except NotDifferentiable as exc:
+        if spec.expression:
+            raise
+        return fault_record(spec, device, _not_differentiable(exc))
     except GradcheckError:
         raise
     except Exception as exc:
         reason = fault_in_user_code(exc, spec)
         if reason is None:
             raise
-        return fault_record(spec, device, reason)
+        return fault_record(spec, device, reason, input_name=getattr(exc, "input_name", None))
 
 
 def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:
@@ -445,7 +449,10 @@ TORCH_REFUSALS = (
     "element 0 of tensors does not require grad",
     "One of the differentiated Tensors appears to not have been used in the graph",
     "has been modified by an inplace operation",
+    "no autograd formula was registered",
 )
+#: torch's words when a backward returns a gradient for an argument that is not a tensor requiring grad.
+NOT_A_VARIABLE = "returned a gradient different than None at position"
 
 
 def _user_frame(exc: BaseException) -> str | None:
@@ -466,15 +473,41 @@ def fault_in_user_code(exc: BaseException, spec: CheckSpec):
         return None
     text = exception_line(exc)
     where = _user_frame(exc)
+    if where is not None and where.endswith(".backward") and "NoneType" in text:
+        return Message(
+            "{where} raised {error} while the check ran: a grad_output it received was undefined (None), "
+            "as autograd passes for an output the loss does not use once set_materialize_grads(False) is set; "
+            "the backward must treat None as zeros",
+            where=where,
+            error=text,
+        )
     if where is not None:
         return Message("{where} raised {error} while the check ran", where=where, error=text)
+    if spec.expression is None and NOT_A_VARIABLE in str(exc):
+        return Message(
+            "the backward returned a gradient for a forward argument that is not an input under check "
+            "(held fixed: {fixed}), where it must return None: {error}",
+            fixed=", ".join(getattr(spec, "fixed", None) or {}) or "none",
+            error=text,
+        )
     if spec.expression is None and any(words in str(exc) for words in TORCH_REFUSALS):
         return Message("torch refused what the function under check returned: {error}", error=text)
     return None
 
 
-def fault_record(spec: CheckSpec, device: str, reason) -> dict:
-    """The failed record of a check the user's code stopped: nothing observed, one failure that says why."""
+def _not_differentiable(exc: NotDifferentiable) -> Message:
+    """The reason of a Python callable whose output autograd sees no path to from its inputs."""
+    return Message(
+        "{refusal}: autograd sees no path from the inputs to the output, so there is no gradient to check "
+        "(a graph cut by torch.tensor(...), .item(), .tolist(), .detach() or NumPy, or every output marked "
+        "non-differentiable)",
+        refusal=exc.message,
+    )
+
+
+def fault_record(spec: CheckSpec, device: str, reason, *, input_name: str | None = None) -> dict:
+    """The failed record of a check the user's code stopped: nothing observed, one failure that says why
+    (naming the input it concerns, where one is known)."""
     record = spec.to_dict()
     record.update(
         {
@@ -482,7 +515,7 @@ def fault_record(spec: CheckSpec, device: str, reason) -> dict:
             "passed": False,
             "observations": {},
             "comparisons": [],
-            "failures": [event_failure("user_code", reason)],
+            "failures": [event_failure("user_code", reason, input_name=input_name)],
             "environment": capture_environment(device),
         }
     )
@@ -522,9 +555,22 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
         _add_function_modes(
             record, function_modes(function, leaves, part.v, part.raw["autograd_grad"], part.raw["custom_functions"])
         )
+    _add_nondeterminism(record, repeat_differences(part.raw, spec.dtype))
     if _sweep_wanted(sweep, leaves, passed=record["passed"]):
         record["step_sweep"] = part.sweeper()
     return record
+
+
+def _add_nondeterminism(record: dict, block: dict | None) -> None:
+    """Name a backward whose identical calls disagree: the `nondeterminism` block, and beyond
+    `repeat_tolerance` the record's first failure, ahead of what the disagreement made fail."""
+    if block is None:
+        return
+    record["nondeterminism"] = block
+    if block["beyond_tolerance"]:
+        record["failures"] = [nondeterminism_failure(block), *record.get("failures", [])]
+        record["failure"] = record["failures"][0]
+        record["passed"] = False
 
 
 def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found, *, sweep, symbolic) -> dict:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import types
 import weakref
@@ -21,7 +22,7 @@ from ...errors import SpecError, UserCodeFault
 from ...expr.evaluator import compile_expression
 from ...expr.parser import Expression
 from ...i18n import Message
-from ...values.tensors import Descriptions, to_tensor
+from ...values.tensors import Descriptions, same_bits, to_tensor
 from ..compare.comparison import forward, grad_output_for
 from ..fd.structure import ELEMENTWISE, REDUCTIONS
 from ..record.source import callable_name, function_source, read_from
@@ -496,7 +497,7 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
     """Run the four passes; return (observations, raw gradient tensors by observation, v)."""
     for leaf in leaves.values():
         leaf.grad = None
-    output = forward(function, leaves)
+    output = forward(function, leaves, values=True)  # the first call also compares the inputs' values
     v = grad_output_for(output, grad_output)
     functions = graph_functions(output)  # read before backward() frees the graph's buffers
     chains, built_in_only = chain_possible(output, leaves), only_built_in_formulas(output)
@@ -557,6 +558,69 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
         ),
     }
     return observations, raw, v
+
+
+# -------------------- repeats
+# Three of the four passes call the backward at the same point with the same grad_output: the first
+# pass, the pass after clearing, and torch.autograd.grad. A deterministic backward gives them the same
+# bits. When they differ the backward is nondeterministic (a random op, cuDNN's or atomic adds' kernels),
+# and a wrong-looking derivative is then no evidence of a wrong formula: the record names it as such,
+# with the largest difference between the repeats and where it is.
+
+#: The settings that make PyTorch's kernels deterministic, named in a `nondeterministic` failure's reason.
+DETERMINISTIC_SETTINGS = "torch.use_deterministic_algorithms(True), torch.backends.cudnn.deterministic = True"
+
+#: The passes that repeat one backward call exactly.
+REPEATS = ("backward_pass_1", "after_clear_none", "autograd_grad")
+
+
+def repeat_differences(raw: dict, dtype: str) -> dict | None:
+    """The `nondeterminism` block when identical backward calls gave different gradients, else None:
+    the largest difference between the repeats, its input and element, and whether it is beyond
+    `repeat_tolerance` (which fails the check)."""
+    from ..record.spec import repeat_tolerance
+
+    tolerance = repeat_tolerance(dtype)
+    found = None
+    for name, first in raw[REPEATS[0]].items():
+        for other in REPEATS[1:]:
+            second = raw[other][name]
+            if same_bits(first, second):
+                continue
+            difference = (first - second).abs().reshape(-1)
+            difference = torch.where(torch.isnan(difference), torch.full_like(difference, math.inf), difference)
+            at = int(difference.argmax())
+            largest = float(difference[at])
+            if found is None or largest > found["largest_difference"]:
+                allowed = tolerance["atol"] + tolerance["rtol"] * float(first.reshape(-1)[at].abs())
+                found = {
+                    "repeats": len(REPEATS),
+                    "passes": [REPEATS[0], other],
+                    "input": name,
+                    "index": list(map(int, torch.unravel_index(torch.tensor(at), first.shape))) if first.dim() else [],
+                    "values": [first.reshape(-1)[at].item(), second.reshape(-1)[at].item()],
+                    "largest_difference": largest,
+                    "tolerance": tolerance,
+                    "beyond_tolerance": largest > allowed,
+                }
+    return found
+
+
+def nondeterminism_failure(block: dict) -> dict:
+    """The failure of a backward whose identical calls disagree beyond `repeat_tolerance`."""
+    index = "".join(f"[{i}]" for i in block["index"])
+    reason = Message(
+        "the backward is nondeterministic: two identical calls (same input, same grad_output) give "
+        "{input}{index} = {first} and {second}, a difference of {difference}; a random op in the backward, "
+        "or nondeterministic kernels (cuDNN, atomic adds), not a wrong formula: {settings} remove the kernels' part",
+        input=block["input"],
+        index=index,
+        first=f"{block['values'][0]:.9g}",
+        second=f"{block['values'][1]:.9g}",
+        difference=f"{block['largest_difference']:.3g}",
+        settings=DETERMINISTIC_SETTINGS,
+    )
+    return event_failure("repeats", reason, diagnosis="nondeterministic", input_name=block["input"])
 
 
 # -------------------- backward expectation

@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import torch
 
-from ...errors import SpecError
+from ...errors import SpecError, UserCodeFault
+from ...i18n import Message
 from ...values.tensors import grad_output_tensor, same_bits, to_value
 
 # -------------------- forward pass
@@ -43,10 +44,53 @@ class SeveralOutputs(SpecError):
         self.outputs = outputs
 
 
-def forward(function, leaves: dict):
-    """One forward pass, refusing outputs that cannot be differentiated (a tuple or list of
-    outputs raises `SeveralOutputs`, which carries them)."""
+class NotDifferentiable(SpecError):
+    """The function's output does not depend differentiably on the inputs (an integer output, or one
+    autograd sees no path to). An expression that does so is bad input; a Python callable that does so
+    is a fault of the user's code, which the engine records (core/check/engine.py)."""
+
+
+def call_unmodified(function, leaves: dict, *, values: bool = False):
+    """`function(**leaves)`, with `UserCodeFault` naming the input when the call modified one in place.
+
+    A function that writes into its input (`x.mul_(2)` in a custom Function's forward with no
+    `mark_dirty`) changes the point every later evaluation sees: finite differences then measure
+    another function, and a backward that matches them proves nothing. autograd's version counter
+    sees every in-place write through the tensor or a view of it, at no cost; `values=True` also
+    compares the values before and after, which catches writes the counter does not see (through
+    `.data`, or inside a `torch.library` custom op that declares no `mutates_args`).
+    """
+    versions = {name: leaf._version for name, leaf in leaves.items()}
+    before = {name: leaf.detach().clone() for name, leaf in leaves.items()} if values else {}
     output = function(**leaves)
+    for name, leaf in leaves.items():
+        if leaf._version != versions[name] or (values and not _same_values(before[name], leaf.detach())):
+            raise UserCodeFault(
+                Message(
+                    "the function modified its input {name} in place, so every later evaluation sees "
+                    "another {name}: copy it first (x = x.clone()), or return it marked with "
+                    "ctx.mark_dirty({name})",
+                    name=name,
+                ),
+                input_name=name,
+            )
+    return output
+
+
+def _same_values(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether a tensor holds the values it held (NaN where it held NaN counts as the same)."""
+    if before.layout != torch.strided or after.layout != torch.strided:
+        return True  # a sparse input's writes are seen by the version counter alone
+    if before.shape != after.shape:
+        return False
+    return bool(((before == after) | (before.isnan() & after.isnan())).all())
+
+
+def forward(function, leaves: dict, *, values: bool = False):
+    """One forward pass, refusing outputs that cannot be differentiated (a tuple or list of
+    outputs raises `SeveralOutputs`, which carries them) and a function that modifies its input
+    (`call_unmodified`)."""
+    output = call_unmodified(function, leaves, values=values)
     if isinstance(output, (tuple, list)):
         raise SeveralOutputs(
             "function returned a {type} of {count} outputs where one tensor was expected",
@@ -57,7 +101,7 @@ def forward(function, leaves: dict):
     if not isinstance(output, torch.Tensor):
         raise SpecError("function returned {type}, not a tensor", type=type(output).__name__, field="function")
     if not (output.is_floating_point() or output.is_complex()) or not output.requires_grad:
-        raise SpecError(
+        raise NotDifferentiable(
             "function output (dtype {dtype}) does not depend differentiably on the inputs",
             dtype=str(output.dtype).replace("torch.", ""),
             field="function",

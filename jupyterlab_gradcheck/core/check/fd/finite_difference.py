@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import torch
 
-from ...errors import SpecError, exception_line
+from ...errors import SpecError, UserCodeFault, exception_line
 from ...i18n import Message
 from ...values import form as complex_values
 from ...values import tensors as complex_tensors
@@ -120,6 +120,36 @@ LOOP_BELOW = defaults.LOOP_BELOW
 BATCH_AGREEMENT = defaults.BATCH_AGREEMENT
 
 
+def stacked(outputs: list, name: str) -> torch.Tensor:
+    """The outputs of evaluations at perturbed copies of input `name`, stacked along dimension 0;
+    `UserCodeFault` when they differ in shape or dtype.
+
+    A function whose output's shape or dtype depends on the values of its input (`x[:2] if x[0] > 1
+    else x`) has no derivative where it switches: finite differences would compare outputs of
+    different functions, and `torch.stack` would fail or silently promote the dtype.
+    """
+    first = outputs[0]
+    for other in outputs[1:]:
+        if not isinstance(other, torch.Tensor) or other.shape != first.shape or other.dtype != first.dtype:
+            what = "dtype" if isinstance(other, torch.Tensor) and other.shape == first.shape else "shape"
+            seen = [
+                str(o.dtype).replace("torch.", "") if what == "dtype" else str(tuple(o.shape)) for o in (first, other)
+            ]
+            raise UserCodeFault(
+                Message(
+                    "the output's {what} changes when input {name} is perturbed for finite differences "
+                    "({one} at one point, {two} at another): a function whose output {what} depends on "
+                    "its input's values has no derivative where it switches",
+                    what=what,
+                    name=name,
+                    one=seen[0],
+                    two=seen[1],
+                ),
+                input_name=name,
+            )
+    return torch.stack(outputs)
+
+
 @dataclass
 class Probe:
     """phi(x) = sum(v * f(inputs with `name` replaced by x)), evaluable on batches of x."""
@@ -194,7 +224,7 @@ class Probe:
         # Each copy is cloned into storage of its own: a row of the stack is a view at an offset,
         # and a function that reads storage directly (as_strided with a storage_offset) would
         # read the first, unshifted row instead of its own.
-        return torch.stack([self.output(x.clone()) for x in xs])
+        return stacked([self.output(x.clone()) for x in xs], self.name)
 
     def batch_agrees(self, xs, out) -> bool:
         """Whether batching is faithful for this function; else refuse the batched path, saying why.

@@ -325,7 +325,7 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
     dtypes, devices = set(), set()
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor):
-            _refuse_stride_zero(name, value)
+            _refuse_layout(name, value)
             dtypes.add(str(value.dtype).replace("torch.", ""))
             devices.add(str(value.device))
     if not dtypes and any(holds_complex(value) for value in inputs.values()):
@@ -337,11 +337,20 @@ def _inputs_as_values(inputs: dict) -> tuple[dict, str | None, str | None]:
     )
 
 
-def _refuse_stride_zero(name: str, tensor) -> None:
-    """SpecError for an input with a zero stride over more than one element (an expanded view): its
-    elements share memory, so perturbing one perturbs them all, and torch's gradcheck refuses it too."""
-    if tensor.layout.__str__() != "torch.strided":
-        return
+def _refuse_layout(name: str, tensor) -> None:
+    """SpecError for an input the check cannot perturb element by element: a sparse tensor (not checked
+    yet), or one with a zero stride over more than one element (an expanded view), whose elements share
+    memory, so that perturbing one perturbs them all; torch's gradcheck refuses the latter too."""
+    import torch
+
+    if tensor.layout != torch.strided:
+        raise SpecError(
+            "input {name} is a {layout} tensor, and sparse inputs are not checked yet: pass {name}.to_dense() "
+            "to check the function of its dense values",
+            name=name,
+            layout=str(tensor.layout).replace("torch.", ""),
+            field=name,
+        )
     for dim, (size, stride) in enumerate(zip(tensor.shape, tensor.stride())):
         if stride == 0 and size > 1:
             raise SpecError(

@@ -126,3 +126,20 @@ def test_the_new_findings_hold_on_cuda(name):
     assert record["passed"] is False
     for words in scenario.reason:
         assert words in _reason(record)
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_a_sparse_input_is_refused_in_one_line_naming_its_layout(layout, tmp_path):
+    """Given a sparse COO or CSR input, which the check cannot perturb yet,
+    when it is checked with a ledger,
+    then it is refused in one line naming the input and its layout, before anything is run or written."""
+    from jupyterlab_gradcheck.api import check
+
+    dense = torch.tensor([[0.0, 1.5], [2.0, 0.0]], dtype=torch.float64)
+    x = dense.to_sparse() if layout == "coo" else dense.to_sparse_csr()
+    ledger = tmp_path / "lab.gradcheck.jsonl"
+    with pytest.raises(SpecError) as refused:
+        check(lambda x: x.to_dense().sum(), grad=lambda x: torch.ones(2, 2), x=x, ledger=str(ledger))
+    assert f"input x is a sparse_{layout} tensor" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert not ledger.exists() or ledger.read_text() == ""

@@ -190,14 +190,25 @@ export class DeclareForm {
     return values;
   }
 
-  /** Start new checks from the user's defaults, without overwriting typed text. */
+  /**
+   * Start new checks from the user's defaults, without overwriting typed text. A choice the
+   * server disables (an absent device) is not selected: the usable one stays.
+   */
   applyDefaults(defaults: IDefaults): void {
     const set = (field: FormField, value: string | number | null) => {
       const control = this.controls.get(field)!;
-      if (control instanceof HTMLSelectElement || control.value === '') {
-        if (value !== null) {
+      if (value === null) {
+        return;
+      }
+      if (control instanceof HTMLSelectElement) {
+        const option = Array.from(control.options).find(
+          o => o.value === String(value)
+        );
+        if (!option?.disabled) {
           control.value = String(value);
         }
+      } else if (control.value === '') {
+        control.value = String(value);
       }
     };
     set('dtype', defaults.dtype);
@@ -208,7 +219,11 @@ export class DeclareForm {
     set('tolerance.atol', defaults.atol);
   }
 
-  /** List the server's devices; an absent one is disabled and its reason shown. */
+  /**
+   * List the server's devices; an absent one is disabled, with its reason as the option's title.
+   * The reason is shown as a note only for the device asked for (the current choice, else the
+   * settings' default): a student on a CPU-only machine who never asked for cuda sees none.
+   */
   setDevices(
     devices: IDevice[],
     preferred: string,
@@ -243,7 +258,11 @@ export class DeclareForm {
     replaceChildren(
       this.deviceNotes,
       devices
-        .filter(device => !device.available)
+        .filter(
+          device =>
+            !device.available &&
+            (device.id === current || device.id === preferred)
+        )
         .map(device =>
           el(
             'li',

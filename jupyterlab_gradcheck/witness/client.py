@@ -28,6 +28,7 @@ import atexit
 import collections
 import json
 import os
+import sys
 import threading
 import time
 import urllib.error
@@ -69,19 +70,26 @@ class WitnessClient:
         self.url, self.token, self.source = url.rstrip("/"), token, source
         self._pending: collections.deque[tuple[str, dict, object]] = collections.deque()
         self._wake = threading.Condition()
-        self._noted: set[str] = set()  # ledgers that already carry a witness_pending note
+        self._noted: set = set()  # ledgers that already carry a witness_pending (or witness_refused) note
         self._caught_up: set[str] = set()  # ledgers this process has checked against the witness
         self._thread: threading.Thread | None = None
         self.receipts: list[dict] = []
         #: Reports the witness refused as malformed (400), with its answer: never retried.
         self.rejected: list[tuple[dict, str]] = []
         self.last_error: str | None = None
+        #: The witness's answer when it refused this client's token (401 or 403), else None. A refused
+        #: token is never retried: what was queued is dropped, each ledger queued then gets one
+        #: `witness_refused` note, stderr one line, and later reports are not queued (verify then reads
+        #: their entries as unwitnessed).
+        self.refused: str | None = None
 
     # ------------------------------------------------------------------ queueing
     def report(self, key: str, report: dict, ledger=None) -> None:
         """Queue `report` (after every report queued before it) and return at once; `key` names
         its ledger, for the one `witness_pending` note per ledger."""
         with self._wake:
+            if self.refused is not None:  # said once, when it was refused: nothing is queued again
+                return
             if ledger is not None and key not in self._caught_up:
                 self._caught_up.add(key)
                 if isinstance(report.get("seq"), int) and report["seq"] > 1:
@@ -116,6 +124,9 @@ class WitnessClient:
             try:
                 receipt = self._catch_up(report, ledger) if isinstance(item, CatchUp) else self._send(report)
             except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):
+                    self._refuse(_answer_text(exc))
+                    continue
                 if exc.code != 400:
                     failures = self._failed(exc, key, report, ledger, failures)
                     continue
@@ -133,6 +144,20 @@ class WitnessClient:
         self._note_pending(key, report, ledger)
         time.sleep(RETRY_PAUSES[min(failures, len(RETRY_PAUSES) - 1)])
         return failures + 1
+
+    def _refuse(self, answer: str) -> None:
+        """The witness refused the token: stop, drop the queue, and say so once per ledger and once on stderr."""
+        with self._wake:
+            dropped, self._pending = list(self._pending), collections.deque()
+            self.refused = answer
+            self._wake.notify_all()
+        print(
+            f"gradcheck: the witness at {self.url} refused this token ({answer.strip()[:200]}); "
+            "nothing more is reported to it from this process",
+            file=sys.stderr,
+        )
+        for key, item, ledger in dropped:
+            self._note_refused(key, item.upto if isinstance(item, CatchUp) else item, ledger)
 
     def _done(self, receipt: dict | None, rejected: tuple[dict, str] | None) -> None:
         with self._wake:
@@ -176,20 +201,33 @@ class WitnessClient:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
             return json.loads(answer.read().decode("utf-8"))
 
+    #: The ledger note of each event, once per ledger: its text, and the attribute its reason is read from.
+    NOTES = {
+        "witness_pending": ("the witness could not be reached; this head is reported when it is back", "last_error"),
+        "witness_refused": (
+            "the witness refused this token; no head of this ledger is reported from this process",
+            "refused",
+        ),
+    }
+
     def _note_pending(self, key: str, report: dict, ledger) -> None:
         """Once per ledger and outage: a `witness_pending` note in the ledger itself."""
-        if ledger is None or key in self._noted:
+        self._note_once("witness_pending", key, report, ledger)
+
+    def _note_refused(self, key: str, report: dict, ledger) -> None:
+        """Once per ledger: a `witness_refused` note in the ledger itself."""
+        self._note_once("witness_refused", key, report, ledger)
+
+    def _note_once(self, event: str, key: str, report: dict, ledger) -> None:
+        """The note of `event` in the ledger of `key`, unless it holds one from this process already."""
+        mark = key if event == "witness_pending" else (event, key)
+        if ledger is None or mark in self._noted:
             return
-        self._noted.add(key)
+        self._noted.add(mark)
+        text, reason = self.NOTES[event]
         try:
-            ledger.note(
-                "the witness could not be reached; this head is reported when it is back",
-                event="witness_pending",
-                seq=report.get("seq"),
-                reason=self.last_error,
-                witness=False,
-            )
-        except Exception:  # noqa: BLE001 - a note that cannot be written must not stop the retries
+            ledger.note(text, event=event, seq=report.get("seq"), reason=getattr(self, reason), witness=False)
+        except Exception:  # noqa: BLE001 - a note that cannot be written must not stop the client
             pass
 
 

@@ -176,17 +176,34 @@ describe('GradcheckPanel', () => {
     );
   });
 
-  it('lists the server devices, disabling an absent one with its reason', async () => {
+  it('lists the server devices, disabling an absent one with its reason as its title and no note', async () => {
+    // Given a CPU-only server and a student who never asked for another device
     const { model, byId } = setup();
+    // When the panel reads the server's devices
     await model.refresh();
+    // Then cuda is listed disabled, its reason in its title, and no note is shown
     const device = byId('gradcheck-field-device') as HTMLSelectElement;
     expect(device.value).toBe('cpu');
     expect(Array.from(device.options).map(o => [o.value, o.disabled])).toEqual([
       ['cpu', false],
       ['cuda', true]
     ]);
+    expect(device.options[1].title).toBe('no CUDA device');
+    expect(byId('gradcheck-device-notes').textContent).toBe('');
+  });
+
+  it('notes why the device asked for is absent', async () => {
+    // Given settings that ask for cuda, on a CPU-only server
+    const { model, byId } = setup();
+    model.setDefaults({ ...FALLBACK_DEFAULTS, device: 'cuda' });
+    // When the panel reads the server's devices
+    await model.refresh();
+    // Then the note says why cuda is disabled, and cpu is the usable choice
     expect(byId('gradcheck-device-notes').textContent).toBe(
       'cuda is disabled: no CUDA device'
+    );
+    expect((byId('gradcheck-field-device') as HTMLSelectElement).value).toBe(
+      'cpu'
     );
   });
 

@@ -68,3 +68,27 @@ def test_a_report_the_witness_can_never_accept_does_not_hold_up_the_rest(ana_rep
     assert [(r["seq"], r["head"][0]) for r in read_log(ana_reports_to.log)] == [(1, "b")]
     [(report, answer)] = client.rejected
     assert report["seq"] == -1 and "seq must be a whole number" in answer
+
+
+def test_a_refused_token_stops_the_retries_and_says_so_once(witness, tmp_path, capfd):
+    """Given a kernel reporting to a live witness with a token the witness does not know,
+    when three checks run (six entries),
+    then the witness refuses the first report, the client stops: its queue is empty at once (no
+    retry waits on a pause), it says so once on stderr and once in the ledger (a witness_refused
+    note), queues nothing for a later check, and the witness's log holds nothing."""
+    witness_client.configure(witness.url, "not-a-token-of-this-class")
+    try:
+        ledger = Ledger(tmp_path / "lab1.gradcheck.jsonl")
+        run_and_record(SQUARE, ledger, sweep=False)
+        client = witness_client.client()
+        assert client.drain(10), client.last_error  # retried, the report would stay queued for ever
+        run_and_record(WRONG, ledger, sweep=False)
+        run_and_record(SQUARE, ledger, sweep=False)
+        assert client.pending() == 0
+        assert client.refused and client.receipts == []
+        notes = [e for e in ledger.entries() if e["kind"] == "note" and e["data"].get("event") == "witness_refused"]
+        assert len(notes) == 1
+        assert capfd.readouterr().err.count("refused this token") == 1
+        assert read_log(witness.log) == []
+    finally:
+        witness_client.configure(None, None)

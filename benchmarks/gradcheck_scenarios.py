@@ -392,6 +392,15 @@ class JvpOnly(torch.autograd.Function):
         return 3 * x**2 * t
 
 
+class JvpOnlyWrong(JvpOnly):
+    """x^3 with a jvp that forgets the 3, and no backward."""
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        return x**2 * t
+
+
 def _custom_ops():
     """Two torch.library custom ops: a right one with its autograd formula, and one with none."""
     lib = "gradcheck_scenarios"
@@ -560,6 +569,22 @@ SCENARIOS: list[Scenario] = [
         JvpOnly,
         {"x": X},
         {"grad": "3*x**2"},
+        torch_options={
+            "check_forward_ad": True,
+            "check_backward_ad": False,
+            "check_undefined_grad": False,
+            "check_batched_grad": False,
+        },
+    ),
+    Scenario(
+        "jvp-only Function, wrong jvp",
+        "test_gradcheck_check_forward_or_backward_only",
+        "fail",
+        JvpOnlyWrong,
+        {"x": X},
+        {"grad": "3*x**2"},
+        reason=("finite",),
+        input="x",
         torch_options={
             "check_forward_ad": True,
             "check_backward_ad": False,

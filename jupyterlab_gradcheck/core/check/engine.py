@@ -10,7 +10,9 @@ wraps them for that (`run_and_record`, `LedgeredRun`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import math
 import os
 import re
 import sysconfig
@@ -27,7 +29,14 @@ from ..i18n import Message
 from ..values.form import is_empty_value
 from ..values.tensors import describe, to_tensor
 from .autograd import several_outputs
-from .autograd.forward_and_batched import MODES, UNDEFINED_REASON, function_modes
+from .autograd.forward_and_batched import (
+    JVP_ONLY,
+    JVP_ONLY_MAX_ELEMENTS,
+    MODES,
+    UNDEFINED_REASON,
+    function_modes,
+    through_jvp,
+)
 from .autograd.observations import (
     DETERMINISTIC_SETTINGS,
     check_signature,
@@ -394,10 +403,39 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
     except GradcheckError:
         raise
     except Exception as exc:
+        if JVP_ONLY in str(exc) and spec.expression is None and "forward_mode_only" not in spec.extra:
+            return _forward_mode_only(spec, device, sweep=sweep, devices=devices, symbolic=symbolic)
         reason = fault_in_user_code(exc, spec)
         if reason is None:
             raise
         return fault_record(spec, device, reason, input_name=getattr(exc, "input_name", None))
+
+
+def _forward_mode_only(spec: CheckSpec, device: str, **options) -> dict:
+    """The check of a function through a Function with a jvp and no backward, in forward mode
+    (core/check/autograd/forward_and_batched.py, "forward mode only"); the record says so."""
+    count = sum(math.prod(shape) for shape in spec.shapes.values())
+    if count > JVP_ONLY_MAX_ELEMENTS:
+        return fault_record(
+            spec,
+            device,
+            Message(
+                "the function goes through a Function with a jvp and no backward, checked in forward mode one "
+                "input element at a time, up to {limit} elements; these inputs hold {count}",
+                limit=JVP_ONLY_MAX_ELEMENTS,
+                count=count,
+            ),
+        )
+    through = through_jvp(spec.function, list(spec.inputs))
+    record = run_check(
+        dataclasses.replace(spec, function=through, extra={**spec.extra, "forward_mode_only": True}), **options
+    )
+    record.pop("forward_mode_only", None)
+    record["forward_mode_only"] = Message(
+        "the function has no backward: its gradient is assembled from its jvp, one input element at a time, "
+        "and every comparison holds that forward-mode gradient"
+    )
+    return record
 
 
 def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:

@@ -19,7 +19,6 @@ from jupyterlab_gradcheck.core.errors import SpecError
 NOT_YET = {
     "sparse COO input, dense semantics": "sparse inputs are not checked yet",
     "sparse COO input, masked semantics": "sparse inputs are not checked yet",
-    "jvp-only Function in forward mode": "a Function with a jvp and no backward is not checked in forward mode yet",
 }
 
 
@@ -85,6 +84,19 @@ def test_a_nondeterministic_backward_names_the_largest_difference_between_repeat
     assert block["largest_difference"] == pytest.approx(abs(first - second), rel=1e-12)  # the same two floats
 
 
+def test_a_jvp_only_function_is_checked_in_forward_mode_and_says_so():
+    """Given x^3 as a Function with a right jvp and no backward,
+    when it is checked against the hand derivation 3x^2,
+    then it passes, its record says its gradient was assembled from the jvp, and the same Function
+    with a jvp that forgets the 3 fails at x[2], where 3x^2 and x^2 are furthest apart."""
+    right = ours(next(s for s in SCENARIOS if s.name == "jvp-only Function in forward mode"))
+    assert right["passed"] is True
+    assert "assembled from its jvp" in right["forward_mode_only"]
+    wrong = ours(next(s for s in SCENARIOS if s.name == "jvp-only Function, wrong jvp"))
+    assert wrong["passed"] is False and "forward_mode_only" in wrong
+    assert (wrong["failure"]["input"], wrong["failure"]["index"]) == ("x", [2])
+
+
 def test_a_deterministic_backward_has_no_nondeterminism_block():
     """Given x^3 with its right backward,
     when it is checked,
@@ -113,10 +125,20 @@ def test_an_input_modified_through_data_is_caught_by_its_values():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch reports no CUDA device")
 @pytest.mark.parametrize(
-    "name", ["input modified without mark_dirty", "nondeterministic backward", "output shape depends on the values"]
+    "name",
+    [
+        "input modified without mark_dirty",
+        "nondeterministic backward",
+        "output shape depends on the values",
+        "output dtype depends on the values",
+        "wrong jvp for the second input",
+        "jvp-only Function, wrong jvp",
+        "no differentiable output",
+    ],
 )
 def test_the_new_findings_hold_on_cuda(name):
-    """Given a scenario whose finding is new (in-place mutation, nondeterminism, a value-dependent shape),
+    """Given a scenario whose finding is new (in-place mutation, nondeterminism, a value-dependent shape or
+    dtype, a tangent named alone, a jvp-only Function, a cut graph),
     when it is checked on cuda,
     then it fails there too, for the same reason."""
     scenario = next(s for s in SCENARIOS if s.name == name)

@@ -638,3 +638,54 @@ def batched_comparisons(names, one_by_one, batched, tolerance: dict) -> list[dic
         )
         for name, one, together in zip(names, one_by_one, batched)
     ]
+
+
+# -------------------- forward mode only
+# A custom Function with a jvp and no backward (or vjp) can only be differentiated in forward mode:
+# `backward()` raises "You must implement either the backward or vjp method". PyTorch checks it with
+# gradcheck(check_forward_ad=True, check_backward_ad=False). The check does the same through its own
+# comparisons: `through_jvp` wraps the function in one whose backward assembles v^T J from the jvp,
+# one input element at a time (J e_j for every basis direction e_j), so every observation and
+# comparison of the check holds the jvp against finite differences and the hand derivation, and a
+# failure names the input (and element) whose tangent disagrees. It costs one dual pass per input
+# element, so it is admitted up to JVP_ONLY_MAX_ELEMENTS.
+
+#: torch's words when backward() meets a Function with no backward and no vjp.
+JVP_ONLY = "You must implement either the backward or vjp method"
+#: Input elements up to which a jvp-only Function is checked (one dual pass each).
+JVP_ONLY_MAX_ELEMENTS = 4096
+
+
+def through_jvp(function, names: list[str]):
+    """`function` (a callable of the inputs by name, one tensor output) as a function whose backward
+    is v^T J assembled from forward-mode AD, one basis tangent at a time; its name is `function`'s."""
+
+    class ThroughJvp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *values):
+            ctx.save_for_backward(*values)
+            return function(**dict(zip(names, values)))
+
+        @staticmethod
+        def backward(ctx, v):
+            values = ctx.saved_tensors
+            leaves = dict(zip(names, values))
+            grads = []
+            for name, x in leaves.items():
+                gradient = torch.zeros_like(x).reshape(-1)
+                for j in range(x.numel()):
+                    directions = {n: torch.zeros_like(t) for n, t in leaves.items()}
+                    directions[name].reshape(-1)[j] = 1
+                    ((_, tangent),) = dual_pairs(function, leaves, directions)
+                    if tangent is not None:
+                        gradient[j] = real_inner(v, tangent)
+                grads.append(gradient.reshape(x.shape))
+            return tuple(grads)
+
+    def through(**values):
+        return ThroughJvp.apply(*(values[n] for n in names))
+
+    through.__qualname__ = getattr(function, "__qualname__", "function")
+    through.__name__ = getattr(function, "__name__", "function")
+    through.__wrapped__ = function
+    return through

@@ -447,6 +447,7 @@ export function checkCard(
       'header',
       { class: 'jp-gradcheck-check-header' },
       badge(view.status),
+      detectionFloor(view),
       el('span', { class: 'jp-gradcheck-check-id', title: view.id }, view.id),
       el('code', { class: 'jp-gradcheck-function' }, declared?.function ?? '')
     ),
@@ -517,4 +518,28 @@ export function button(
   );
   node.addEventListener('click', onClick);
   return node;
+}
+
+/**
+ * Beside "passed", in a low precision: the relative one-element error the check was blind below
+ * (the record's detection_floor), so a pass does not read as a guarantee it is not.
+ */
+function detectionFloor(view: ICheckView): HTMLElement | null {
+  const floor = view.latest?.record?.detection_floor;
+  if (view.status !== 'passed' || !floor) {
+    return null;
+  }
+  return el(
+    'span',
+    {
+      class: 'jp-gradcheck-floor',
+      testid: 'gradcheck-detection-floor',
+      title: floor.reason ? shownText(floor.reason) : ''
+    },
+    trans.__(
+      'blind below %1 relative error (%2)',
+      floor.relative.toPrecision(2),
+      view.latest?.record?.dtype ?? ''
+    )
+  );
 }

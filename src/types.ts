@@ -115,6 +115,13 @@ export interface ICheckRecord {
     };
   };
   comparisons?: IComparison[];
+  /** In a low precision: the smallest relative one-element error the check could have caught (core/check/first_order.py). */
+  detection_floor?: {
+    relative: number;
+    input: string;
+    index: number[];
+    reason?: string;
+  };
   failure?: IFailure | null;
   failures?: IFailure[];
   /** Each output of a function that returns several (core/check/autograd/several_outputs.py); absent for one output. */

@@ -42,9 +42,15 @@ def _summary_line(record: dict) -> str:
     """One line per check on standard error: the verdict and, for a failure, its reason."""
     failure = record.get("failure")
     if record["passed"]:
-        return _("PASS {id}: observed {observed}").format(
+        line = _("PASS {id}: observed {observed}").format(
             id=record["id"], observed=json.dumps(record["observed_gradient"])
         )
+        floor = record.get("detection_floor")
+        if floor:  # a low precision: what a pass could not see (core/check/first_order.py)
+            line += _(" (blind below {floor} relative error at one element, in {dtype})").format(
+                floor=f"{floor['relative']:.2g}", dtype=record["dtype"]
+            )
+        return line
     if failure:
         return _("FAIL ({diagnosis}) {id}: {reason}").format(
             diagnosis=failure["diagnosis"], id=record["id"], reason=localize(failure["reason"])

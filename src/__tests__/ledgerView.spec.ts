@@ -109,6 +109,51 @@ describe('checkCard', () => {
     expect(text(card, 'gradcheck-tolerance')).toEqual(['rtol 0.5, atol 1e-10']);
   });
 
+  it('says beside "passed" what a float32 pass could not see, and nothing for a failure', () => {
+    // Given a float32 check that passed with a detection floor of 0.0024, and the same check failed
+    const floor = {
+      relative: 0.002436,
+      input: 'x',
+      index: [3],
+      reason: 'in float32, a one-element error below 0.0024 could not be seen'
+    };
+    const observed = (passed: boolean): ILedgerEntry[] => [
+      {
+        seq: 1,
+        kind: 'expectation',
+        check_id: SPEC.id!,
+        data: { ...SPEC, dtype: 'float32' } as ILedgerEntry['data']
+      },
+      {
+        seq: 2,
+        kind: 'observation',
+        check_id: SPEC.id!,
+        data: {
+          expectation_seq: 1,
+          passed,
+          record: {
+            ...completed(passed),
+            dtype: 'float32',
+            detection_floor: floor
+          }
+        }
+      }
+    ];
+    // When each is drawn as a card
+    const passedCard = checkCard(groupByCheck(observed(true))[0], noop);
+    const failedCard = checkCard(groupByCheck(observed(false))[0], noop);
+    // Then the passed card names the floor and its dtype, its reason as the title; the failed one shows none
+    expect(text(passedCard, 'gradcheck-detection-floor')).toEqual([
+      'blind below 0.0024 relative error (float32)'
+    ]);
+    expect(
+      passedCard
+        .querySelector('[data-testid="gradcheck-detection-floor"]')!
+        .getAttribute('title')
+    ).toBe(floor.reason);
+    expect(text(failedCard, 'gradcheck-detection-floor')).toEqual([]);
+  });
+
   it('calls the edit action for its own check', () => {
     // Given a card whose tolerance button is clicked
     const seen: string[] = [];

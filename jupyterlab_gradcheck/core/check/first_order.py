@@ -9,6 +9,7 @@ each failure's diagnosis, and the step sweep to take at the worst element once t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -332,6 +333,55 @@ def comparisons_of(
     return rows
 
 
+# -------------------- detection floor
+# What a check in a low precision could not see. A one-element error in the gradient is caught only
+# where it exceeds that element's finite-difference allowance: the tolerance, plus the rounding bound
+# the check measured from its own evaluations. In float32 that allowance is about 1e-3 of the value,
+# so a record that passes says "no error above this floor", never "no error". The floor is the smallest
+# relative one-element error the check could have caught: the least allowance / |gradient| over the
+# elements, with where it is.
+
+#: The dtypes whose records state their detection floor.
+FLOOR_DTYPES = ("float32", "float16", "bfloat16", "complex64")
+
+
+def detection_floor(spec: CheckSpec, autograd: dict, bounds: dict | None) -> dict | None:
+    """The `detection_floor` block of a record in a low precision (FLOOR_DTYPES), else None."""
+    if spec.dtype not in FLOOR_DTYPES:
+        return None
+    rtol, atol = spec.finite_difference["rtol"], spec.finite_difference["atol"]
+    best = None
+    for name, gradient in autograd.items():
+        magnitude = gradient.detach().abs().to(torch.float64).reshape(-1)
+        allowed = atol + rtol * magnitude
+        if bounds:
+            allowed = allowed + bounds[name].detach().abs().to(torch.float64).reshape(-1).to(allowed.device)
+        usable = torch.isfinite(magnitude) & (magnitude > 0) & torch.isfinite(allowed)
+        if not bool(usable.any()):
+            continue
+        ratio = torch.where(usable, allowed / torch.where(usable, magnitude, 1.0), math.inf)
+        at = int(ratio.argmin())
+        if best is None or float(ratio[at]) < best["relative"]:
+            best = {
+                "relative": float(ratio[at]),
+                "input": name,
+                "index": [int(i) for i in torch.unravel_index(torch.tensor(at), gradient.shape)]
+                if gradient.dim()
+                else [],
+                "gradient": float(magnitude[at]),
+                "allowed": float(allowed[at]),
+            }
+    if best is None:
+        return None
+    best["reason"] = Message(
+        "in {dtype}, a one-element error in autograd's gradient (a custom backward's, say) below {floor} of "
+        "its value is within the finite-difference allowance (tolerance and measured rounding) and could not be seen",
+        dtype=spec.dtype,
+        floor=f"{best['relative']:.2g}",
+    )
+    return best
+
+
 def path_note(fd_info: dict) -> str:
     """Which inputs had every element shifted at once (an observed elementwise chain), or a colour of
     elements at a time (a learned sparse pattern, core/check/fd/structure.py), in words."""
@@ -496,7 +546,9 @@ def first_order(
     observed_gradient = (
         descriptions.value(pass_1[names[0]]) if len(names) == 1 else {n: descriptions.value(pass_1[n]) for n in names}
     )
+    floor = detection_floor(spec, raw["autograd_grad"], bounds) if not projected_rows else None
     fields = {
+        **({"detection_floor": floor} if floor else {}),
         "observed_gradient": observed_gradient,
         "passed": not failures and verdict != "failed",
         "grad_output_used": descriptions.describe(v),

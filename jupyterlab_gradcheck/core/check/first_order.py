@@ -20,7 +20,7 @@ from ..errors import SpecError
 from ..i18n import Message
 from ..values.tensors import Descriptions, with_complex_kept
 from .autograd.observations import analytical_tensors, failure, gradcheck_fast, torch_gradcheck
-from .compare.comparison import Operand, autograd_vjp, compare, compare_rows
+from .compare.comparison import Operand, autograd_vjp, compare, compare_rows, unravel
 from .diagnosis import DiagnosisContext, diagnose
 from .fd import finite_difference as projected
 from .fd import finite_difference as time_budget
@@ -365,9 +365,7 @@ def detection_floor(spec: CheckSpec, autograd: dict, bounds: dict | None) -> dic
             best = {
                 "relative": float(ratio[at]),
                 "input": name,
-                "index": [int(i) for i in torch.unravel_index(torch.tensor(at), gradient.shape)]
-                if gradient.dim()
-                else [],
+                "index": unravel(at, gradient.shape),
                 "gradient": float(magnitude[at]),
                 "allowed": float(allowed[at]),
             }

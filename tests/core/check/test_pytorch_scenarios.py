@@ -165,3 +165,32 @@ def test_a_sparse_input_is_refused_in_one_line_naming_its_layout(layout, tmp_pat
     assert f"input x is a sparse_{layout} tensor" in str(refused.value)
     assert "\n" not in str(refused.value)
     assert not ledger.exists() or ledger.read_text() == ""
+
+
+def test_a_repeat_difference_beyond_tolerance_at_a_small_element_fails_though_the_largest_is_within():
+    """Given, in float32, a backward of x * [1000, 0.01] that drifts on every call by 1e-3 at the first
+    element (1e-6 relative, within float32's repeat tolerance) and by 1e-5 at the second (1e-3 relative, beyond it),
+    when it is checked,
+    then the largest difference between repeats is the first element's, yet the check fails as
+    nondeterministic: every element is held to the tolerance, not only the largest difference."""
+    from jupyterlab_gradcheck.api import check
+
+    weights = torch.tensor([1000.0, 0.01])
+    calls = []
+
+    class Drifting(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * weights
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(1)
+            return g * weights + len(calls) * torch.tensor([1e-3, 1e-5])
+
+    record = check(Drifting, grad=lambda x: weights.clone(), x=[1.0, 1.0], dtype="float32", ledger=False).record
+    block = record["nondeterminism"]
+    assert block["index"] == [0]  # the largest difference, within tolerance there
+    assert block["beyond_tolerance"] is True
+    assert record["failure"]["comparison"] == "repeats"
+    assert record["failure"]["diagnosis"] == "nondeterministic"

@@ -259,24 +259,13 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
     if (missing := missing_tangent(pairs, [0])) is not None:
         return missing
     ((_, tangent),) = pairs
-    plus, minus, width = along_u(function, leaves, directions)
-    fd = (plus - minus) / width
     weights = torch.ones_like(tangent) if v is None else v.detach()
     along = real_inner(weights, tangent).reshape(1)  # sum(Re(conj(v) * J u)) for complex values
     backward_along = sum(real_inner(gradients[n].detach(), directions[n]).reshape(1) for n in leaves)
     label = _label(leaves)
     tolerances = _tolerances(leaves)
     comparisons = [
-        compare(
-            "forward_ad_vs_finite_difference",
-            label,
-            fd.reshape(-1),
-            tangent.detach().reshape(-1),
-            left_label="finite_difference_along_u",
-            right_label="forward_ad",
-            **tolerances["differences"],
-            bound=difference_bound(plus, minus, width).reshape(-1),
-        ),
+        _against_differences(function, leaves, directions, tangent, label, tolerances),
         compare(
             "forward_ad_vs_backward",
             label,
@@ -297,6 +286,21 @@ def forward_ad(function, leaves: dict, v, gradients: dict) -> dict:
     }
 
 
+def _against_differences(function, leaves: dict, directions: dict, tangent, label: str, tolerances: dict) -> dict:
+    """The `forward_ad_vs_finite_difference` row: J u from forward AD against central differences along u."""
+    plus, minus, width = along_u(function, leaves, directions)
+    return compare(
+        "forward_ad_vs_finite_difference",
+        label,
+        ((plus - minus) / width).reshape(-1),
+        tangent.detach().reshape(-1),
+        left_label="finite_difference_along_u",
+        right_label="forward_ad",
+        **tolerances["differences"],
+        bound=difference_bound(plus, minus, width).reshape(-1),
+    )
+
+
 def _tangent_by_tangent(function, leaves: dict, directions: dict, tolerances: dict) -> list[dict]:
     """J u against differences along u again, one input's tangent at a time (the others zero): the rows
     that name the input whose tangent disagrees, when the tangents taken together disagree. Costs two
@@ -305,19 +309,7 @@ def _tangent_by_tangent(function, leaves: dict, directions: dict, tolerances: di
     for name in leaves:
         alone = {n: (u if n == name else torch.zeros_like(u)) for n, u in directions.items()}
         ((_, tangent),) = dual_pairs(function, leaves, alone)
-        plus, minus, width = along_u(function, leaves, alone)
-        rows.append(
-            compare(
-                "forward_ad_vs_finite_difference",
-                name,
-                ((plus - minus) / width).reshape(-1),
-                tangent.detach().reshape(-1),
-                left_label="finite_difference_along_u",
-                right_label="forward_ad",
-                **tolerances["differences"],
-                bound=difference_bound(plus, minus, width).reshape(-1),
-            )
-        )
+        rows.append(_against_differences(function, leaves, alone, tangent, name, tolerances))
     return rows
 
 

@@ -120,6 +120,13 @@ LOOP_BELOW = defaults.LOOP_BELOW
 BATCH_AGREEMENT = defaults.BATCH_AGREEMENT
 
 
+def _shape_or_dtype(output, what: str) -> str:
+    """An evaluation's output as `stacked` names it: its dtype or its shape, or its type when not a tensor."""
+    if not isinstance(output, torch.Tensor):
+        return type(output).__name__
+    return str(output.dtype).replace("torch.", "") if what == "dtype" else str(tuple(output.shape))
+
+
 def stacked(outputs: list, name: str) -> torch.Tensor:
     """The outputs of evaluations at perturbed copies of input `name`, stacked along dimension 0;
     `UserCodeFault` when they differ in shape or dtype.
@@ -132,9 +139,7 @@ def stacked(outputs: list, name: str) -> torch.Tensor:
     for other in outputs[1:]:
         if not isinstance(other, torch.Tensor) or other.shape != first.shape or other.dtype != first.dtype:
             what = "dtype" if isinstance(other, torch.Tensor) and other.shape == first.shape else "shape"
-            seen = [
-                str(o.dtype).replace("torch.", "") if what == "dtype" else str(tuple(o.shape)) for o in (first, other)
-            ]
+            seen = [_shape_or_dtype(o, what) for o in (first, other)]
             raise UserCodeFault(
                 Message(
                     "the output's {what} changes when input {name} is perturbed for finite differences "

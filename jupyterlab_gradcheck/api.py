@@ -113,6 +113,7 @@ def check(
     language: str | None = None,
     fixed: dict | None = None,
     hessian: Any = None,
+    shadow: bool = True,
     **inputs,
 ) -> CheckResult:
     """Check the gradient of `fn` at `inputs` against the expectation `grad`.
@@ -138,6 +139,9 @@ def check(
     concatenated in their order, a callable of the inputs, or "double_backward" for a custom
     Function's own) beside autograd's double backward, finite differences of the gradient and
     `torch.autograd.gradgradcheck`.
+    A check in float32, float16, bfloat16 or complex64 also runs in float64 (complex128) where the code
+    does, on the same point, and fails where that sees an error the low precision cannot (its
+    `float64_shadow` block); `shadow=False` leaves that out.
 
     The check is recorded in the ledger of `notebook=` / `ledger=`, else of the notebook this
     kernel runs for; `ledger=False` runs it without recording. A tolerance that differs from
@@ -163,6 +167,7 @@ def check(
             ("id", id),
             ("fixed", None if fixed is None else {k: _fixed_value(v) for k, v in fixed.items()}),
             ("hessian", _as_value(hessian)),
+            ("shadow", None if shadow else False),
         ):
             if value is not None:
                 record[key] = value

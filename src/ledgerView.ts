@@ -448,6 +448,7 @@ export function checkCard(
       { class: 'jp-gradcheck-check-header' },
       badge(view.status),
       detectionFloor(view),
+      shadow(view),
       el('span', { class: 'jp-gradcheck-check-id', title: view.id }, view.id),
       el('code', { class: 'jp-gradcheck-function' }, declared?.function ?? '')
     ),
@@ -524,6 +525,29 @@ export function button(
  * Beside "passed", in a low precision: the relative one-element error the check was blind below
  * (the record's detection_floor), so a pass does not read as a guarantee it is not.
  */
+/** The float64 shadow of a low-precision check: whether it passed, or why it could not run, its reason as the title. */
+function shadow(view: ICheckView): HTMLElement | null {
+  const block = view.latest?.record?.float64_shadow;
+  if (!block) {
+    return null;
+  }
+  const shown =
+    block.status === 'not_run'
+      ? trans.__('no %1 shadow', block.dtype)
+      : block.passed
+        ? trans.__('%1 shadow passed', block.dtype)
+        : trans.__('%1 shadow failed', block.dtype);
+  return el(
+    'span',
+    {
+      class: 'jp-gradcheck-floor',
+      testid: 'gradcheck-float64-shadow',
+      title: block.reason ? shownText(block.reason) : ''
+    },
+    shown
+  );
+}
+
 function detectionFloor(view: ICheckView): HTMLElement | null {
   const floor = view.latest?.record?.detection_floor;
   if (view.status !== 'passed' || !floor) {

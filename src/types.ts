@@ -122,6 +122,13 @@ export interface ICheckRecord {
     index: number[];
     reason?: string;
   };
+  /** In a low precision: the same check in float64 where the code runs there (core/check/engine.py). */
+  float64_shadow?: {
+    status: 'observed' | 'not_run';
+    dtype: string;
+    passed?: boolean;
+    reason?: string;
+  };
   failure?: IFailure | null;
   failures?: IFailure[];
   /** Each output of a function that returns several (core/check/autograd/several_outputs.py); absent for one output. */

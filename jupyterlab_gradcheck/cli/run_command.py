@@ -46,10 +46,19 @@ def _summary_line(record: dict) -> str:
             id=record["id"], observed=json.dumps(record["observed_gradient"])
         )
         floor = record.get("detection_floor")
+        shadow = record.get("float64_shadow") or {}
         if floor:  # a low precision: what a pass could not see (core/check/first_order.py)
-            line += _(" (blind below {floor} relative error at one element, in {dtype})").format(
+            line += _(" (blind below {floor} relative error at one element, in {dtype}").format(
                 floor=f"{floor['relative']:.2g}", dtype=record["dtype"]
             )
+            if shadow.get("status") == "observed":  # the same code in float64 (core/check/engine.py)
+                line += _("; the {wide} shadow passed)").format(wide=shadow["dtype"])
+            elif shadow.get("status") == "not_run":
+                line += _("; no {wide} shadow: {reason})").format(
+                    wide=shadow["dtype"], reason=localize(shadow["reason"])
+                )
+            else:
+                line += ")"
         return line
     if failure:
         return _("FAIL ({diagnosis}) {id}: {reason}").format(

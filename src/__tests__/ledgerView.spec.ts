@@ -134,7 +134,13 @@ describe('checkCard', () => {
           record: {
             ...completed(passed),
             dtype: 'float32',
-            detection_floor: floor
+            detection_floor: floor,
+            float64_shadow: {
+              status: 'observed',
+              dtype: 'float64',
+              passed,
+              reason: 'the same check in float64 passed'
+            }
           }
         }
       }
@@ -152,6 +158,13 @@ describe('checkCard', () => {
         .getAttribute('title')
     ).toBe(floor.reason);
     expect(text(failedCard, 'gradcheck-detection-floor')).toEqual([]);
+    // and each card says what its float64 shadow saw
+    expect(text(passedCard, 'gradcheck-float64-shadow')).toEqual([
+      'float64 shadow passed'
+    ]);
+    expect(text(failedCard, 'gradcheck-float64-shadow')).toEqual([
+      'float64 shadow failed'
+    ]);
   });
 
   it('calls the edit action for its own check', () => {

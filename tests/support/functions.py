@@ -93,3 +93,22 @@ def save_inputs_for_both_modes(ctx, inputs, output):
     """A new-style Function's setup_context that keeps its inputs for the backward and for the jvp."""
     ctx.save_for_backward(*inputs)
     ctx.save_for_forward(*inputs)
+
+
+def planted(relative: float, at: int):
+    """x*sin(x) as a Function whose backward is off by `relative` of its value at element `at` (right at 0)."""
+
+    class Planted(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            slope = torch.sin(x) + x * torch.cos(x)
+            slope[at] = slope[at] * (1 + relative)
+            return g * slope
+
+    return Planted

@@ -24,10 +24,11 @@ import torch
 
 from ..errors import GradcheckError, SpecError, UserCodeFault, exception_line
 from ..expr.evaluator import compile_expression
+from ..expr.parser import DEFAULT_LIMITS, Expression
 from ..expr.symbolic import symbolic_opinion
 from ..i18n import Message
 from ..values.form import is_empty_value
-from ..values.tensors import describe, to_tensor
+from ..values.tensors import describe, to_tensor, torch_dtype
 from .autograd import several_outputs
 from .autograd.forward_and_batched import (
     JVP_ONLY,
@@ -53,7 +54,13 @@ from .autograd.second_order import grad_output_derivative, second_order, second_
 from .compare.comparison import NotDifferentiable, SeveralOutputs, compare
 from .environment import available_devices, capture_environment
 from .first_order import FirstOrder, as_dtype, diagnosed_failures, elements, failure, finite_differences, first_order
-from .record.spec import CheckSpec, parse_spec, resolve_device
+from .record.spec import (
+    CheckSpec,
+    comparison_tolerance,
+    finite_difference_field,
+    parse_spec,
+    resolve_device,
+)
 
 # -------------------- failing record
 # Every failing record says why: `passed: false` implies a `failure` with its comparison, diagnosis and reason.
@@ -395,7 +402,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
                 spec, device, lambda rest: run_check(rest, sweep=sweep, devices=devices, symbolic=symbolic)
             )
     try:
-        return _run_on(spec, device, sweep=sweep, symbolic=symbolic)
+        record = _run_on(spec, device, sweep=sweep, symbolic=symbolic)
     except NotDifferentiable as exc:
         if spec.expression:
             raise
@@ -409,6 +416,7 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
         if reason is None:
             raise
         return fault_record(spec, device, reason, input_name=getattr(exc, "input_name", None))
+    return with_shadow(spec, device, record)
 
 
 def _forward_mode_only(spec: CheckSpec, device: str, **options) -> dict:
@@ -438,9 +446,18 @@ def _forward_mode_only(spec: CheckSpec, device: str, **options) -> dict:
     return record
 
 
+def _leaves(spec: CheckSpec, device: str, *, requires_grad: bool) -> dict:
+    """The inputs as tensors of the check's dtype; for a float64 shadow, as its low precision holds them, cast."""
+    held = spec.extra.get(SHADOW_OF, spec.dtype)
+    leaves = {n: to_tensor(v, held, device) for n, v in spec.inputs.items()}
+    if held != spec.dtype:
+        leaves = {n: x.to(torch_dtype(spec.dtype)) for n, x in leaves.items()}
+    return {n: x.requires_grad_(requires_grad) for n, x in leaves.items()}
+
+
 def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:
     function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
-    leaves = {n: to_tensor(v, spec.dtype, device, requires_grad=True) for n, v in spec.inputs.items()}
+    leaves = _leaves(spec, device, requires_grad=True)
     if spec.outputs_analytical is not None:
         found = several_outputs.forward_outputs(function, leaves)
     else:
@@ -451,6 +468,137 @@ def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:
         else:
             return ensure_failure(_one_output(spec, function, leaves, device, observed, sweep=sweep, symbolic=symbolic))
     return ensure_failure(_several_outputs(spec, function, leaves, device, found, sweep=sweep, symbolic=symbolic))
+
+
+# -------------------- float64 shadow
+# A check in a low precision is blind below its detection floor (core/check/first_order.py): in float32 a
+# one-element error of a custom backward under about 1e-3 of its value hides in the finite differences' rounding.
+# Where the same code also runs in float64, the check runs again there, by default: the same function, the same
+# point (the inputs as the low precision holds them, cast), float64's own tolerances (the author's where they set
+# them), no step sweep and no SymPy. Where the record passed, the shadow's failures are the record's, each saying
+# that float64 saw it; where it failed, the block says whether float64 sees a failure too (rounding, or a bug).
+# A derivative written as numbers is compared in the declared dtype only: numbers written to float32 precision
+# are not a float64 bug. Where the code does not run in float64 (it raises there, or its output stays in the low
+# precision: code fixed to its dtype, a kernel for that dtype only, a device without float64), the
+# `float64_shadow` block says why, and the detection floor is what the record could see. `"shadow": false` in
+# the record (`check(..., shadow=False)`) leaves it out.
+
+#: The precision each low one is shadowed in.
+SHADOW_DTYPE = {"float32": "float64", "float16": "float64", "bfloat16": "float64", "complex64": "complex128"}
+#: The record field of the shadow, and the spec's note that a run is one (naming the precision it shadows).
+SHADOW = "float64_shadow"
+SHADOW_OF = "shadow_of"
+
+
+def shadow_spec(spec: CheckSpec) -> CheckSpec:
+    """The check of `spec` in float64 (complex128): tolerances and steps of the wider dtype unless the author set them."""
+    wide = SHADOW_DTYPE[spec.dtype]
+    written = spec.finite_difference
+    raw = {
+        "scheme": written["scheme"],
+        **({"step": written["step"]} if written.get("step") is not None else {}),
+        **({"mode": written["mode"]} if "mode" in written else {}),
+        **({"rtol": written["rtol"], "atol": written["atol"]} if spec.fd_tolerance_explicit else {}),
+    }
+    return dataclasses.replace(
+        spec,
+        dtype=wide,
+        tolerance=dict(spec.tolerance) if spec.tolerance_explicit else comparison_tolerance(wide),
+        finite_difference=finite_difference_field(raw, wide, DEFAULT_LIMITS)[0],
+        extra={**spec.extra, SHADOW_OF: spec.dtype},
+    )
+
+
+def _shadow_refusal(spec: CheckSpec, device: str) -> Message | None:
+    """Why the function's code cannot be shadowed in float64 (one forward pass there), or None where it can."""
+    wide = SHADOW_DTYPE[spec.dtype]
+    if device.startswith("mps"):
+        return Message("the device {device} has no {wide}", device=device, wide=wide)
+    function: Callable = compile_expression(spec.expression) if spec.expression else spec.function
+    try:
+        with torch.no_grad():
+            found = function(**_leaves(shadow_spec(spec), device, requires_grad=False))
+    except Exception as exc:  # the user's code that runs in its own precision only: the record says so
+        return Message("the code does not run in {wide}: {error}", wide=wide, error=exception_line(exc))
+    outputs = found if isinstance(found, (tuple, list)) else (found,)
+    kept = sorted(
+        {str(t.dtype).removeprefix("torch.") for t in outputs if isinstance(t, torch.Tensor) and t.is_floating_point()}
+        | {str(t.dtype).removeprefix("torch.") for t in outputs if isinstance(t, torch.Tensor) and t.is_complex()}
+    )
+    if any(dtype != wide for dtype in kept):
+        return Message(
+            "with {wide} inputs the code's output is {kept}: it fixes its own precision, so it cannot be checked in "
+            "{wide}",
+            wide=wide,
+            kept=", ".join(kept),
+        )
+    return None
+
+
+def _counted_in_shadow(spec: CheckSpec, found: dict) -> bool:
+    """Whether a failure of the shadow counts: not a comparison of a derivative written as numbers."""
+    name = found.get("input")
+    written = spec.analytical.get(name) if name is not None else None
+    numbers = written is not None and not isinstance(written, Expression) and not callable(written)
+    return not (numbers and found.get("left_label") == "analytical")
+
+
+def with_shadow(spec: CheckSpec, device: str, record: dict) -> dict:
+    """The record with its float64 shadow (the block, and its failures joined), for a low precision; else as it is."""
+    if spec.dtype not in SHADOW_DTYPE or not spec.shadow or SHADOW_OF in spec.extra:
+        return record
+    if any(found.get("comparison") == "user_code" for found in record.get("failures") or []):
+        return record  # the user's code stopped the check: nothing to see again in float64
+    wide = SHADOW_DTYPE[spec.dtype]
+    refusal = _shadow_refusal(spec, device)
+    shadowed = None
+    if refusal is None:
+        try:
+            shadowed = _run_on(shadow_spec(spec), device, sweep=False, symbolic=False)
+        except Exception as exc:  # a fault of the user's code in float64 only: not run, and why
+            reason = fault_in_user_code(exc, spec) if not isinstance(exc, NotDifferentiable) else exc.message
+            if reason is None:
+                raise
+            refusal = Message("the code does not run in {wide}: {error}", wide=wide, error=reason)
+    if shadowed is None:
+        record[SHADOW] = {"status": "not_run", "dtype": wide, "reason": refusal}
+        return record
+    counted = [f for f in shadowed["failures"] if _counted_in_shadow(spec, f)]
+    failures = [
+        {
+            **found,
+            "comparison": SHADOW,
+            "shadowed": found["comparison"],
+            "reason": Message(
+                "in {wide}, the same code at the same point fails: {reason}", wide=wide, reason=found["reason"]
+            ),
+        }
+        for found in counted
+    ]
+    block = {
+        "status": "observed",
+        "dtype": wide,
+        "passed": not counted,
+        "comparisons": len(shadowed["comparisons"]),
+        "failure": failures[0] if failures else None,
+        "reason": Message(
+            "the same check in {wide}, at the inputs as {dtype} holds them, with {wide}'s tolerances, passed",
+            wide=wide,
+            dtype=spec.dtype,
+        )
+        if not counted
+        else Message(
+            "the same check in {wide}, at the inputs as {dtype} holds them, with {wide}'s tolerances, failed",
+            wide=wide,
+            dtype=spec.dtype,
+        ),
+    }
+    if len(counted) < len(shadowed["failures"]):
+        block["note"] = Message("the derivative written as numbers is compared in {dtype} only", dtype=spec.dtype)
+    record[SHADOW] = block
+    if record["passed"]:  # a failing record keeps its own failures; the block says what float64 saw
+        _join(record, failures, passed=not failures)
+    return ensure_failure(record)
 
 
 # -------------------- faults in the user's code

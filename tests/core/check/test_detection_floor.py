@@ -3,30 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from jupyterlab_gradcheck.api import check
+from support.functions import planted
 
 X = [0.5, 1.0, 2.0, 3.0]
-
-
-def planted(relative: float, at: int):
-    """x*sin(x) as a Function whose backward is off by `relative` of its value at element `at`."""
-
-    class Planted(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * torch.sin(x)
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            slope = torch.sin(x) + x * torch.cos(x)
-            slope[at] = slope[at] * (1 + relative)
-            return g * slope
-
-    return Planted
 
 
 def test_a_float32_pass_states_its_floor_and_a_float64_one_has_none():
@@ -49,11 +30,12 @@ def test_a_float32_pass_states_its_floor_and_a_float64_one_has_none():
 def test_the_floor_is_honest_an_error_twice_it_is_caught_and_half_of_it_is_not(dtype):
     """Given the floor a correct x*sin(x) reports in a low precision, and the element it names,
     when an error of twice the floor is planted in the backward at that element, and then one of half,
-    then the first fails at that element and the second passes: the floor is where detection begins."""
-    floor = check(planted(0.0, 0), x=X, dtype=dtype, ledger=False).record["detection_floor"]
+    then, in the low precision alone (no float64 shadow, which sees further: test_float64_shadow.py), the first
+    fails at that element and the second passes: the floor is where the low precision's detection begins."""
+    floor = check(planted(0.0, 0), x=X, dtype=dtype, ledger=False, shadow=False).record["detection_floor"]
     at = floor["index"][0]
-    caught = check(planted(2 * floor["relative"], at), x=X, dtype=dtype, ledger=False).record
-    missed = check(planted(0.5 * floor["relative"], at), x=X, dtype=dtype, ledger=False).record
+    caught = check(planted(2 * floor["relative"], at), x=X, dtype=dtype, ledger=False, shadow=False).record
+    missed = check(planted(0.5 * floor["relative"], at), x=X, dtype=dtype, ledger=False, shadow=False).record
     assert caught["passed"] is False
     assert caught["failure"]["index"] == [at]
     assert missed["passed"] is True

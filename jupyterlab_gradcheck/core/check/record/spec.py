@@ -682,6 +682,7 @@ INPUT_FIELDS = (
     "executed",
     "fixed",
     "hessian",
+    "shadow",
 )
 #: Fields a completed record carries; accepted on input (a record can be re-run) and ignored. The rules a record
 #: names (or a record of 0.1.0's policy) are among them: a check always runs under today's (core/check/record/spec.py).
@@ -701,6 +702,7 @@ OUTPUT_FIELDS = (
     "function_source",
     "second_order",
     "function_modes",
+    "float64_shadow",
 )
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d{1,2})?|mps|auto)\Z")  # \Z: `$` would let "cpu\n" through
 
@@ -735,6 +737,8 @@ class CheckSpec:
     #: For a callable returning several outputs: per output, its expectation parsed as `analytical`
     #: (None for an output that is not differentiated), from `analytical_gradient = {"outputs": [...]}`.
     outputs_analytical: list | None = None
+    #: Whether a check in a low precision is also run in float64 (core/check/engine.py, "float64 shadow").
+    shadow: bool = True
     extra: dict = field(default_factory=dict)
 
     @property
@@ -765,6 +769,7 @@ class CheckSpec:
             "executed": False,
             RULES_FIELD: RULES,
             **({"fixed": self.fixed} if self.fixed else {}),
+            **({} if self.shadow else {"shadow": False}),
             **(
                 {"hessian": _callable_text(self.hessian) if callable(self.hessian) else self.hessian}
                 if self.hessian is not None
@@ -954,7 +959,7 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
                 output=list(output),
                 field="grad_output",
             )
-    for flag in ("executed",):
+    for flag in ("executed", "shadow"):
         if flag in record and not isinstance(record[flag], bool):
             raise SpecError("{flag} must be true or false", flag=flag, field=flag)
     fixed = parse_fixed(record.get("fixed"), inputs, is_callable)
@@ -995,4 +1000,5 @@ def parse_spec(record, *, limits: Limits = DEFAULT_LIMITS) -> CheckSpec:
         fixed=fixed,
         hessian=parse_hessian(record.get("hessian"), list(inputs), sum(numel(s) for s in shapes.values())),
         outputs_analytical=outputs_analytical,
+        shadow=record.get("shadow", True),
     )

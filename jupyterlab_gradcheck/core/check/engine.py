@@ -57,6 +57,7 @@ from .first_order import FirstOrder, as_dtype, diagnosed_failures, elements, fai
 from .record.spec import (
     CheckSpec,
     comparison_tolerance,
+    fd_tolerance,
     finite_difference_field,
     parse_spec,
     resolve_device,
@@ -475,13 +476,13 @@ def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:
 # one-element error of a custom backward under about 1e-3 of its value hides in the finite differences' rounding.
 # Where the same code also runs in float64, the check runs again there, by default: the same function, the same
 # point (the inputs as the low precision holds them, cast), float64's own tolerances (the author's where they set
-# them), no step sweep and no SymPy. Where the record passed, the shadow's failures are the record's, each saying
-# that float64 saw it; where it failed, the block says whether float64 sees a failure too (rounding, or a bug).
-# A derivative written as numbers is compared in the declared dtype only: numbers written to float32 precision
-# are not a float64 bug. Where the code does not run in float64 (it raises there, or its output stays in the low
-# precision: code fixed to its dtype, a kernel for that dtype only, a device without float64), the
-# `float64_shadow` block says why, and the detection floor is what the record could see. `"shadow": false` in
-# the record (`check(..., shadow=False)`) leaves it out.
+# others than the dtype's defaults), no step sweep and no SymPy. Where the record passed, the shadow's failures
+# are the record's, each saying that float64 saw it; where it failed, the block says whether float64 sees a
+# failure too (rounding, or a bug). A derivative written as numbers is compared in the declared dtype only:
+# numbers written to float32 precision are not a float64 bug. Where the code does not run in float64 (it raises
+# there, or its output stays in the low precision: code fixed to its dtype, a kernel for that dtype only, a
+# device without float64), the `float64_shadow` block says why, and the detection floor is what the record could
+# see. `"shadow": false` in the record (`check(..., shadow=False)`) leaves it out.
 
 #: The precision each low one is shadowed in.
 SHADOW_DTYPE = {"float32": "float64", "float16": "float64", "bfloat16": "float64", "complex64": "complex128"}
@@ -490,20 +491,28 @@ SHADOW = "float64_shadow"
 SHADOW_OF = "shadow_of"
 
 
+def _authors(explicit: bool, tolerance: dict, default: dict) -> bool:
+    """Whether a tolerance is the author's own: set, and not the dtype's default (a completed record, replayed, writes
+    its default out)."""
+    return explicit and (tolerance["rtol"], tolerance["atol"]) != (default["rtol"], default["atol"])
+
+
 def shadow_spec(spec: CheckSpec) -> CheckSpec:
     """The check of `spec` in float64 (complex128): tolerances and steps of the wider dtype unless the author set them."""
     wide = SHADOW_DTYPE[spec.dtype]
     written = spec.finite_difference
+    own_fd = _authors(spec.fd_tolerance_explicit, written, fd_tolerance(spec.dtype, written["scheme"]))
     raw = {
         "scheme": written["scheme"],
         **({"step": written["step"]} if written.get("step") is not None else {}),
         **({"mode": written["mode"]} if "mode" in written else {}),
-        **({"rtol": written["rtol"], "atol": written["atol"]} if spec.fd_tolerance_explicit else {}),
+        **({"rtol": written["rtol"], "atol": written["atol"]} if own_fd else {}),
     }
+    own = _authors(spec.tolerance_explicit, spec.tolerance, comparison_tolerance(spec.dtype))
     return dataclasses.replace(
         spec,
         dtype=wide,
-        tolerance=dict(spec.tolerance) if spec.tolerance_explicit else comparison_tolerance(wide),
+        tolerance=dict(spec.tolerance) if own else comparison_tolerance(wide),
         finite_difference=finite_difference_field(raw, wide, DEFAULT_LIMITS)[0],
         extra={**spec.extra, SHADOW_OF: spec.dtype},
     )

@@ -366,9 +366,11 @@ def _add_function_modes(record: dict, modes: dict | None) -> None:
 
 def _add_grad_output_derivative(block: dict, found: dict) -> None:
     """The double backward's derivative in grad_output, into the second-order block: its failures first (they name
-    an element, where a failing gradgradcheck names none)."""
+    an element, where a failing gradgradcheck names none), after a double backward found nondeterministic."""
     block["grad_output"] = found
-    block["failures"] = found.get("failures", []) + block["failures"]
+    repeats = [f for f in block["failures"] if f["diagnosis"] == "nondeterministic"]
+    others = [f for f in block["failures"] if f["diagnosis"] != "nondeterministic"]
+    block["failures"] = repeats + found.get("failures", []) + others
     block["passed"] = block["passed"] and not found.get("failures")
 
 

@@ -566,6 +566,9 @@ def observe_autograd(function, leaves: dict, grad_output) -> tuple[dict, dict, o
 # bits. When they differ the backward is nondeterministic (a random op, cuDNN's or atomic adds' kernels),
 # and a wrong-looking derivative is then no evidence of a wrong formula: the record names it as such,
 # with the largest difference between the repeats and where it is.
+#
+# The second order repeats its double backward the same way (core/check/autograd/second_order.py): one
+# row of the Hessian taken again from a fresh graph, held to the same rule by the same two functions.
 
 #: The settings that make PyTorch's kernels deterministic, named in a `nondeterministic` failure's reason.
 DETERMINISTIC_SETTINGS = "torch.use_deterministic_algorithms(True), torch.backends.cudnn.deterministic = True"
@@ -574,16 +577,19 @@ DETERMINISTIC_SETTINGS = "torch.use_deterministic_algorithms(True), torch.backen
 REPEATS = ("backward_pass_1", "after_clear_none", "autograd_grad")
 
 
-def repeat_differences(raw: dict, dtype: str) -> dict | None:
-    """The `nondeterminism` block when identical backward calls gave different gradients, else None:
-    the largest difference between the repeats, its input and element, and whether any element's
-    difference is beyond `repeat_tolerance` (which fails the check)."""
+def repeat_differences(raw: dict, dtype: str, passes: tuple = REPEATS) -> dict | None:
+    """The `nondeterminism` block when identical calls gave different gradients, else None: the largest
+    difference between the repeats, its input and element, and whether any element's difference is beyond
+    `repeat_tolerance` (which fails the check).
+
+    `raw` maps each of `passes` (the first order's three by default) to {input name: tensor}; every other
+    pass is held against the first, element by element."""
     from ..record.spec import repeat_tolerance
 
     tolerance = repeat_tolerance(dtype)
     found, beyond = None, False
-    for name, first in raw[REPEATS[0]].items():
-        for other in REPEATS[1:]:
+    for name, first in raw[passes[0]].items():
+        for other in passes[1:]:
             second = raw[other][name]
             if same_bits(first, second):
                 continue
@@ -595,8 +601,8 @@ def repeat_differences(raw: dict, dtype: str) -> dict | None:
             largest = float(difference[at])
             if found is None or largest > found["largest_difference"]:
                 found = {
-                    "repeats": len(REPEATS),
-                    "passes": [REPEATS[0], other],
+                    "repeats": len(passes),
+                    "passes": [passes[0], other],
                     "input": name,
                     "index": unravel(at, first.shape),
                     "values": [first.reshape(-1)[at].item(), second.reshape(-1)[at].item()],
@@ -608,19 +614,33 @@ def repeat_differences(raw: dict, dtype: str) -> dict | None:
     return found
 
 
-def nondeterminism_failure(block: dict) -> dict:
-    """The failure of a backward whose identical calls disagree beyond `repeat_tolerance`."""
-    index = "".join(f"[{i}]" for i in block["index"])
+def nondeterminism_failure(block: dict, *, second_order: bool = False) -> dict:
+    """The failure of a backward whose identical calls disagree beyond `repeat_tolerance`; with `second_order`,
+    of a double backward (the block then names its Hessian entry and the `elements` of the inputs it joins)."""
+    said = {
+        "first": f"{block['values'][0]:.9g}",
+        "second": f"{block['values'][1]:.9g}",
+        "difference": f"{block['largest_difference']:.3g}",
+        "settings": DETERMINISTIC_SETTINGS,
+    }
+    if second_order:
+        reason = Message(
+            "at second order the double backward is nondeterministic: two identical calls (same input, same "
+            "grad_output, the same element of the gradient differentiated again) give H[{index}] ({elements}) = "
+            "{first} and {second}, a difference of {difference}; a random op in the backward's own backward, or "
+            "nondeterministic kernels (cuDNN, atomic adds), not a wrong formula: {settings} remove the kernels' part",
+            index=", ".join(map(str, block["index"])),
+            elements=", ".join(block["elements"]),
+            **said,
+        )
+        return event_failure("second_order_repeats", reason, diagnosis="nondeterministic", input_name=block["input"])
     reason = Message(
         "the backward is nondeterministic: two identical calls (same input, same grad_output) give "
         "{input}{index} = {first} and {second}, a difference of {difference}; a random op in the backward, "
         "or nondeterministic kernels (cuDNN, atomic adds), not a wrong formula: {settings} remove the kernels' part",
         input=block["input"],
-        index=index,
-        first=f"{block['values'][0]:.9g}",
-        second=f"{block['values'][1]:.9g}",
-        difference=f"{block['largest_difference']:.3g}",
-        settings=DETERMINISTIC_SETTINGS,
+        index="".join(f"[{i}]" for i in block["index"]),
+        **said,
     )
     return event_failure("repeats", reason, diagnosis="nondeterministic", input_name=block["input"])
 

@@ -18,6 +18,9 @@ second derivatives included, as gradgradcheck checks them); the record's `layout
 input's elements lie. A backward that is not differentiable (a `.detach()` inside it, a value
 computed outside autograd) gives a gradient with no graph: that is a failure with that reason,
 not a crash.
+
+The double backward is repeated (`double_backward_repeat`): one row of the autograd Hessian is taken
+again from a fresh forward and gradient, and held to the first order's repeat rule.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ...values.tensors import describe, to_tensor
 from ..compare.comparison import compare
 from ..fd.steps import mode_tolerances
 from ..record.spec import DOUBLE_BACKWARD, refuse_wrong_size
-from .observations import event_failure, failure
+from .observations import event_failure, failure, nondeterminism_failure, repeat_differences
 
 # -------------------- grad output derivative
 # The double backward with respect to grad_output: the half of the second order a Hessian does not see.
@@ -152,17 +155,22 @@ def _gradients(function, values: dict, v, *, create_graph: bool):
 
 
 def autograd_hessian(function, values: dict, v):
-    """(N x N Hessian by double backward, or None, and a note: why it is None, or which inputs' gradients
-    carry no graph and were taken as constant)."""
+    """(N x N Hessian by double backward, or None, a note: why it is None, or which inputs' gradients
+    carry no graph and were taken as constant, and per input whether its gradient carried a graph)."""
     with torch.enable_grad():
         leaves, parts = _gradients(function, values, v, create_graph=True)
         flat_leaves = list(leaves.values())
         constant = [n for n, part in zip(leaves, parts) if not part.requires_grad]
+        differentiated = [part.requires_grad for part in parts]
         if len(constant) == len(parts):
-            return None, Message(
-                "the backward is not differentiable: the gradient of {name} it returns carries no "
-                "graph (a .detach() inside it, or a value computed outside autograd)",
-                name=", ".join(constant),
+            return (
+                None,
+                Message(
+                    "the backward is not differentiable: the gradient of {name} it returns carries no "
+                    "graph (a .detach() inside it, or a value computed outside autograd)",
+                    name=", ".join(constant),
+                ),
+                differentiated,
             )
         rows = []
         for part in parts:
@@ -189,7 +197,68 @@ def autograd_hessian(function, values: dict, v):
         if constant
         else ""
     )
-    return torch.stack(rows).detach(), note
+    return torch.stack(rows).detach(), note, differentiated
+
+
+# -------------------- repeats
+# A double backward whose identical calls disagree, named as such (as the first order's repeats,
+# core/check/autograd/observations.py).
+#
+# A random op or a nondeterministic kernel in the backward's own backward (a backward written with a
+# second Function, whose backward draws noise) leaves the first order's repeats the same bits and makes
+# the Hessian disagree with the finite differences of the gradient, which reads as a wrong formula. So
+# one row of the autograd Hessian is taken again with identical arguments: a fresh forward, a fresh
+# gradient with create_graph=True (a random term drawn while the first backward builds its graph is drawn
+# again), and that row's element of the gradient differentiated again. It is held to the Hessian's row,
+# element by element, under `repeat_tolerance` (zero in float64: the same bits). The row repeated is the
+# one holding the Hessian's largest entry (noise relative to the values shows most there), among the
+# rows that came from a double backward. It costs one double-backward pass (and one gradient) beside
+# the N of the Hessian.
+
+#: The two passes the repeat holds against each other, as the block's `passes` names them.
+REPEAT_PASSES = ("hessian_autograd", "hessian_autograd_repeat")
+
+
+def _repeated_row(hessian, differentiated: list[bool], layout: list[dict]) -> int | None:
+    """The row of the largest entry among the rows whose gradient element carries a graph, or None."""
+    rows = torch.zeros(hessian.shape[0], dtype=torch.bool, device=hessian.device)
+    for part, flag in zip(layout, differentiated):
+        rows[part["offset"] : part["offset"] + part["numel"]] = flag
+    if not bool(rows.any()):
+        return None
+    size = hessian.detach().abs().amax(dim=1)
+    size = torch.where(torch.isnan(size), torch.full_like(size, torch.inf), size)
+    return int(torch.where(rows, size, torch.full_like(size, -1.0)).argmax())
+
+
+def double_backward_repeat(function, values: dict, v, hessian, differentiated: list[bool]) -> tuple:
+    """(k, block): the row k of `hessian` (autograd's) taken again with identical arguments from a fresh
+    graph (None where no row came from a double backward), and the second order's `nondeterminism` block
+    where the two differ, else None. `differentiated` says, per input, whether its gradient carried a graph."""
+    layout = _layout(values)
+    k = _repeated_row(hessian, differentiated, layout)
+    if k is None:
+        return None, None
+    where = next(p for p in layout if p["offset"] <= k < p["offset"] + p["numel"])
+    position = [p["input"] for p in layout].index(where["input"])
+    with torch.enable_grad():
+        leaves, parts = _gradients(function, values, v, create_graph=True)
+        flat_leaves = list(leaves.values())
+        part = parts[position]
+        if not part.requires_grad:  # the fresh gradient has no graph where the first had one: they differ
+            again = [None] * len(flat_leaves)
+        else:
+            again = torch.autograd.grad(part[k - where["offset"]], flat_leaves, allow_unused=True)
+    row = torch.cat([(torch.zeros_like(leaf) if g is None else g).reshape(-1) for leaf, g in zip(flat_leaves, again)])
+    label = ", ".join(values)
+    dtype = str(hessian.dtype).replace("torch.", "")
+    block = repeat_differences(
+        {REPEAT_PASSES[0]: {label: hessian[k]}, REPEAT_PASSES[1]: {label: row.detach()}}, dtype, REPEAT_PASSES
+    )
+    if block is not None:
+        j = block["index"][0]
+        block.update(index=[k, j], elements=[_element(layout, k), _element(layout, j)])
+    return k, block
 
 
 def finite_difference_hessian(function, values: dict, v):
@@ -282,7 +351,11 @@ def second_order(
     layout = _layout(values)
     x = next(iter(values.values()))
     weights = None if v is None else v.detach()
-    autograd, reason = autograd_hessian(function, values, weights)
+    autograd, reason, differentiated = autograd_hessian(function, values, weights)
+    # the double backward again, one row from a fresh graph: identical calls must agree (repeat_tolerance)
+    repeated_row, repeated = None, None
+    if autograd is not None:
+        repeated_row, repeated = double_backward_repeat(function, values, weights, autograd, differentiated)
     fd = finite_difference_hessian(function, values, weights)
     # the finite differences of a gradient (central, step eps^(1/3) max(1, |x|)) against the double
     # backward: the modes' "differences" tolerance in x's dtype and on its device (core/check/fd/steps.py)
@@ -300,6 +373,7 @@ def second_order(
             "note": reason,
             "description": Message("autograd.grad of each element of autograd.grad(..., create_graph=True)"),
             **({"hessian": describe(autograd)} if autograd is not None else {}),
+            **({"repeated_row": repeated_row} if repeated_row is not None else {}),
         },
         "finite_difference": {
             "name": "hessian_finite_difference",
@@ -339,6 +413,9 @@ def second_order(
             )
         )
     failures += [_failure(row, label, layout if several else None) for row in comparisons if not row["passed"]]
+    if repeated is not None and repeated["beyond_tolerance"]:
+        # first: a double backward that disagrees with itself is why the Hessian disagrees with the differences
+        failures.insert(0, nondeterminism_failure(repeated, second_order=True))
     passed = not failures and observations["torch_gradgradcheck"]["status"] != "failed"
     n = sum(t.numel() for t in values.values())
     block = {
@@ -358,6 +435,8 @@ def second_order(
             f"H[i, j] = d^2 {phi} / dz_i dz_j over z, the inputs flattened and concatenated in the order {label}"
         )
         block["layout"] = layout
+    if repeated is not None:
+        block["nondeterminism"] = repeated
     return block
 
 

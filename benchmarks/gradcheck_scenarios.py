@@ -359,6 +359,43 @@ class RandomBackward(Cube):
         return g * 3 * x**2 * (1 + 0.1 * torch.rand(()))
 
 
+class RandomMaskJvp(CubeWithJvp):
+    """x^3 whose jvp draws a dropout-like random mask that leaves this result unchanged: right one at a time,
+    and refused by vmap (a random operation under vmap is batch-dependent)."""
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        keep = torch.rand(t.shape, dtype=t.dtype, device=t.device) >= 0.0  # every element kept
+        return 3 * x**2 * t * keep
+
+
+#: A workspace shared by every call, as a hand-written kernel keeps one.
+WORKSPACE = torch.zeros(3, dtype=torch.float64)
+
+
+class SharedWorkspaceJvp(CubeWithJvp):
+    """x^3 whose jvp stages its tangent in a workspace shared by every call: right one tangent at a time,
+    wrong for a batch of them (the batch cannot share one workspace)."""
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        WORKSPACE.copy_(t)
+        return 3 * x**2 * WORKSPACE
+
+
+class SharedWorkspaceBackward(Cube):
+    """x^3 whose backward stages its grad_output in a workspace shared by every call: right one grad_output
+    at a time, wrong for a batch of them."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        WORKSPACE.copy_(g)
+        return 3 * x**2 * WORKSPACE
+
+
 class ValueShape(torch.autograd.Function):
     """2x, or its first two elements once x[0] passes 1 (the shape depends on the values; checked at x[0] = 1)."""
 
@@ -785,6 +822,41 @@ SCENARIOS: list[Scenario] = [
         reason=("nondeterministic",),
         input="x",
         torch_options={"check_batched_grad": True},
+    ),
+    Scenario(
+        "backward with a shared workspace under batched gradients",
+        "test_gradcheck_check_batched_grad",
+        "fail",
+        SharedWorkspaceBackward,
+        {"x": X},
+        reason=("batched_grad", "depends on the batch"),
+        torch_options={"check_batched_grad": True},
+    ),
+    Scenario(
+        "right jvp under batched forward gradients",
+        "test_gradcheck_forward_ad_batched_grad",
+        "pass",
+        CubeWithJvp,
+        {"x": X},
+        torch_options={"check_forward_ad": True, "check_batched_forward_grad": True},
+    ),
+    Scenario(
+        "random jvp under batched forward gradients",
+        "test_gradcheck_forward_ad_batched_grad",
+        "fail",
+        RandomMaskJvp,
+        {"x": X},
+        reason=("batched_forward_grad", "the jvp draws random numbers"),
+        torch_options={"check_forward_ad": True, "check_batched_forward_grad": True},
+    ),
+    Scenario(
+        "jvp with a shared workspace under batched forward gradients",
+        "test_gradcheck_forward_ad_batched_grad",
+        "fail",
+        SharedWorkspaceJvp,
+        {"x": X},
+        reason=("batched_forward_grad", "the jvp depends on the batch"),
+        torch_options={"check_forward_ad": True, "check_batched_forward_grad": True},
     ),
     Scenario(
         "stride-0 input",

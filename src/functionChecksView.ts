@@ -34,7 +34,12 @@ import {
 import { wordsFor } from './words';
 
 /** The modes in the order the engine runs them; any other mode of the record follows. */
-const MODE_ORDER = ['forward_ad', 'batched_grad', 'undefined_grad'];
+const MODE_ORDER = [
+  'forward_ad',
+  'batched_grad',
+  'batched_forward_grad',
+  'undefined_grad'
+];
 
 /** The second-order observations in reading order: autograd's (beside the expectation), finite differences, gradgradcheck. */
 const SECOND_ORDER_ORDER = [

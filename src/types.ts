@@ -191,6 +191,7 @@ export interface IFunctionModes {
   functions?: string[];
   forward_ad?: IFunctionMode;
   batched_grad?: IFunctionMode;
+  batched_forward_grad?: IFunctionMode;
   undefined_grad?: IFunctionMode;
   [mode: string]: IFunctionMode | string | string[] | undefined;
 }

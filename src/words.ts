@@ -64,6 +64,9 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
       batched_grad_vs_one_at_a_time: trans.__(
         'batched gradients vs one at a time'
       ),
+      batched_forward_grad_vs_one_at_a_time: trans.__(
+        'batched forward gradients vs one at a time'
+      ),
       undefined_grad: trans.__('backward with undefined gradients'),
       undefined_grad_vs_zero: trans.__('gradient vs zero')
     },
@@ -77,6 +80,7 @@ function tables(): { [K in CodeKind]: { [code: string]: string } } {
     mode: {
       forward_ad: trans.__('forward mode (jvp)'),
       batched_grad: trans.__('batched gradients (vmap)'),
+      batched_forward_grad: trans.__('batched forward gradients (vmap)'),
       undefined_grad: trans.__('undefined gradients')
     },
     historyTarget: {

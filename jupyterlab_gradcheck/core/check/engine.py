@@ -347,6 +347,10 @@ _MODE_REASONS = {
         "the backward batched by vmap differs from one grad_output at a time: suspect "
         "its vmap rule, or a backward that depends on the batch"
     ),
+    "batched_forward_grad_vs_one_at_a_time": Message(
+        "the jvp batched by vmap differs from one tangent at a time: suspect its vmap rule, or a jvp that "
+        "depends on the batch"
+    ),
     "undefined_grad_vs_zero": UNDEFINED_REASON,
 }
 

@@ -367,11 +367,12 @@ def function_modes_html(record: dict) -> str:
     modes = record.get("function_modes")
     if not modes:
         return ""
-    observations = {key: {"name": key, **modes[key]} for key in ("forward_ad", "batched_grad") if key in modes}
+    batched = ("forward_ad", "batched_grad", "batched_forward_grad")
+    observations = {key: {"name": key, **modes[key]} for key in batched if key in modes}
     for key, value_key in (("forward_ad", "tangent"), ("batched_grad", "gradients")):
         if key in observations and value_key in observations[key]:
             observations[key]["value"] = observations[key].pop(value_key)
-    comparisons = [row for key in ("forward_ad", "batched_grad") for row in modes.get(key, {}).get("comparisons", [])]
+    comparisons = [row for key in batched for row in modes.get(key, {}).get("comparisons", [])]
     undefined = modes.get("undefined_grad") or {}
     return _function_block(
         _("Forward mode and batched gradients"), _observation_rows(observations, "value"), comparisons

@@ -18,7 +18,7 @@ from jupyterlab_gradcheck.core.ledger.verify import verify_path
 from support.functions import planted
 
 X = [0.5, 1.0, 2.0, 3.0]
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+CUDA = pytest.mark.cuda  # skipped where torch sees no CUDA device (tests/conftest.py)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])

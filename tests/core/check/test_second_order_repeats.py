@@ -53,7 +53,8 @@ class NoisyCube(torch.autograd.Function):
 X = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
 
 
-def test_a_double_backward_that_draws_noise_fails_as_nondeterministic_at_second_order():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_a_double_backward_that_draws_noise_fails_as_nondeterministic_at_second_order(device):
     """Given x^3 whose backward is exact and deterministic but whose double backward multiplies by
     1 + 1e-3 u (u = torch.rand() on each call),
     when it is checked against its own double backward,
@@ -61,7 +62,8 @@ def test_a_double_backward_that_draws_noise_fails_as_nondeterministic_at_second_
     record's first failure is the second order's repeats, diagnosed nondeterministic: its reason says
     "at second order the double backward is nondeterministic" and names H[2, 2] (x[2], x[2]) and both
     values; `second_order.nondeterminism` gives that entry and the largest difference between them."""
-    record = check(lambda x: NoisyCube.apply(x).sum(), x=X, hessian="double_backward", ledger=False).record
+    record = check(lambda x: NoisyCube.apply(x).sum(), x=X.to(device), hessian="double_backward", ledger=False)
+    record = record.record
 
     assert all(row["passed"] for row in record["comparisons"])
     assert "nondeterminism" not in record

@@ -24,6 +24,8 @@ Each is skipped, with the reason PyTorch gives, where it does not apply (a Funct
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
@@ -211,7 +213,7 @@ def undefined_grad(function, leaves: dict) -> dict:
 # -------------------- forward and batched
 
 #: The observations of the block, in the record's order (`custom_op` only where the graph holds one).
-MODES = ("forward_ad", "batched_grad", "undefined_grad", "custom_op")
+MODES = ("forward_ad", "batched_grad", "batched_forward_grad", "undefined_grad", "custom_op")
 #: The module of the autograd Function PyTorch generates for a torch.library.custom_op's register_autograd.
 CUSTOM_OP_MODULE = "torch._library.autograd"
 
@@ -332,8 +334,8 @@ def batched_grad(function, leaves: dict, v) -> dict:
             return backward_failed(exc)
         try:
             batched = torch.func.vmap(grad_of)(outputs)
-        except Exception as exc:  # a backward vmap cannot batch: say so
-            return vmap_skipped(exc)
+        except Exception as exc:  # a random or batch-dependent backward fails; one vmap cannot batch is skipped
+            return vmap_refused(exc, "batched_grad", "backward")
     shown = batched[0] if not several else torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
     block = {
         "status": "observed",
@@ -365,11 +367,13 @@ def function_modes(
         return None
     block = {"input": None, "functions": [f"{c.__module__}.{c.__qualname__}" for c in classes]}
     if outputs is None:
+        forward = forward_ad(function, leaves, v, gradients)
         block.update(
             {
                 "input": _label(leaves),
-                "forward_ad": forward_ad(function, leaves, v, gradients),
+                "forward_ad": forward,
                 "batched_grad": batched_grad(function, leaves, v),
+                "batched_forward_grad": batched_forward_grad(function, leaves, forward),
             }
         )
     else:
@@ -389,12 +393,81 @@ def function_modes(
                 "batched_grad": batched_grad_outputs(
                     function, leaves, sorted(weights), SEED, _tolerances(leaves)["exact"]
                 ),
+                "batched_forward_grad": batched_forward_grad(function, leaves, forward),
             }
         )
     block["undefined_grad"] = undefined_grad(function, leaves)
     if any(c.__module__ == CUSTOM_OP_MODULE for c in classes):  # a torch.library.custom_op's generated Function
         block["custom_op"] = opcheck_registration(function, leaves)
     return block
+
+
+# -------------------- batched forward gradients
+# The jvp batched by vmap, as `gradcheck(check_batched_forward_grad=True)` checks it: `torch.func.jvp` under
+# `vmap` (a Jacobian by columns, forward-mode per-sample work) calls a Function's jvp with a batch of tangents at
+# once. For each input in turn (the others without tangent), three seeded standard normal tangents are pushed
+# through forward AD one at a time and then together under vmap (the vmap of PyTorch's own check, which batches
+# a custom Function's jvp as written), and the two are compared at the dtype's exact tolerance. A jvp that draws
+# random numbers or depends on the batch fails, naming batching (`vmap_refused`); one vmap cannot batch for
+# another reason is skipped, with vmap's words. It runs where forward mode was observed.
+
+#: Seed of the batched tangents (the direction u of forward mode takes SEED).
+TANGENT_SEED = SEED + 1
+
+
+def _tangents_of(function, leaves: dict, name: str):
+    """The jvp of `function` along a tangent of input `name` alone: every floating output's tangent (zeros where
+    forward AD leaves it undefined), flattened and side by side."""
+    import torch.autograd.forward_ad as fwad
+
+    def jvp(tangent):
+        with fwad.dual_level():
+            found = function(
+                **{n: fwad.make_dual(x.detach(), tangent) if n == name else x.detach() for n, x in leaves.items()}
+            )
+            parts = []
+            for out in found if isinstance(found, (tuple, list)) else [found]:
+                if isinstance(out, torch.Tensor) and (out.is_floating_point() or out.is_complex()):
+                    primal, t = fwad.unpack_dual(out)
+                    parts.append((torch.zeros_like(primal) if t is None else t).reshape(-1))
+            return torch.cat(parts)
+
+    return jvp
+
+
+def batched_forward_grad(function, leaves: dict, forward: dict) -> dict:
+    """The `batched_forward_grad` observation: per input, three tangents one at a time against vmap's batch of
+    them (one comparison per input), failed for a random or batch-dependent jvp, or skipped, with the reason."""
+    from torch._vmap_internals import _vmap  # the vmap of gradcheck's check_batched_forward_grad
+
+    if forward.get("status") != "observed":
+        return {
+            "status": "skipped",
+            "reason": Message("needs forward mode, which was not observed: {reason}", reason=forward.get("reason", "")),
+        }
+    generator = torch.Generator().manual_seed(TANGENT_SEED)
+    tolerance = _tolerances(leaves)["exact"]
+    comparisons = []
+    for name, x in leaves.items():
+        draws = torch.randn((3, *x.shape), dtype=x.dtype, generator=generator).to(x.device)
+        jvp = _tangents_of(function, leaves, name)
+        try:
+            one_by_one = torch.stack([jvp(draw) for draw in draws])
+        except Exception as exc:  # a jvp that runs only along some tangents: the finding
+            reason = Message(
+                "forward-mode AD raised along a random tangent of {name}, one at a time: {reason}",
+                name=name,
+                reason=exception_line(exc),
+            )
+            return {"status": "failed", "reason": reason, "failures": [event_failure("batched_forward_grad", reason)]}
+        try:
+            with warnings.catch_warnings():  # vmap's fallback for an operation without a batching rule says so
+                warnings.simplefilter("ignore", UserWarning)
+                batched = _vmap(jvp)(draws)
+        except Exception as exc:  # a random or batch-dependent jvp fails; one vmap cannot batch is skipped
+            return vmap_refused(exc, "batched_forward_grad", "jvp")
+        comparisons += batched_comparisons([name], [one_by_one], [batched], tolerance, "batched_forward_grad")
+    return {"status": "observed", "tangents": 3, "comparisons": comparisons}
 
 
 # -------------------- forward and batched outputs
@@ -453,12 +526,55 @@ def backward_failed(exc) -> dict:
     return {"status": "failed", "reason": reason, "failures": [event_failure("batched_grad", reason)]}
 
 
-def vmap_skipped(exc) -> dict:
-    """Batched gradients recorded as not applying, with the reason PyTorch gave (a backward vmap cannot batch)."""
-    return {
-        "status": "skipped",
-        "reason": Message("vmap over grad_outputs does not apply: {reason}", reason=exception_line(exc)),
-    }
+#: vmap's words when the code it batches draws random numbers (torch.func.vmap, and the vmap gradcheck uses).
+BATCH_RANDOM = ("called random operation while in randomness error mode", "random operations inside of vmap")
+#: vmap's words when the code it batches depends on the batch: it reads a value out of a tensor, branches on one,
+#: or writes a batched result into a tensor shared by the whole batch.
+BATCH_DEPENDENT = (
+    ".item() on a Tensor",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::is_nonzero",
+    "data-dependent control flow",
+    "inplace arithmetic",
+    "is not possible because",
+)
+
+
+def vmap_refused(exc, mode: str, code: str) -> dict:
+    """Batched gradients (`mode` batched_grad) or batched forward gradients (batched_forward_grad) under vmap that
+    raised: a failure where the code (`code`: "backward" or "jvp") draws random numbers (diagnosed nondeterministic)
+    or depends on the batch, as gradcheck(check_batched_grad=True, check_batched_forward_grad=True) fails it; else
+    skipped, with vmap's reason."""
+    text = exception_line(exc)
+    diagnosis = "probable_bug"
+    if any(words in text for words in BATCH_RANDOM):
+        diagnosis = "nondeterministic"
+        reason = Message(
+            "batched by vmap, the {code} draws random numbers: its result depends on the batch, which "
+            "{option} fails (vmap said: {error})",
+            code=code,
+            option=BATCH_OPTIONS[mode],
+            error=text,
+        )
+    elif any(words in text for words in BATCH_DEPENDENT):
+        reason = Message(
+            "batched by vmap, the {code} depends on the batch (it reads or branches on a value, or writes into a "
+            "tensor the batch shares), which {option} fails (vmap said: {error})",
+            code=code,
+            option=BATCH_OPTIONS[mode],
+            error=text,
+        )
+    else:
+        return {"status": "skipped", "reason": Message("vmap does not apply: {reason}", reason=text)}
+    return {"status": "failed", "reason": reason, "failures": [event_failure(mode, reason, diagnosis=diagnosis)]}
+
+
+#: The gradcheck option each batched mode stands for.
+BATCH_OPTIONS = {
+    "batched_grad": "gradcheck(check_batched_grad=True)",
+    "batched_forward_grad": "gradcheck(check_batched_forward_grad=True)",
+}
 
 
 def dual_pairs(function, leaves: dict, directions: dict) -> list:
@@ -599,8 +715,8 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
             return backward_failed(exc)
         try:
             batched = torch.func.vmap(grad_of)(*draws)
-        except Exception as exc:  # a backward vmap cannot batch: say so
-            return vmap_skipped(exc)
+        except Exception as exc:  # a random or batch-dependent backward fails; one vmap cannot batch is skipped
+            return vmap_refused(exc, "batched_grad", "backward")
     shown = torch.cat([b.reshape(b.shape[0], -1) for b in batched], dim=1)
     return {
         "status": "observed",
@@ -615,12 +731,12 @@ def batched_grad_outputs(function, leaves: dict, indices: list, seed: int, toler
     }
 
 
-def batched_comparisons(names, one_by_one, batched, tolerance: dict) -> list[dict]:
-    """Each input's gradients under the three grad_outputs taken one at a time against vmap's batch of them,
-    flattened, within `tolerance` (the dtype's exact tolerance)."""
+def batched_comparisons(names, one_by_one, batched, tolerance: dict, mode: str = "batched_grad") -> list[dict]:
+    """Each input's gradients under the three grad_outputs (for `mode` batched_forward_grad: its tangents' jvps)
+    taken one at a time against vmap's batch of them, flattened, within `tolerance` (the dtype's exact tolerance)."""
     return [
         compare(
-            "batched_grad_vs_one_at_a_time",
+            f"{mode}_vs_one_at_a_time",
             name,
             one.detach().reshape(-1),
             together.detach().reshape(-1),

@@ -464,6 +464,67 @@ def _custom_ops():
 
 CUSTOM_CUBE, CUSTOM_CUBE_NO_AUTOGRAD = _custom_ops()
 
+
+def _cube_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _cube_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return g * 3 * x**2
+
+
+def _registration_ops() -> dict:
+    """torch.library custom ops whose schema or autograd registration is wrong in one way, as
+    test_custom_ops.py's opcheck tests write them (test_incorrect_schema_mutation,
+    test_autograd_registered_at_backend), and two right ones: {name: op}."""
+    lib = "gradcheck_scenarios"
+
+    @torch.library.custom_op(f"{lib}::cube_writes_x", mutates_args=())
+    def cube_writes_x(x: torch.Tensor) -> torch.Tensor:
+        y = x**3
+        x.mul_(2)  # the schema says x is only read
+        return y
+
+    cube_writes_x.register_autograd(_cube_backward, setup_context=_cube_setup)
+
+    @torch.library.custom_op(f"{lib}::cube_declares_x", mutates_args=("x",))
+    def cube_declares_x(x: torch.Tensor) -> torch.Tensor:
+        return x**3  # declares a write into x it does not make
+
+    @torch.library.custom_op(f"{lib}::running_max", mutates_args=("out",))
+    def running_max(x: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(torch.maximum(out, x))  # a buffer, declared: what mutates_args is for
+
+    @torch.library.custom_op(f"{lib}::cube_wrong", mutates_args=())
+    def cube_wrong(x: torch.Tensor) -> torch.Tensor:
+        return x**3
+
+    cube_wrong.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0] ** 2, setup_context=_cube_setup)
+
+    # a kernel on the CPU key alone: autograd runs through its body, and no autograd kernel is registered
+    backend = torch.library.Library(lib, "FRAGMENT")
+    backend.define("cube_on_cpu(Tensor x) -> Tensor")
+    backend.impl("cube_on_cpu", lambda x: x**3, "CPU")
+    return {
+        "writes_x": cube_writes_x,
+        "declares_x": cube_declares_x,
+        "running_max": running_max,
+        "wrong": cube_wrong,
+        "on_cpu": torch.ops.gradcheck_scenarios.cube_on_cpu.default,
+        "library": backend,  # kept: the registration lasts as long as its Library
+    }
+
+
+REGISTRATION_OPS = _registration_ops()
+
+
+def _tracks_max(x, out):
+    """x^3 summed, beside a running maximum of x kept in the buffer `out` by a custom op."""
+    REGISTRATION_OPS["running_max"](x, out)
+    return (x**3).sum()
+
+
 # -------------------- the scenarios
 
 X = [0.5, 1.0, 1.5]
@@ -494,6 +555,9 @@ class Scenario:
     refused: bool = False
     #: The keywords PyTorch's test passes to gradcheck (check_forward_ad=True, say).
     torch_options: dict = dataclasses.field(default_factory=dict)
+    #: The custom op PyTorch's test also puts to `torch.library.opcheck` (OPCHECK_TESTS), called with the
+    #: inputs and the fixed values as keywords.
+    opcheck: Callable | None = None
 
 
 def _tensor(values, **kw):
@@ -811,7 +875,60 @@ SCENARIOS: list[Scenario] = [
         CUSTOM_CUBE_NO_AUTOGRAD,
         {"x": X},
         {"grad": "3*x**2"},
-        reason=("autograd",),
+        reason=("no autograd formula", "torch.library.register_autograd"),
+    ),
+    # ---- custom ops' schema and autograd registration, as torch.library.opcheck tests them
+    Scenario(
+        "custom op writes its input, schema says it only reads",
+        "test_custom_ops",
+        "fail",
+        REGISTRATION_OPS["writes_x"],
+        {"x": X},
+        {"grad": "3*x**2"},
+        reason=("writes into its argument x in place", "does not declare x mutable"),
+        input="x",
+        opcheck=REGISTRATION_OPS["writes_x"],
+    ),
+    Scenario(
+        "custom op declares a write into its differentiable input",
+        "test_custom_ops",
+        "fail",
+        REGISTRATION_OPS["declares_x"],
+        {"x": X},
+        {"grad": "3*x**2"},
+        reason=("declares in mutates_args that it writes into x", "drop 'x' from mutates_args"),
+        input="x",
+        opcheck=REGISTRATION_OPS["declares_x"],
+    ),
+    Scenario(
+        "custom op writes a buffer it declares",
+        "test_custom_ops",
+        "pass",
+        _tracks_max,
+        {"x": X},
+        {"grad": "3*x**2", "fixed": {"out": torch.zeros(3, dtype=torch.float64)}},
+        opcheck=REGISTRATION_OPS["running_max"],
+    ),
+    Scenario(
+        "custom op kernel on the CPU key only",
+        "test_custom_ops",
+        "fail",
+        REGISTRATION_OPS["on_cpu"],
+        {"x": X},
+        {"grad": "3*x**2"},
+        reason=("test_autograd_registration", "no autograd kernel", "torch.library.register_autograd"),
+        opcheck=REGISTRATION_OPS["on_cpu"],
+    ),
+    Scenario(
+        "custom op with a wrong register_autograd",
+        "test_custom_ops",
+        "fail",
+        REGISTRATION_OPS["wrong"],
+        {"x": X},
+        {"grad": "3*x**2"},
+        reason=("suspect the backward",),
+        input="x",
+        opcheck=REGISTRATION_OPS["wrong"],
     ),
     Scenario(
         "random backward under batched gradients",
@@ -901,10 +1018,15 @@ def ours(scenario: Scenario) -> dict:
     return check(scenario.function, **scenario.options, ledger=False, **scenario.inputs).record
 
 
+#: The tests of torch.library.opcheck that a custom-op scenario's PyTorch side runs (its others are torch.compile's).
+OPCHECK_TESTS = ("test_schema", "test_autograd_registration")
+
+
 def theirs(scenario: Scenario) -> str:
     """gradcheck's verdict, called as PyTorch's tests call it: "pass", "fail" (GradcheckError or a
     raised error, which is how gradcheck fails), with its batched-gradient and forward-mode checks
-    where the Function has a jvp, and gradgradcheck where the scenario asks for the second order."""
+    where the Function has a jvp, gradgradcheck where the scenario asks for the second order, and
+    torch.library.opcheck where the scenario names a custom op."""
     function = getattr(scenario.function, "apply", scenario.function)
     names = list(scenario.inputs)
     fixed = scenario.options.get("fixed", {})
@@ -920,6 +1042,10 @@ def theirs(scenario: Scenario) -> str:
         torch.autograd.gradcheck(positional, tensors, **scenario.torch_options)
         if "hessian" in scenario.options:
             torch.autograd.gradgradcheck(positional, tensors)
+        if scenario.opcheck is not None:
+            arguments = {n: _own_copy(_as_tensor(scenario.inputs[n])).requires_grad_(True) for n in names}
+            arguments.update({n: _own_copy(v) if isinstance(v, torch.Tensor) else v for n, v in fixed.items()})
+            torch.library.opcheck(scenario.opcheck, (), arguments, test_utils=OPCHECK_TESTS)
     except Exception:  # noqa: BLE001 (gradcheck fails by raising: GradcheckError or the function's own error)
         return "fail"
     return "pass"

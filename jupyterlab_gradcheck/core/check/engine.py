@@ -34,8 +34,10 @@ from .autograd.forward_and_batched import (
     JVP_ONLY,
     JVP_ONLY_MAX_ELEMENTS,
     MODES,
+    NO_FORMULA,
     UNDEFINED_REASON,
     function_modes,
+    opcheck_registration,
     through_jvp,
 )
 from .autograd.observations import (
@@ -422,7 +424,8 @@ def run_check(spec, *, sweep: bool | None = None, devices: list | None = None, s
         reason = fault_in_user_code(exc, spec)
         if reason is None:
             raise
-        return fault_record(spec, device, reason, input_name=getattr(exc, "input_name", None))
+        record = fault_record(spec, device, reason, input_name=getattr(exc, "input_name", None))
+        return _custom_op_fault(spec, device, record, exc)
     return with_shadow(spec, device, record)
 
 
@@ -696,6 +699,44 @@ def fault_in_user_code(exc: BaseException, spec: CheckSpec):
     return None
 
 
+def _add_custom_ops(record: dict, function, leaves: dict) -> None:
+    """The `custom_op` block of a function that calls a torch.library custom op
+    (core/check/autograd/forward_and_batched.py), where function_modes did not observe it (an op without
+    register_autograd, one defined by torch.library.Library), its failures joined to the record's."""
+    modes = record.get("function_modes") or {}
+    if "custom_op" in modes:
+        return
+    block = opcheck_registration(function, leaves)
+    if block is not None:
+        record["function_modes"] = {"input": None, "functions": [], **modes, "custom_op": block}
+        _join(record, block["failures"], passed=not block["failures"])
+
+
+def _explains(found: dict, exc: BaseException) -> bool:
+    """Whether a custom op's failure names the fault that stopped the check: the input the op wrote into, or the
+    backward it has no formula for."""
+    if found["comparison"] == "custom_op_schema":
+        return found["input"] is not None and found["input"] == getattr(exc, "input_name", None)
+    return found["comparison"] == "custom_op_registration" and NO_FORMULA in str(exc)
+
+
+def _custom_op_fault(spec: CheckSpec, device: str, record: dict, exc: BaseException) -> dict:
+    """The fault record of a function that calls custom ops, with their `custom_op` block: its failures in the
+    place of the fault's where one of them names it (one fault, said once, at its op), else after it."""
+    if spec.expression:
+        return record
+    block = opcheck_registration(spec.function, _leaves(spec, device, requires_grad=True))
+    if block is None:
+        return record
+    record["function_modes"] = {"input": None, "functions": [], "custom_op": block}
+    if any(_explains(found, exc) for found in block["failures"]):
+        record["failures"] = block["failures"]
+    else:
+        record["failures"] = record["failures"] + block["failures"]
+    record["failure"] = record["failures"][0]
+    return record
+
+
 def _not_differentiable(exc: NotDifferentiable) -> Message:
     """The reason of a Python callable whose output autograd sees no path to from its inputs."""
     return Message(
@@ -756,6 +797,7 @@ def _one_output(spec: CheckSpec, function, leaves: dict, device: str, observed: 
         _add_function_modes(
             record, function_modes(function, leaves, part.v, part.raw["autograd_grad"], part.raw["custom_functions"])
         )
+        _add_custom_ops(record, function, leaves)
     _add_nondeterminism(record, repeat_differences(part.raw, spec.dtype))
     if _sweep_wanted(sweep, leaves, passed=record["passed"]):
         record["step_sweep"] = part.sweeper()
@@ -819,6 +861,8 @@ def _several_outputs(spec: CheckSpec, function, leaves: dict, device: str, found
         record,
         function_modes(function, leaves, None, None, graph_functions(found), outputs=len(found), weights=weights),
     )
+    if not spec.expression:
+        _add_custom_ops(record, function, leaves)
     if _sweep_wanted(sweep, leaves, passed=record["passed"]):
         k = several_outputs.sweep_output(record, parts)
         record["step_sweep"] = {**parts[k].sweeper(), "output": k}

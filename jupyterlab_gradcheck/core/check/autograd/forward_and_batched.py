@@ -24,48 +24,114 @@ Each is skipped, with the reason PyTorch gives, where it does not apply (a Funct
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ...errors import exception_line
 from ...i18n import Message
 from ...values.tensors import describe, real_inner
-from ..compare.comparison import compare
+from ..compare.comparison import _same_values, compare
 from ..fd.steps import difference_bound, mode_tolerances
 from .observations import event_failure
 from .several_outputs import differentiable
 
 # -------------------- custom op registration
-# A `torch.library.custom_op` in the graph, checked the way `torch.library.opcheck` checks its autograd registration.
+# A `torch.library` custom op the function calls, checked the way `torch.library.opcheck` checks its schema and
+# its autograd registration.
 #
-# A custom op's backward comes from `register_autograd`, and PyTorch's own test of that registration is
+# A custom op's schema says which arguments it writes into (`mutates_args`), and autograd, functionalization and
+# torch.compile trust it; its backward comes from `register_autograd`. PyTorch's own test of both is
 # `torch.library.opcheck`: `test_schema` (the op mutates and aliases only what its schema says) and
 # `test_autograd_registration` (an input that requires grad reaches an autograd kernel). Its other tests
-# (`test_faketensor`, `test_aot_dispatch_dynamic`) are about torch.compile, not gradients, and are left
-# out. The check finds each custom op the function calls (one forward pass under a dispatch mode that
-# sees every operator below autograd), runs opcheck on the first call of each with the same arguments,
-# and records the result beside forward mode and batched gradients; a test that fails is a failure.
+# (`test_faketensor`, `test_aot_dispatch_dynamic`) are about torch.compile, not gradients, and are left out.
+#
+# The check finds each custom op the function calls, whether or not it has `register_autograd`, in one forward
+# pass under a torch function mode (it sees an op called from Python, also inside a custom Function's forward, and
+# adds little to a plain pass; a dispatch mode would import torch._dynamo, about a second at a session's first
+# check), keeping the first call's arguments as they were before the call and what each call wrote. For each op it
+#
+# - runs opcheck's TESTS on copies of that first call's arguments (opcheck runs the op a few times);
+# - compares the schema with what the op really wrote: an argument the schema does not declare mutable whose
+#   version counter or values moved (opcheck's `test_schema` sees only the values: `x.mul_(1)` passes it, yet
+#   breaks any backward that saved x before the call), and an argument that requires grad declared mutable
+#   (register_autograd refuses an op that mutates its arguments, so autograd cannot differentiate through it);
+# - calls it once more on copies and runs its backward, where an input requires grad and an output does: a
+#   custom op with no autograd formula raises there (opcheck's `test_autograd_registration` passes such an op,
+#   its autograd kernel being the one that raises).
+#
+# `opcheck_registration` is the one place these become failures, one per fault: a test_schema failure that a
+# write of ours already names is not reported again, nor a missing formula of an op that cannot have one. A
+# forward pass that raises (its fault is the check's to report, not this block's) ends the search there, with
+# the ops seen until then. An op called from inside another op's implementation is not seen.
 
-#: opcheck's tests that concern a custom op's autograd registration.
+#: opcheck's tests that concern a custom op's schema and autograd registration.
 TESTS = ("test_schema", "test_autograd_registration")
 #: Operator namespaces of PyTorch itself, which are not custom ops.
 BUILT_IN = ("aten", "prim", "prims", "_c10d_functional", "profiler")
+#: torch's words when the backward of a custom op without register_autograd runs.
+NO_FORMULA = "no autograd formula was registered"
+#: opcheck's words when test_schema sees an argument's values change that the schema does not declare mutable.
+SCHEMA_MUTATION = "is not defined as mutable but was mutated"
 
 
-class _CustomOpCalls(TorchDispatchMode):
-    """Records the first call of each operator outside PyTorch's own namespaces."""
+class _CustomOpCalls(TorchFunctionMode):
+    """Records each operator outside PyTorch's own namespaces that the function calls from Python: its first call,
+    the arguments as they were before it (`calls`), and over every call the tensor arguments it wrote into or its
+    schema declares mutable (`writes`: {op: {argument: {"input", "declared", "changed", "requires_grad"}}}, `input`
+    naming the check's input the argument is, or is a view of)."""
 
-    def __init__(self):
+    def __init__(self, inputs: dict):
         super().__init__()
-        self.calls = {}
+        self.inputs = inputs
+        self.calls: dict = {}
+        self.writes: dict = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.namespace not in BUILT_IN and str(func) not in self.calls:
-            self.calls[str(func)] = (func, args, kwargs or {})
-        return func(*args, **(kwargs or {}))
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        func = _overload(func, args, kwargs)
+        if not isinstance(func, torch._ops.OpOverload) or func.namespace in BUILT_IN:
+            return func(*args, **kwargs)
+        if str(func) not in self.calls:
+            self.calls[str(func)] = (func, tree_map(_fresh, args), tree_map(_fresh, kwargs))
+        schema = func._schema.arguments
+        named = dict(zip((a.name for a in schema), args)) | kwargs
+        declared = {a.name for a in schema if a.alias_info is not None and a.alias_info.is_write}
+        tensors = {n: v for n, v in named.items() if isinstance(v, torch.Tensor) and v.layout == torch.strided}
+        before = {n: (_version(v), v.detach().clone()) for n, v in tensors.items()}
+        result = func(*args, **kwargs)
+        for name, value in tensors.items():
+            version, values = before[name]
+            changed = not _same_values(values, value.detach())
+            # a declared argument's version moves whether or not it is written (the op's ADInplaceOrView kernel)
+            if name in declared or changed or _version(value) != version:
+                seen = {"input": self._input(value), "declared": name in declared, "changed": changed}
+                self.writes.setdefault(str(func), {}).setdefault(name, {**seen, "requires_grad": value.requires_grad})
+        return result
+
+    def _input(self, value) -> str | None:
+        for name, leaf in self.inputs.items():
+            if value is leaf or value._base is leaf:
+                return name
+        return None
+
+
+def _version(tensor) -> int | None:
+    """The tensor's version counter (None for an inference tensor, which keeps none)."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return None
+
+
+def _overload(func, args, kwargs):
+    """The overload a call of an operator packet (`torch.ops.ns.op(...)`) resolves to; any other callable as it is."""
+    if not isinstance(func, torch._ops.OpOverloadPacket) or func._qualified_op_name.split("::")[0] in BUILT_IN:
+        return func
+    return getattr(func, torch._C._jit_resolve_packet(func._qualified_op_name, *args, **kwargs) or "default")
 
 
 def _fresh(value):
@@ -75,38 +141,148 @@ def _fresh(value):
     return value
 
 
-def custom_op_calls(function, leaves: dict) -> dict:
-    """{operator name: (operator, args, kwargs)} of the custom ops one forward pass of `function` calls."""
-    seen = _CustomOpCalls()
-    with torch.enable_grad(), seen:
-        function(**{n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()})
-    return seen.calls
+def custom_op_calls(function, leaves: dict) -> _CustomOpCalls:
+    """The custom ops one forward pass of `function` calls (up to a raise: the ops seen until then), their first
+    calls and their writes."""
+    fresh = {n: x.detach().clone().requires_grad_(True) for n, x in leaves.items()}
+    seen = _CustomOpCalls(fresh)
+    try:
+        with torch.enable_grad(), seen:
+            function(**fresh)
+    except Exception:  # noqa: BLE001 (the function's own fault: the check reports it)
+        pass
+    return seen
+
+
+def _without_formula(op, args, kwargs) -> bool:
+    """Whether the op's backward raises for want of an autograd formula, on copies of its first call's arguments
+    (False where no input requires grad, or no output does)."""
+    args, kwargs = tree_map(_fresh, args), tree_map(_fresh, kwargs)
+    inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not inputs:
+        return False
+    try:
+        with torch.enable_grad():
+            outputs = [t for t in tree_leaves(op(*args, **kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
+            if outputs:
+                torch.autograd.grad(outputs, inputs, [torch.ones_like(t) for t in outputs], allow_unused=True)
+    except Exception as exc:  # noqa: BLE001 (another fault of the op is the check's to report)
+        return NO_FORMULA in str(exc)
+    return False
+
+
+def _write_failures(name: str, schema: str, writes: dict) -> list:
+    """One failure per argument the op writes into and its schema does not declare mutable, and per argument that
+    requires grad and is declared mutable."""
+    failures = []
+    for arg, seen in writes.items():
+        if not seen["declared"]:
+            reason = Message(
+                "the custom op {op} writes into its argument {arg} in place, but its schema {schema} does not "
+                "declare {arg} mutable: write into a copy ({arg}.clone()) inside the op, or declare it with "
+                "mutates_args=({arg!r},)",
+                op=name,
+                arg=arg,
+                schema=schema,
+            )
+        elif seen["requires_grad"] and seen["changed"]:
+            reason = Message(
+                "the custom op {op} writes into {arg}, which requires grad (declared in mutates_args): "
+                "torch.library.register_autograd refuses an op that mutates its arguments, so autograd cannot "
+                "differentiate through it; return a new tensor instead",
+                op=name,
+                arg=arg,
+            )
+        elif seen["requires_grad"]:
+            reason = Message(
+                "the custom op {op} declares in mutates_args that it writes into {arg}, which requires grad, yet "
+                "left {arg} unchanged: autograd counts {arg} as modified in place, and "
+                "torch.library.register_autograd refuses an op that mutates its arguments; drop {arg!r} from "
+                "mutates_args",
+                op=name,
+                arg=arg,
+            )
+        else:
+            continue  # a buffer the op declares mutable (an `out`): what mutates_args is for
+        failures.append(event_failure("custom_op_schema", reason, input_name=seen["input"], op=name, argument=arg))
+    return failures
+
+
+def _opcheck_failure(name: str, qualname: str, error: str) -> dict:
+    """The failure of an opcheck test that failed (its words: "opcheck(op, ...): test_X failed with ...")."""
+    found = re.search(r"(test_\w+) failed", error)
+    test = found.group(1) if found else "opcheck"
+    if test == "test_autograd_registration":
+        reason = Message(
+            "torch.library.opcheck's test_autograd_registration fails {op}: an input requires grad but the op has "
+            "no autograd kernel (its kernel sits on a backend key such as CPU), so autograd differentiates through "
+            "its implementation, silently wrong wherever that is not plain torch code; register its backward with "
+            "torch.library.register_autograd({qualname!r}, backward, setup_context=...)",
+            op=name,
+            qualname=qualname,
+        )
+    else:
+        reason = Message("torch.library.opcheck's {test} fails {op}: {error}", test=test, op=name, error=error)
+    return event_failure("custom_op_opcheck", reason, op=name, test=test)
+
+
+def _formula_failure(name: str, qualname: str, mutable: list) -> dict:
+    """The failure of a custom op whose backward raises for want of an autograd formula."""
+    if mutable:
+        reason = Message(
+            "the custom op {op} has no autograd formula and, as it mutates {arguments}, can have none "
+            "(torch.library.register_autograd refuses an op that mutates its arguments): make it return new "
+            "tensors, then register its backward with torch.library.register_autograd",
+            op=name,
+            arguments=", ".join(mutable),
+        )
+    else:
+        reason = Message(
+            "the custom op {op} has no autograd formula, so backward through it raises: register its backward "
+            "with torch.library.register_autograd({qualname!r}, backward, setup_context=...)",
+            op=name,
+            qualname=qualname,
+        )
+    return event_failure("custom_op_registration", reason, op=name)
 
 
 def opcheck_registration(function, leaves: dict) -> dict | None:
-    """The `custom_op` observation: opcheck's TESTS on each custom op the function calls, its failures; None where
-    it calls none."""
-    calls = custom_op_calls(function, leaves)
-    if not calls:
+    """The `custom_op` observation of the custom ops the function calls (None where it calls none): opcheck's
+    TESTS on each, the arguments each writes into or declares mutable (`writes`, where any), and the failures, one
+    per fault."""
+    seen = custom_op_calls(function, leaves)
+    if not seen.calls:
         return None
-    results, failures = {}, []
-    for name, (op, args, kwargs) in calls.items():
+    results, writes, failures = {}, {}, []
+    for name, (op, args, kwargs) in seen.calls.items():
+        qualname = op._schema.name
+        found = seen.writes.get(name, {})
+        if found:
+            writes[name] = found
+        own = _write_failures(name, str(op._schema), found)
         try:
             results[name] = torch.library.opcheck(
                 op, tree_map(_fresh, args), tree_map(_fresh, kwargs), test_utils=TESTS
             )
         except Exception as exc:  # opcheck raises on the first test that fails
-            reason = Message(
-                "torch.library.opcheck fails {op}'s autograd registration: {error}", op=name, error=exception_line(exc)
-            )
-            results[name] = {"error": exception_line(exc)}
-            failures.append(event_failure("custom_op_opcheck", reason, op=name))
-    return {
+            error = exception_line(exc)
+            results[name] = {"error": error}
+            if not (own and SCHEMA_MUTATION in error):  # the write named above is the same fault
+                own.append(_opcheck_failure(name, qualname, error))
+        mutable = [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        grad_declared = any(f["comparison"] == "custom_op_schema" and f["argument"] in mutable for f in own)
+        if not grad_declared and _without_formula(op, args, kwargs):
+            own.append(_formula_failure(name, qualname, mutable))
+        failures += own
+    block = {
         "status": "failed" if failures else "observed",
         "description": Message("torch.library.opcheck's {tests} on each custom op called", tests=", ".join(TESTS)),
         "ops": results,
         "failures": failures,
     }
+    if writes:
+        block["writes"] = writes
+    return block
 
 
 # -------------------- undefined grad

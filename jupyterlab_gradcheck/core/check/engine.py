@@ -487,8 +487,9 @@ def _run_on(spec: CheckSpec, device: str, *, sweep, symbolic) -> dict:
 # point (the inputs as the low precision holds them, cast), float64's own tolerances (the author's where they set
 # others than the dtype's defaults), no step sweep and no SymPy. Where the record passed, the shadow's failures
 # are the record's, each saying that float64 saw it; where it failed, the block says whether float64 sees a
-# failure too (rounding, or a bug). A derivative written as numbers is compared in the declared dtype only:
-# numbers written to float32 precision are not a float64 bug. Where the code does not run in float64 (it raises
+# failure too (rounding, or a bug). A derivative written as numbers, or by code that returns the low
+# precision's numbers whatever it is given, is compared in the declared dtype only: float32's numbers are not a
+# float64 bug. Where the code does not run in float64 (it raises
 # there, or its output stays in the low precision: code fixed to its dtype, a kernel for that dtype only, a
 # device without float64), the `float64_shadow` block says why, and the detection floor is what the record could
 # see. `"shadow": false` in the record (`check(..., shadow=False)`) leaves it out.
@@ -553,12 +554,32 @@ def _shadow_refusal(spec: CheckSpec, device: str) -> Message | None:
     return None
 
 
-def _counted_in_shadow(spec: CheckSpec, found: dict) -> bool:
-    """Whether a failure of the shadow counts: not a comparison of a derivative written as numbers."""
-    name = found.get("input")
-    written = spec.analytical.get(name) if name is not None else None
-    numbers = written is not None and not isinstance(written, Expression) and not callable(written)
-    return not (numbers and found.get("left_label") == "analytical")
+def _fixed_expectations(spec: CheckSpec, device: str) -> set:
+    """The inputs whose written derivative holds the low precision's numbers: numbers, or a callable whose result
+    stays in a lower dtype than float64 when it is handed float64 inputs (a tensor captured in float32, say)."""
+    fixed = set()
+    leaves = None
+    for name, written in spec.analytical.items():
+        if isinstance(written, Expression):
+            continue
+        if not callable(written):
+            fixed.add(name)
+            continue
+        if leaves is None:
+            leaves = _leaves(shadow_spec(spec), device, requires_grad=False)
+        try:
+            with torch.no_grad():
+                value = written(**leaves)
+        except Exception:  # noqa: BLE001 (the shadow's own evaluation of it says what is wrong)
+            continue
+        if isinstance(value, torch.Tensor) and value.dtype != torch_dtype(SHADOW_DTYPE[spec.dtype]):
+            fixed.add(name)
+    return fixed
+
+
+def _counted_in_shadow(found: dict, fixed: set) -> bool:
+    """Whether a failure of the shadow counts: not a comparison of a derivative written in the low precision."""
+    return not (found.get("input") in fixed and found.get("left_label") == "analytical")
 
 
 def with_shadow(spec: CheckSpec, device: str, record: dict) -> dict:
@@ -581,7 +602,8 @@ def with_shadow(spec: CheckSpec, device: str, record: dict) -> dict:
     if shadowed is None:
         record[SHADOW] = {"status": "not_run", "dtype": wide, "reason": refusal}
         return record
-    counted = [f for f in shadowed["failures"] if _counted_in_shadow(spec, f)]
+    fixed = _fixed_expectations(spec, device)
+    counted = [f for f in shadowed["failures"] if _counted_in_shadow(f, fixed)]
     failures = [
         {
             **found,
@@ -611,8 +633,12 @@ def with_shadow(spec: CheckSpec, device: str, record: dict) -> dict:
             dtype=spec.dtype,
         ),
     }
-    if len(counted) < len(shadowed["failures"]):
-        block["note"] = Message("the derivative written as numbers is compared in {dtype} only", dtype=spec.dtype)
+    if fixed:
+        block["note"] = Message(
+            "the derivative of {names}, written in {dtype}'s numbers, is compared in {dtype} only",
+            names=", ".join(sorted(fixed)),
+            dtype=spec.dtype,
+        )
     record[SHADOW] = block
     if record["passed"]:  # a failing record keeps its own failures; the block says what float64 saw
         _join(record, failures, passed=not failures)

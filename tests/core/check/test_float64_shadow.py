@@ -100,15 +100,21 @@ def test_code_that_runs_in_float32_only_says_why_the_shadow_did_not_run():
     assert block["reason"] == "the code does not run in float64: TypeError: kernel for float32 only, got torch.float64"
 
 
-def test_a_derivative_written_as_numbers_is_compared_in_float32_only():
+@pytest.mark.parametrize(
+    "written",
+    [[2.46913], lambda x: torch.tensor([2.46913])],
+    ids=["numbers", "code returning float32 numbers"],
+)
+def test_a_derivative_written_in_float32_numbers_is_compared_in_float32_only(written):
     """Given x*x at 1.234567 with its derivative written to six digits (2.46913, off by 1.6e-6 of its value:
-    inside float32's 1e-4, outside float64's 1e-7), when it is checked in float32, then it passes: the shadow
-    leaves the written numbers to float32 and says so, while its autograd and finite differences agree."""
-    record = check(lambda x: x * x, [2.46913], x=[1.234567], dtype="float32", ledger=False).record
+    inside float32's 1e-4, outside float64's 1e-7), as numbers or by code that returns a float32 tensor whatever
+    it is given, when it is checked in float32, then it passes: the shadow leaves that derivative to float32 and
+    says so, while its autograd and finite differences agree."""
+    record = check(lambda x: x * x, written, x=[1.234567], dtype="float32", ledger=False).record
     assert record["passed"] is True, record["failure"]
     block = record["float64_shadow"]
     assert block["passed"] is True
-    assert block["note"] == "the derivative written as numbers is compared in float32 only"
+    assert block["note"] == "the derivative of x, written in float32's numbers, is compared in float32 only"
 
 
 def test_a_float32_failure_the_shadow_does_not_see_is_still_a_failure():

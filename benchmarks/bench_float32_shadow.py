@@ -111,7 +111,9 @@ def _cost_rows(ratios: list, extras: dict) -> list[dict]:
             "x",
             "<= 1.1",
             worst <= 1.1,
-            f"median {statistics.median(ratios):.2f}; summed over the eight (ms): float32 with shadow "
+            f"median {statistics.median(ratios):.2f}, each: "
+            + ", ".join(f"{name} {ratio:.2f}" for name, ratio in zip(extras, ratios))
+            + "; summed over the eight (ms): float32 with shadow "
             f"{1e3 * totals['shadowed']:.0f}, without {1e3 * totals['alone']:.0f}, our float64 check "
             f"{1e3 * totals['float64']:.0f}, gradcheck float64 {1e3 * totals['gradcheck64']:.0f}, gradcheck float32 "
             f"{1e3 * totals['gradcheck32']:.0f}",

@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from ...errors import exception_line
 from ...i18n import Message
 from ...values.tensors import describe, real_inner
-from ..compare.comparison import _same_values, compare
+from ..compare.comparison import compare, same_values
 from ..fd.steps import difference_bound, mode_tolerances
 from .observations import event_failure
 from .several_outputs import differentiable
@@ -105,7 +105,7 @@ class _CustomOpCalls(TorchFunctionMode):
         result = func(*args, **kwargs)
         for name, value in tensors.items():
             version, values = before[name]
-            changed = not _same_values(values, value.detach())
+            changed = not same_values(values, value.detach())
             # a declared argument's version moves whether or not it is written (the op's ADInplaceOrView kernel)
             if name in declared or changed or _version(value) != version:
                 seen = {"input": self._input(value), "declared": name in declared, "changed": changed}

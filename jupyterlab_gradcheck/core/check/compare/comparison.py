@@ -64,7 +64,7 @@ def call_unmodified(function, leaves: dict, *, values: bool = False):
     before = {name: leaf.detach().clone() for name, leaf in leaves.items()} if values else {}
     output = function(**leaves)
     for name, leaf in leaves.items():
-        if leaf._version != versions[name] or (values and not _same_values(before[name], leaf.detach())):
+        if leaf._version != versions[name] or (values and not same_values(before[name], leaf.detach())):
             raise UserCodeFault(
                 Message(
                     "the function modified its input {name} in place, so every later evaluation sees "
@@ -77,7 +77,7 @@ def call_unmodified(function, leaves: dict, *, values: bool = False):
     return output
 
 
-def _same_values(before: torch.Tensor, after: torch.Tensor) -> bool:
+def same_values(before: torch.Tensor, after: torch.Tensor) -> bool:
     """Whether a tensor holds the values it held (NaN where it held NaN counts as the same)."""
     if before.layout != torch.strided or after.layout != torch.strided:
         return True  # a sparse input's writes are seen by the version counter alone
